@@ -1,0 +1,146 @@
+//! The errors of the storage surfaces: opening, appending, everything else.
+
+use std::path::PathBuf;
+
+use stepjournal_codec::{DecodeError, EncodeError, Seq, SessionId};
+
+/// A driver's own error, kept as the source of a backend error.
+pub type DriverError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A failure of a store operation other than an append's own refusals.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// An I/O operation failed. `context` says which operation and where (file, offset).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, and where.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stored bytes are damaged. `context` says where (file and offset, or session and seq).
+    #[error("corrupt data at {context}: {source}")]
+    Corrupt {
+        /// Where.
+        context: String,
+        /// What the decoder found.
+        #[source]
+        source: DecodeError,
+    },
+    /// An earlier write or sync failed; the store refuses everything until it is reopened.
+    #[error("the store is poisoned by an earlier failure ({first_failure}); reopen it")]
+    Poisoned {
+        /// The first failure, as it was reported.
+        first_failure: String,
+    },
+    /// The database driver reported an error.
+    #[error("{backend}: {context}: {source}")]
+    Backend {
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+        /// What was being done.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: DriverError,
+    },
+    /// The store was opened read-only.
+    #[error("the store at {location} is open read-only")]
+    ReadOnly {
+        /// Where the store is.
+        location: String,
+    },
+}
+
+/// Why an append did not land (or may not have).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// The session's tail is not where the caller expected: nothing was written. The ordinary
+    /// outcome of a lost race or of a fenced writer, not a failure of the store.
+    #[error("conflict: the append expected the tail at {expected}, but it is at {actual}")]
+    Conflict {
+        /// The tail the caller gave.
+        expected: Seq,
+        /// The session's tail.
+        actual: Seq,
+    },
+    /// The store cannot tell whether the batch landed: read the session's tail before writing
+    /// again.
+    #[error("the outcome of the append to {session} at {expected} is unknown: {reason}")]
+    OutcomeUnknown {
+        /// The session.
+        session: SessionId,
+        /// Where the batch was to land.
+        expected: Seq,
+        /// Why it cannot be known.
+        reason: String,
+    },
+    /// The batch held no events.
+    #[error("an append needs at least one event")]
+    EmptyBatch,
+    /// An event cannot be encoded (too large, bad session id); nothing was written.
+    #[error("cannot append to {session}: {source}")]
+    Encode {
+        /// The session.
+        session: SessionId,
+        /// What the encoder refused.
+        #[source]
+        source: EncodeError,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AppendError {
+    /// Whether the store is poisoned (every later call fails until reopen).
+    pub fn is_poisoned(&self) -> bool {
+        matches!(self, AppendError::Store(StoreError::Poisoned { .. }))
+    }
+}
+
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The URL is not one this build can open.
+    #[error("cannot open store `{url}`: {reason}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The URL's backend was left out of this build.
+    #[error(
+        "cannot open store `{url}`: the {backend} backend is not in this build (enable the `{feature}` feature)"
+    )]
+    FeatureDisabled {
+        /// The URL given.
+        url: String,
+        /// The backend.
+        backend: &'static str,
+        /// The cargo feature that adds it.
+        feature: &'static str,
+    },
+    /// Another process holds the journal's writer lock.
+    #[error("the journal at {} is locked by another writer (lock file {})", .dir.display(), .lock.display())]
+    Locked {
+        /// The journal's directory.
+        dir: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The options are inconsistent.
+    #[error("invalid options: {reason}")]
+    Options {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The store could not be read or prepared.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,21 @@
+//! stepjournal's storage: the [`JournalStore`] trait and its backends.
+//!
+//! - [`memory::MemoryStore`]: in process, [`Durability::Volatile`]; for tests and embedding in tests.
+//! - `file`: the embedded default, a segmented shared log with group commit.
+//! - `sqlite` (feature `sqlite`) and `postgres` (feature `postgres`).
+//!
+//! Stores are opened from a URL with [`open_url`]: `file:PATH`, `sqlite:PATH`,
+//! `postgres://...` or `postgresql://...`.
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)
+)]
+
+mod error;
+pub mod memory;
+mod store;
+mod url;
+
+pub use error::{AppendError, OpenError, StoreError};
+pub use store::{AppendAck, Durability, JournalStore};
+pub use url::StoreUrl;

@@ -1,0 +1,224 @@
+//! The batch frame: the records of one append, landing or dropped as one unit.
+//!
+//! Layout, format version 1 (little-endian; `docs/format.md` draws it):
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     crc    CRC-32 (IEEE) of bytes [4, 12 + len): the header fields and the records
+//! 4       4     len    length of the records that follow the header, in bytes
+//! 8       4     count  number of records (at least 1)
+//! 12      len   records, back to back (see `record`), each with its own checksum
+//! ```
+//!
+//! A torn batch fails its checksum (or is truncated) and is dropped whole by the reader that
+//! decides what a torn tail is; every record inside is also a standalone record, so a store that
+//! keeps one row per event (SQLite, PostgreSQL) keeps the same bytes.
+
+use std::mem::size_of;
+
+use crate::record::{self, RecordRef, truncated};
+use crate::{DecodeError, EncodeError, Limits, Record, Seq, SessionId, Stamped};
+
+/// Bytes of the frame header: `crc`, `len`, `count`.
+pub const HEADER_LEN: usize = size_of::<u32>() * 3;
+
+/// Appends a batch frame holding `events` at `first`, `first + 1`, ... of `session` to `buf`.
+/// Returns the frame's length. On error `buf` is unchanged.
+pub fn encode_into(
+    buf: &mut Vec<u8>,
+    session: &SessionId,
+    first: Seq,
+    events: &[Stamped],
+    limits: &Limits,
+) -> Result<usize, EncodeError> {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; HEADER_LEN]);
+    for (i, e) in events.iter().enumerate() {
+        let seq = first.add(i as u64);
+        if let Err(e) = record::encode_into(buf, session, seq, e.at, &e.event, limits) {
+            buf.truncate(start);
+            return Err(e);
+        }
+    }
+    finish(buf, start, events.len(), limits)
+}
+
+/// Appends a batch frame holding already-placed records (their own session, seq and time).
+pub fn encode_records_into(
+    buf: &mut Vec<u8>,
+    records: &[Record],
+    limits: &Limits,
+) -> Result<usize, EncodeError> {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; HEADER_LEN]);
+    for r in records {
+        if let Err(e) = record::encode_into(buf, &r.session, r.seq, r.at, &r.event, limits) {
+            buf.truncate(start);
+            return Err(e);
+        }
+    }
+    finish(buf, start, records.len(), limits)
+}
+
+fn finish(
+    buf: &mut Vec<u8>,
+    start: usize,
+    count: usize,
+    limits: &Limits,
+) -> Result<usize, EncodeError> {
+    let total = buf.len() - start;
+    if total > limits.max_batch as usize || count > u32::MAX as usize {
+        buf.truncate(start);
+        return Err(EncodeError::BatchTooLarge {
+            len: total as u64,
+            max: u64::from(limits.max_batch),
+        });
+    }
+    let frame = buf.get_mut(start..).unwrap_or_default();
+    // total <= max_batch (a u32).
+    let len = (total - HEADER_LEN) as u32;
+    if let Some(f) = frame.get_mut(4..8) {
+        f.copy_from_slice(&len.to_le_bytes());
+    }
+    if let Some(f) = frame.get_mut(8..12) {
+        f.copy_from_slice(&(count as u32).to_le_bytes());
+    }
+    let crc = crc32fast::hash(frame.get(4..).unwrap_or_default());
+    if let Some(f) = frame.get_mut(0..4) {
+        f.copy_from_slice(&crc.to_le_bytes());
+    }
+    Ok(total)
+}
+
+/// A checked batch frame still in its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    /// How many records it holds.
+    pub count: u32,
+    records: &'a [u8],
+    limits: Limits,
+}
+
+/// Reads just the frame header at the start of `bytes`: `(len of the whole frame, count)`, checked
+/// against the limits but not the checksum. For readers that must fetch the frame's bytes first.
+pub fn peek_len(bytes: &[u8], limits: &Limits) -> Result<(usize, u32), DecodeError> {
+    let header = bytes
+        .get(..HEADER_LEN)
+        .ok_or_else(|| truncated(HEADER_LEN, bytes.len()))?;
+    let word = |i: usize| {
+        header
+            .get(i..i + 4)
+            .and_then(|w| w.try_into().ok())
+            .map(u32::from_le_bytes)
+            .unwrap_or(0)
+    };
+    let total = HEADER_LEN as u64 + u64::from(word(4));
+    if total > u64::from(limits.max_batch) {
+        return Err(DecodeError::TooLarge {
+            len: total,
+            max: u64::from(limits.max_batch),
+        });
+    }
+    Ok((total as usize, word(8)))
+}
+
+impl<'a> Frame<'a> {
+    /// Checks the frame at the start of `bytes` (bounds and checksum); returns it and its length.
+    /// The records inside are checked as they are iterated.
+    pub fn parse(bytes: &'a [u8], limits: &Limits) -> Result<(Self, usize), DecodeError> {
+        let (total, count) = peek_len(bytes, limits)?;
+        let frame = bytes
+            .get(..total)
+            .ok_or_else(|| truncated(total, bytes.len()))?;
+        let stored = frame
+            .get(0..4)
+            .and_then(|w| w.try_into().ok())
+            .map(u32::from_le_bytes)
+            .unwrap_or(0);
+        let computed = crc32fast::hash(frame.get(4..).unwrap_or_default());
+        if stored != computed {
+            return Err(DecodeError::ChecksumMismatch { stored, computed });
+        }
+        let records = frame.get(HEADER_LEN..).unwrap_or_default();
+        if count == 0 || (count as usize).saturating_mul(record::MIN_RECORD_LEN) > records.len() {
+            return Err(DecodeError::Malformed {
+                reason: format!(
+                    "a batch of {} bytes cannot hold {count} records",
+                    records.len()
+                ),
+            });
+        }
+        Ok((
+            Frame {
+                count,
+                records,
+                limits: *limits,
+            },
+            total,
+        ))
+    }
+
+    /// The records, each checked in turn. The iterator ends after an error.
+    pub fn records(&self) -> FrameRecords<'a> {
+        FrameRecords {
+            rest: self.records,
+            left: self.count,
+            limits: self.limits,
+            failed: false,
+        }
+    }
+
+    /// Checks every record and that they fill the frame exactly; decodes them all.
+    pub fn decode_all(&self) -> Result<Vec<Record>, DecodeError> {
+        let mut out = Vec::with_capacity(self.count as usize);
+        for r in self.records() {
+            out.push(r?.to_record()?);
+        }
+        Ok(out)
+    }
+}
+
+/// The records of a frame, in order.
+#[derive(Debug)]
+pub struct FrameRecords<'a> {
+    rest: &'a [u8],
+    left: u32,
+    limits: Limits,
+    failed: bool,
+}
+
+impl<'a> Iterator for FrameRecords<'a> {
+    type Item = Result<RecordRef<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.left == 0 {
+            if self.rest.is_empty() {
+                return None;
+            }
+            self.failed = true;
+            return Some(Err(DecodeError::Malformed {
+                reason: format!("{} bytes follow the batch's last record", self.rest.len()),
+            }));
+        }
+        match RecordRef::parse(self.rest, &self.limits) {
+            Ok((r, len)) => {
+                self.rest = self.rest.get(len..).unwrap_or_default();
+                self.left -= 1;
+                Some(Ok(r))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Decodes the frame at the start of `bytes`: its records and the bytes it spans.
+pub fn decode(bytes: &[u8], limits: &Limits) -> Result<(Vec<Record>, usize), DecodeError> {
+    let (frame, len) = Frame::parse(bytes, limits)?;
+    Ok((frame.decode_all()?, len))
+}

@@ -1,0 +1,158 @@
+//! The codec's errors: one type per surface.
+
+use crate::IdError;
+
+/// Bytes that are not a valid record or batch. Every variant says what was wrong; the reader that
+/// found it adds where (file, offset, session, seq).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The bytes end before the record or frame does.
+    #[error("truncated: {needed} bytes needed, {available} available")]
+    Truncated {
+        /// Bytes the frame says it has (or the fixed header needs).
+        needed: u64,
+        /// Bytes there were.
+        available: u64,
+    },
+    /// The stored checksum does not match the bytes.
+    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    ChecksumMismatch {
+        /// The checksum in the bytes.
+        stored: u32,
+        /// The checksum of the bytes.
+        computed: u32,
+    },
+    /// The record's format version is not one this build knows.
+    #[error("unknown record format version {version}")]
+    UnknownVersion {
+        /// The version byte.
+        version: u8,
+    },
+    /// The record's event kind code is not one this build knows. It is never skipped: an event a
+    /// reader does not know could be the one that resolves a call.
+    #[error("unknown event kind code {code}")]
+    UnknownKind {
+        /// The kind byte.
+        code: u8,
+    },
+    /// A length field is larger than the configured maximum.
+    #[error("length {len} exceeds the maximum of {max} bytes")]
+    TooLarge {
+        /// The length the bytes claim.
+        len: u64,
+        /// The maximum allowed.
+        max: u64,
+    },
+    /// The checksum matched but the contents are not a valid record.
+    #[error("malformed: {reason}")]
+    Malformed {
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// An event that cannot be written in the binary form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The encoded record would exceed the maximum record size; it is refused, never split.
+    #[error("a {kind} record of {len} bytes exceeds the maximum record size of {max} bytes")]
+    RecordTooLarge {
+        /// The event's type.
+        kind: &'static str,
+        /// Its encoded size.
+        len: u64,
+        /// The maximum.
+        max: u64,
+    },
+    /// The batch would exceed the maximum batch size.
+    #[error("a batch of {len} bytes exceeds the maximum batch size of {max} bytes")]
+    BatchTooLarge {
+        /// Its encoded size.
+        len: u64,
+        /// The maximum.
+        max: u64,
+    },
+    /// The session id cannot be written.
+    #[error("invalid session id: {0}")]
+    Session(#[from] IdError),
+    /// The payload could not be serialized.
+    #[error("cannot encode a {kind} payload: {reason}")]
+    Payload {
+        /// The event's type.
+        kind: &'static str,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// An event in the JSON form that cannot be read. `position` is the event's index in the log or
+/// the line number of an export, where the caller knows it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JsonError {
+    /// The text is not a JSON object.
+    #[error("{}not a JSON object: {source}", at(*.position))]
+    NotJson {
+        /// Where.
+        position: Option<usize>,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The object has no string `type`.
+    #[error("{}the event has no `type` member", at(*.position))]
+    MissingType {
+        /// Where.
+        position: Option<usize>,
+    },
+    /// The `type` names no known event.
+    #[error("{}unknown event type `{ty}`", at(*.position))]
+    UnknownType {
+        /// Where.
+        position: Option<usize>,
+        /// The type given.
+        ty: String,
+    },
+    /// A member is missing or has the wrong shape.
+    #[error("{}invalid `{ty}` event: {source}", at(*.position))]
+    Invalid {
+        /// Where.
+        position: Option<usize>,
+        /// The event's type.
+        ty: &'static str,
+        /// The parser's error, naming the member.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An export line lacks `session`, `seq` or `at`, or has them in the wrong shape.
+    #[error("{}export line: {reason}", at(*.position))]
+    ExportLine {
+        /// Where.
+        position: Option<usize>,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+fn at(position: Option<usize>) -> String {
+    match position {
+        Some(p) => format!("event {p}: "),
+        None => String::new(),
+    }
+}
+
+impl JsonError {
+    /// The same error, placed at `position` (an index in a log, a line number).
+    pub fn at_position(mut self, p: usize) -> Self {
+        match &mut self {
+            JsonError::NotJson { position, .. }
+            | JsonError::MissingType { position }
+            | JsonError::UnknownType { position, .. }
+            | JsonError::Invalid { position, .. }
+            | JsonError::ExportLine { position, .. } => *position = Some(p),
+        }
+        self
+    }
+}

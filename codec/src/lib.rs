@@ -1,0 +1,45 @@
+//! stepjournal's typed events and their two forms.
+//!
+//! - [`Event`]: every event a session's log can hold, as Rust types with newtype ids.
+//! - The JSON form ([`json`]): exactly the form `FORMAT.md` gives, used by scenarios, `export` and
+//!   `import`.
+//! - The binary form ([`record`], [`batch`]): a checksummed, self-describing record per event, and a
+//!   batch frame that lands or is dropped whole. See `docs/format.md` for the byte layout.
+//!
+//! This crate does no I/O. Its decoders never panic on bad bytes and never allocate from a length
+//! field they have not checked against the bytes they were given.
+#![deny(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::expect_used,
+    clippy::panic
+)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)
+)]
+
+pub mod batch;
+mod call;
+mod entry;
+mod error;
+mod event;
+mod ids;
+pub mod json;
+mod raw;
+pub mod record;
+
+pub use call::{Call, CallKind, Replay};
+pub use entry::{Entry, ResumeMode};
+pub use error::{DecodeError, EncodeError, JsonError};
+pub use event::{
+    ApprovalDecided, AttemptStarted, ChildAttached, ClientAnswer, DispatchMinted, Event, EventKind,
+    Message, ModelAborted, OutputChunk, PairReason, Paired, ReplyCommitted, Rewound, Role,
+    RunEnded, RunOutcome, RunStarted, StepCommit, Suspended, ToolResult,
+};
+pub use ids::{
+    Attempt, CallId, CheckpointId, DispatchId, IdError, RunId, Seq, SessionId, StepNo, ToolName,
+    UnixMillis,
+};
+pub use raw::RawJson;
+pub use record::{Limits, Record, Stamped};
