@@ -6,10 +6,7 @@
 //!
 //! Stores are opened from a URL with [`open_url`]: `file:PATH`, `sqlite:PATH`,
 //! `postgres://...` or `postgresql://...`.
-#![cfg_attr(
-    test,
-    allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)
-)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
 
 mod error;
 pub mod memory;

@@ -25,10 +25,7 @@ impl MemoryStore {
 
     /// An empty store with these limits.
     pub fn with_limits(limits: Limits) -> Self {
-        MemoryStore {
-            sessions: Mutex::default(),
-            limits,
-        }
+        MemoryStore { sessions: Mutex::default(), limits }
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<SessionId, Vec<Record>>> {
@@ -54,12 +51,8 @@ impl JournalStore for MemoryStore {
             return Err(AppendError::EmptyBatch);
         }
         let mut scratch = Vec::new();
-        batch::encode_into(&mut scratch, session, expected, events, &self.limits).map_err(
-            |source| AppendError::Encode {
-                session: session.clone(),
-                source,
-            },
-        )?;
+        batch::encode_into(&mut scratch, session, expected, events, &self.limits)
+            .map_err(|source| AppendError::Encode { session: session.clone(), source })?;
         let mut sessions = self.lock();
         let log = sessions.entry(session.clone()).or_default();
         let actual = Seq(log.len() as u64);
@@ -76,11 +69,7 @@ impl JournalStore for MemoryStore {
             event: e.event.clone(),
         }));
         let next = Seq(log.len() as u64);
-        Ok(AppendAck {
-            first: expected,
-            next,
-            durability: Durability::Volatile,
-        })
+        Ok(AppendAck { first: expected, next, durability: Durability::Volatile })
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
@@ -91,10 +80,7 @@ impl JournalStore for MemoryStore {
         let len = log.len() as u64;
         let start = range.start.get().min(len) as usize;
         let end = range.end.get().min(len).max(range.start.get().min(len)) as usize;
-        Ok(log
-            .get(start..end)
-            .map(<[Record]>::to_vec)
-            .unwrap_or_default())
+        Ok(log.get(start..end).map(<[Record]>::to_vec).unwrap_or_default())
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {

@@ -18,10 +18,7 @@ pub enum StoreUrl {
 impl StoreUrl {
     /// Parses a store URL. Paths may be relative or absolute; anything else is a clear error.
     pub fn parse(url: &str) -> Result<Self, OpenError> {
-        let bad = |reason: &str| OpenError::Url {
-            url: url.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let bad = |reason: &str| OpenError::Url { url: url.to_owned(), reason: reason.to_owned() };
         let path = |rest: &str| -> Result<PathBuf, OpenError> {
             // `file:///abs` and `file://rel` both name a path after the `//`.
             let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -37,9 +34,7 @@ impl StoreUrl {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(StoreUrl::Postgres(url.to_owned()))
         } else {
-            Err(bad(
-                "expected file:PATH, sqlite:PATH, postgres://... or postgresql://...",
-            ))
+            Err(bad("expected file:PATH, sqlite:PATH, postgres://... or postgresql://..."))
         }
     }
 }
@@ -60,14 +55,8 @@ mod tests {
 
     #[test]
     fn each_scheme_parses_to_its_backend() {
-        assert_eq!(
-            StoreUrl::parse("file:./j").unwrap(),
-            StoreUrl::File("./j".into())
-        );
-        assert_eq!(
-            StoreUrl::parse("file:///tmp/j").unwrap(),
-            StoreUrl::File("/tmp/j".into())
-        );
+        assert_eq!(StoreUrl::parse("file:./j").unwrap(), StoreUrl::File("./j".into()));
+        assert_eq!(StoreUrl::parse("file:///tmp/j").unwrap(), StoreUrl::File("/tmp/j".into()));
         assert_eq!(
             StoreUrl::parse("sqlite:db.sqlite").unwrap(),
             StoreUrl::Sqlite("db.sqlite".into())

@@ -4,10 +4,14 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     crc    CRC-32 (IEEE) of bytes [4, 12 + len): the header fields and the records
-//! 4       4     len    length of the records that follow the header, in bytes
-//! 8       4     count  number of records (at least 1)
-//! 12      len   records, back to back (see `record`), each with its own checksum
+//! 0       4     crc    CRC-32 (IEEE) of bytes [4, 16 + len): the header fields and the body
+//! 4       4     len    length of the body that follows the header, in bytes
+//! 8       4     count  number of records in the body (0 for a deletion)
+//! 12      2     kind   1 = events: the body is `count` records back to back (see `record`),
+//!                      each with its own checksum;
+//!                      2 = session deleted: the body is the session id (UTF-8), count 0
+//! 14      2     reserved, 0
+//! 16      len   body
 //! ```
 //!
 //! A torn batch fails its checksum (or is truncated) and is dropped whole by the reader that
@@ -19,8 +23,28 @@ use std::mem::size_of;
 use crate::record::{self, RecordRef, truncated};
 use crate::{DecodeError, EncodeError, Limits, Record, Seq, SessionId, Stamped};
 
-/// Bytes of the frame header: `crc`, `len`, `count`.
-pub const HEADER_LEN: usize = size_of::<u32>() * 3;
+/// Bytes of the frame header: `crc`, `len`, `count`, `kind`, `reserved`.
+pub const HEADER_LEN: usize = size_of::<u32>() * 3 + size_of::<u16>() * 2;
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum FrameKind {
+    /// One append's records.
+    Events = 1,
+    /// A session's deletion: every earlier frame of the session stops counting.
+    DeleteSession = 2,
+}
+
+impl FrameKind {
+    fn from_code(code: u16) -> Option<Self> {
+        match code {
+            1 => Some(FrameKind::Events),
+            2 => Some(FrameKind::DeleteSession),
+            _ => None,
+        }
+    }
+}
 
 /// Appends a batch frame holding `events` at `first`, `first + 1`, ... of `session` to `buf`.
 /// Returns the frame's length. On error `buf` is unchanged.
@@ -40,7 +64,20 @@ pub fn encode_into(
             return Err(e);
         }
     }
-    finish(buf, start, events.len(), limits)
+    finish(buf, start, events.len(), FrameKind::Events, limits)
+}
+
+/// Appends a frame recording that `session` was deleted.
+pub fn encode_delete_into(
+    buf: &mut Vec<u8>,
+    session: &SessionId,
+    limits: &Limits,
+) -> Result<usize, EncodeError> {
+    session.validate()?;
+    let start = buf.len();
+    buf.extend_from_slice(&[0; HEADER_LEN]);
+    buf.extend_from_slice(session.as_str().as_bytes());
+    finish(buf, start, 0, FrameKind::DeleteSession, limits)
 }
 
 /// Appends a batch frame holding already-placed records (their own session, seq and time).
@@ -57,13 +94,14 @@ pub fn encode_records_into(
             return Err(e);
         }
     }
-    finish(buf, start, records.len(), limits)
+    finish(buf, start, records.len(), FrameKind::Events, limits)
 }
 
 fn finish(
     buf: &mut Vec<u8>,
     start: usize,
     count: usize,
+    kind: FrameKind,
     limits: &Limits,
 ) -> Result<usize, EncodeError> {
     let total = buf.len() - start;
@@ -83,6 +121,9 @@ fn finish(
     if let Some(f) = frame.get_mut(8..12) {
         f.copy_from_slice(&(count as u32).to_le_bytes());
     }
+    if let Some(f) = frame.get_mut(12..14) {
+        f.copy_from_slice(&(kind as u16).to_le_bytes());
+    }
     let crc = crc32fast::hash(frame.get(4..).unwrap_or_default());
     if let Some(f) = frame.get_mut(0..4) {
         f.copy_from_slice(&crc.to_le_bytes());
@@ -93,31 +134,24 @@ fn finish(
 /// A checked batch frame still in its bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct Frame<'a> {
-    /// How many records it holds.
+    /// What it carries.
+    pub kind: FrameKind,
+    /// How many records it holds (0 for a deletion).
     pub count: u32,
-    records: &'a [u8],
+    body: &'a [u8],
     limits: Limits,
 }
 
 /// Reads just the frame header at the start of `bytes`: `(len of the whole frame, count)`, checked
 /// against the limits but not the checksum. For readers that must fetch the frame's bytes first.
 pub fn peek_len(bytes: &[u8], limits: &Limits) -> Result<(usize, u32), DecodeError> {
-    let header = bytes
-        .get(..HEADER_LEN)
-        .ok_or_else(|| truncated(HEADER_LEN, bytes.len()))?;
+    let header = bytes.get(..HEADER_LEN).ok_or_else(|| truncated(HEADER_LEN, bytes.len()))?;
     let word = |i: usize| {
-        header
-            .get(i..i + 4)
-            .and_then(|w| w.try_into().ok())
-            .map(u32::from_le_bytes)
-            .unwrap_or(0)
+        header.get(i..i + 4).and_then(|w| w.try_into().ok()).map(u32::from_le_bytes).unwrap_or(0)
     };
     let total = HEADER_LEN as u64 + u64::from(word(4));
     if total > u64::from(limits.max_batch) {
-        return Err(DecodeError::TooLarge {
-            len: total,
-            max: u64::from(limits.max_batch),
-        });
+        return Err(DecodeError::TooLarge { len: total, max: u64::from(limits.max_batch) });
     }
     Ok((total as usize, word(8)))
 }
@@ -127,45 +161,62 @@ impl<'a> Frame<'a> {
     /// The records inside are checked as they are iterated.
     pub fn parse(bytes: &'a [u8], limits: &Limits) -> Result<(Self, usize), DecodeError> {
         let (total, count) = peek_len(bytes, limits)?;
-        let frame = bytes
-            .get(..total)
-            .ok_or_else(|| truncated(total, bytes.len()))?;
-        let stored = frame
-            .get(0..4)
-            .and_then(|w| w.try_into().ok())
-            .map(u32::from_le_bytes)
-            .unwrap_or(0);
+        let frame = bytes.get(..total).ok_or_else(|| truncated(total, bytes.len()))?;
+        let stored =
+            frame.get(0..4).and_then(|w| w.try_into().ok()).map(u32::from_le_bytes).unwrap_or(0);
         let computed = crc32fast::hash(frame.get(4..).unwrap_or_default());
         if stored != computed {
             return Err(DecodeError::ChecksumMismatch { stored, computed });
         }
-        let records = frame.get(HEADER_LEN..).unwrap_or_default();
-        if count == 0 || (count as usize).saturating_mul(record::MIN_RECORD_LEN) > records.len() {
+        let body = frame.get(HEADER_LEN..).unwrap_or_default();
+        let word16 = |i: usize| {
+            frame.get(i..i + 2).and_then(|w| w.try_into().ok()).map(u16::from_le_bytes).unwrap_or(0)
+        };
+        let code = word16(12);
+        let kind = FrameKind::from_code(code).ok_or_else(|| DecodeError::Malformed {
+            reason: format!("unknown frame kind {code}"),
+        })?;
+        if word16(14) != 0 {
+            return Err(DecodeError::Malformed { reason: "reserved frame bits are set".into() });
+        }
+        let fits = match kind {
+            FrameKind::Events => {
+                count > 0 && (count as usize).saturating_mul(record::MIN_RECORD_LEN) <= body.len()
+            }
+            FrameKind::DeleteSession => {
+                count == 0
+                    && !body.is_empty()
+                    && body.len() <= SessionId::MAX_LEN
+                    && std::str::from_utf8(body).is_ok()
+            }
+        };
+        if !fits {
             return Err(DecodeError::Malformed {
                 reason: format!(
-                    "a batch of {} bytes cannot hold {count} records",
-                    records.len()
+                    "a {kind:?} frame of {} bytes cannot hold {count} records",
+                    body.len()
                 ),
             });
         }
-        Ok((
-            Frame {
-                count,
-                records,
-                limits: *limits,
-            },
-            total,
-        ))
+        Ok((Frame { kind, count, body, limits: *limits }, total))
     }
 
-    /// The records, each checked in turn. The iterator ends after an error.
-    pub fn records(&self) -> FrameRecords<'a> {
-        FrameRecords {
-            rest: self.records,
-            left: self.count,
-            limits: self.limits,
-            failed: false,
+    /// The session a [`FrameKind::DeleteSession`] frame deletes (None for other frames).
+    pub fn deleted_session(&self) -> Option<&'a str> {
+        match self.kind {
+            FrameKind::DeleteSession => std::str::from_utf8(self.body).ok(),
+            FrameKind::Events => None,
         }
+    }
+
+    /// The records, each checked in turn. The iterator ends after an error. A deletion frame has
+    /// none.
+    pub fn records(&self) -> FrameRecords<'a> {
+        let rest = match self.kind {
+            FrameKind::Events => self.body,
+            FrameKind::DeleteSession => &[],
+        };
+        FrameRecords { rest, left: self.count, limits: self.limits, failed: false }
     }
 
     /// Checks every record and that they fill the frame exactly; decodes them all.

@@ -64,21 +64,14 @@ impl Entry {
         match self {
             Entry::Resume(ResumeMode::WithMessage { message })
             | Entry::NewTurn { message }
-            | Entry::Retry {
-                message: Some(message),
-                ..
-            } => Some(message),
+            | Entry::Retry { message: Some(message), .. } => Some(message),
             _ => None,
         }
     }
 
     fn to_repr(&self) -> EntryRepr {
-        let mut repr = EntryRepr {
-            kind: EntryKindRepr::Wake,
-            mode: None,
-            message: None,
-            checkpoint: None,
-        };
+        let mut repr =
+            EntryRepr { kind: EntryKindRepr::Wake, mode: None, message: None, checkpoint: None };
         match self {
             Entry::Wake => {}
             Entry::Resume(mode) => {
@@ -95,10 +88,7 @@ impl Entry {
                     }
                 }
             }
-            Entry::Retry {
-                checkpoint,
-                message,
-            } => {
+            Entry::Retry { checkpoint, message } => {
                 repr.kind = EntryKindRepr::Retry;
                 repr.checkpoint = checkpoint.clone();
                 repr.message = message.clone();
@@ -150,19 +140,14 @@ impl TryFrom<EntryRepr> for Entry {
         Ok(match r.kind {
             EntryKindRepr::Wake => Entry::Wake,
             EntryKindRepr::Stop => Entry::Stop,
-            EntryKindRepr::Retry => Entry::Retry {
-                checkpoint: r.checkpoint,
-                message: r.message,
-            },
-            EntryKindRepr::NewTurn => Entry::NewTurn {
-                message: r.message.ok_or("a `new_turn` entry needs a `message`")?,
-            },
+            EntryKindRepr::Retry => Entry::Retry { checkpoint: r.checkpoint, message: r.message },
+            EntryKindRepr::NewTurn => {
+                Entry::NewTurn { message: r.message.ok_or("a `new_turn` entry needs a `message`")? }
+            }
             EntryKindRepr::Resume => match r.mode.ok_or("a `resume` entry needs a `mode`")? {
                 ModeRepr::Continue => Entry::Resume(ResumeMode::Continue),
                 ModeRepr::WithMessage => Entry::Resume(ResumeMode::WithMessage {
-                    message: r
-                        .message
-                        .ok_or("`resume` `with_message` needs a `message`")?,
+                    message: r.message.ok_or("`resume` `with_message` needs a `message`")?,
                 }),
                 ModeRepr::FromCheckpoint => Entry::Resume(ResumeMode::FromCheckpoint {
                     checkpoint: r

@@ -36,15 +36,11 @@ impl PayloadEncoder for ToText {
 
 /// Reads one event from its JSON text.
 pub fn parse_event(text: &str) -> Result<Event, JsonError> {
-    let head: Head<'_> = serde_json::from_str(text).map_err(|source| JsonError::NotJson {
-        position: None,
-        source,
-    })?;
+    let head: Head<'_> = serde_json::from_str(text)
+        .map_err(|source| JsonError::NotJson { position: None, source })?;
     let ty = head.ty.ok_or(JsonError::MissingType { position: None })?;
-    let kind = EventKind::from_name(&ty).ok_or_else(|| JsonError::UnknownType {
-        position: None,
-        ty: ty.clone().into_owned(),
-    })?;
+    let kind = EventKind::from_name(&ty)
+        .ok_or_else(|| JsonError::UnknownType { position: None, ty: ty.clone().into_owned() })?;
     decode_payload(kind, FromText(text)).map_err(|source| JsonError::Invalid {
         position: None,
         ty: kind.name(),
@@ -80,10 +76,7 @@ fn write_event(event: &Event, out: &mut String) {
     out.push_str(event.kind().name());
     out.push('"');
     // body is `{...}`: splice its members after `type`.
-    let inner = body
-        .strip_prefix('{')
-        .and_then(|b| b.strip_suffix('}'))
-        .unwrap_or("");
+    let inner = body.strip_prefix('{').and_then(|b| b.strip_suffix('}')).unwrap_or("");
     if !inner.is_empty() {
         out.push(',');
         out.push_str(inner);
@@ -142,9 +135,7 @@ mod tests {
             r#"{"type":"reply_committed","step":1,"checkpoint":"cp","calls":[{"call":"c1","tool":"t"}]}"#,
         )
         .unwrap();
-        let Event::ReplyCommitted(r) = e else {
-            panic!("wrong type")
-        };
+        let Event::ReplyCommitted(r) = e else { panic!("wrong type") };
         assert_eq!(r.text, "");
         let c = &r.calls[0];
         assert_eq!(c.args.get(), "{}");
@@ -153,9 +144,7 @@ mod tests {
         assert_eq!(c.group, None);
         assert!(!c.sequential);
         let e = parse_event(r#"{"type":"paired","call":"c1","reason":"not_started"}"#).unwrap();
-        let Event::Paired(p) = e else {
-            panic!("wrong type")
-        };
+        let Event::Paired(p) = e else { panic!("wrong type") };
         assert_eq!(p.reason, PairReason::NotStarted);
         assert_eq!((p.message.as_str(), p.partial.as_str()), ("", ""));
     }
@@ -174,10 +163,7 @@ mod tests {
         )
         .unwrap();
         let err = parse_log(&log).unwrap_err().to_string();
-        assert!(
-            err.contains("event 1") && err.contains("teleported"),
-            "{err}"
-        );
+        assert!(err.contains("event 1") && err.contains("teleported"), "{err}");
         let log: Vec<Box<RawValue>> =
             serde_json::from_str(r#"[{"type":"run_started","entry":{"kind":"wake"}}]"#).unwrap();
         let err = parse_log(&log).unwrap_err().to_string();

@@ -8,16 +8,8 @@
 //!
 //! This crate does no I/O. Its decoders never panic on bad bytes and never allocate from a length
 //! field they have not checked against the bytes they were given.
-#![deny(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    clippy::expect_used,
-    clippy::panic
-)]
-#![cfg_attr(
-    test,
-    allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)
-)]
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used, clippy::panic)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
 
 pub mod batch;
 mod call;

@@ -142,10 +142,7 @@ mod tests {
         let bytes = postcard::to_stdvec("{not json").unwrap();
         assert!(postcard::from_bytes::<RawJson>(&bytes).is_err());
         let bytes = postcard::to_stdvec("{ }").unwrap();
-        assert!(
-            postcard::from_bytes::<RawJson>(&bytes).is_err(),
-            "uncompacted text is refused"
-        );
+        assert!(postcard::from_bytes::<RawJson>(&bytes).is_err(), "uncompacted text is refused");
         let bytes = postcard::to_stdvec("{}").unwrap();
         assert_eq!(postcard::from_bytes::<RawJson>(&bytes).unwrap().get(), "{}");
     }

@@ -44,10 +44,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_record: 16 << 20,
-            max_batch: 64 << 20,
-        }
+        Limits { max_record: 16 << 20, max_batch: 64 << 20 }
     }
 }
 
@@ -76,18 +73,12 @@ pub struct Stamped {
 impl Stamped {
     /// The event stamped with the current time.
     pub fn now(event: impl Into<Event>) -> Self {
-        Stamped {
-            at: UnixMillis::now(),
-            event: event.into(),
-        }
+        Stamped { at: UnixMillis::now(), event: event.into() }
     }
 
     /// The event stamped with `at`.
     pub fn at(at: UnixMillis, event: impl Into<Event>) -> Self {
-        Stamped {
-            at,
-            event: event.into(),
-        }
+        Stamped { at, event: event.into() }
     }
 }
 
@@ -108,11 +99,7 @@ impl PayloadDecoder for FromSlice<'_> {
     type Error = postcard::Error;
     fn decode<T: serde::de::DeserializeOwned>(self) -> Result<T, postcard::Error> {
         let (value, rest) = postcard::take_from_bytes(self.0)?;
-        if rest.is_empty() {
-            Ok(value)
-        } else {
-            Err(postcard::Error::DeserializeBadEncoding)
-        }
+        if rest.is_empty() { Ok(value) } else { Err(postcard::Error::DeserializeBadEncoding) }
     }
 }
 
@@ -144,10 +131,7 @@ pub fn encode_into(
     buf.extend_from_slice(sid);
     if let Err(e) = encode_payload(event, ToBuf(buf)) {
         buf.truncate(start);
-        return Err(EncodeError::Payload {
-            kind: event.kind().name(),
-            reason: e.to_string(),
-        });
+        return Err(EncodeError::Payload { kind: event.kind().name(), reason: e.to_string() });
     }
     let total = buf.len() - start;
     if total > limits.max_record as usize {
@@ -174,14 +158,7 @@ pub fn encode_into(
 /// Encodes one record into a new buffer.
 pub fn encode(record: &Record, limits: &Limits) -> Result<Vec<u8>, EncodeError> {
     let mut buf = Vec::with_capacity(64);
-    encode_into(
-        &mut buf,
-        &record.session,
-        record.seq,
-        record.at,
-        &record.event,
-        limits,
-    )?;
+    encode_into(&mut buf, &record.session, record.seq, record.at, &record.event, limits)?;
     Ok(buf)
 }
 
@@ -214,10 +191,7 @@ fn read_u64(b: &[u8], at: usize) -> Option<u64> {
 }
 
 pub(crate) fn truncated(needed: usize, available: usize) -> DecodeError {
-    DecodeError::Truncated {
-        needed: needed as u64,
-        available: available as u64,
-    }
+    DecodeError::Truncated { needed: needed as u64, available: available as u64 }
 }
 
 impl<'a> RecordRef<'a> {
@@ -228,16 +202,11 @@ impl<'a> RecordRef<'a> {
         let len = read_u32(bytes, 4).ok_or_else(|| truncated(PREFIX_LEN, bytes.len()))?;
         let total = PREFIX_LEN as u64 + u64::from(len);
         if total > u64::from(limits.max_record) {
-            return Err(DecodeError::TooLarge {
-                len: total,
-                max: u64::from(limits.max_record),
-            });
+            return Err(DecodeError::TooLarge { len: total, max: u64::from(limits.max_record) });
         }
         // total <= max_record (a u32): it fits in usize.
         let total = total as usize;
-        let record = bytes
-            .get(..total)
-            .ok_or_else(|| truncated(total, bytes.len()))?;
+        let record = bytes.get(..total).ok_or_else(|| truncated(total, bytes.len()))?;
         let computed = crc32fast::hash(record.get(4..).unwrap_or_default());
         if computed != stored {
             return Err(DecodeError::ChecksumMismatch { stored, computed });
@@ -245,10 +214,7 @@ impl<'a> RecordRef<'a> {
         let body = record.get(PREFIX_LEN..).unwrap_or_default();
         if body.len() < BODY_FIXED_LEN {
             return Err(DecodeError::Malformed {
-                reason: format!(
-                    "record body of {} bytes is shorter than its header",
-                    body.len()
-                ),
+                reason: format!("record body of {} bytes is shorter than its header", body.len()),
             });
         }
         let version = body.first().copied().unwrap_or(0);
@@ -257,9 +223,7 @@ impl<'a> RecordRef<'a> {
         }
         let code = body.get(1).copied().unwrap_or(0);
         let kind = EventKind::from_code(code).ok_or(DecodeError::UnknownKind { code })?;
-        let malformed = |reason: &str| DecodeError::Malformed {
-            reason: reason.to_owned(),
-        };
+        let malformed = |reason: &str| DecodeError::Malformed { reason: reason.to_owned() };
         let sid_len = usize::from(read_u16(body, 2).ok_or_else(|| malformed("no session length"))?);
         let seq = Seq(read_u64(body, 4).ok_or_else(|| malformed("no sequence number"))?);
         let at = UnixMillis(read_u64(body, 12).ok_or_else(|| malformed("no append time"))?);
@@ -276,17 +240,7 @@ impl<'a> RecordRef<'a> {
             .ok_or_else(|| malformed("session id runs past the record"))?;
         let session = std::str::from_utf8(sid).map_err(|_| malformed("session id is not UTF-8"))?;
         let payload = body.get(BODY_FIXED_LEN + sid_len..).unwrap_or_default();
-        Ok((
-            RecordRef {
-                kind,
-                session,
-                seq,
-                at,
-                payload,
-                bytes: record,
-            },
-            total,
-        ))
+        Ok((RecordRef { kind, session, seq, at, payload, bytes: record }, total))
     }
 
     /// Decodes the payload into an event.

@@ -1,1 +1,6 @@
-//! placeholder
+//! stepjournal's cross-crate test suites: backend conformance, crash properties, recovery
+//! conformance, golden files. Shared helpers live here; the suites are under `tests/`.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
+
+pub mod conformance;
+pub mod sample;

@@ -1,0 +1,287 @@
+//! The backend conformance suite: written once over `&dyn JournalStore`, run on every backend.
+//!
+//! A backend joins it with one line in a test file:
+//!
+//! ```ignore
+//! stepjournal_tests::backend_conformance!(|| MyFixture::new());
+//! ```
+//!
+//! where the closure returns a fresh, empty store (or something that derefs to one and keeps its
+//! temporary directory alive).
+
+use std::collections::BTreeSet;
+use std::sync::Barrier;
+
+use stepjournal_backends::{AppendError, Durability, JournalStore};
+use stepjournal_codec::{Limits, Seq, SessionId, Stamped, UnixMillis};
+
+use crate::sample::{every_event_type, numbered, oversized, stamped_numbered};
+
+fn sid(s: &str) -> SessionId {
+    SessionId::from(s)
+}
+
+pub fn round_trip_returns_every_event_as_appended(store: &dyn JournalStore) {
+    let s = sid("round-trip");
+    let events: Vec<Stamped> = every_event_type()
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| Stamped::at(UnixMillis(1_700_000_000_000 + i as u64), e))
+        .collect();
+    let ack = store.append(&s, Seq(0), &events, Durability::Synced).unwrap();
+    assert_eq!((ack.first, ack.next), (Seq(0), Seq(events.len() as u64)));
+    let back = store.read_all(&s).unwrap();
+    assert_eq!(back.len(), events.len());
+    for (i, (r, e)) in back.iter().zip(&events).enumerate() {
+        assert_eq!(r.session, s);
+        assert_eq!(r.seq, Seq(i as u64));
+        assert_eq!(r.at, e.at);
+        assert_eq!(r.event, e.event);
+    }
+}
+
+pub fn sequence_numbers_are_dense_across_appends(store: &dyn JournalStore) {
+    let s = sid("dense");
+    let mut next = Seq(0);
+    for n in [1u64, 3, 1, 7, 2] {
+        let ack = store.append(&s, next, &stamped_numbered(next.get(), n), Durability::Synced);
+        let ack = ack.unwrap();
+        assert_eq!(ack.first, next);
+        next = next.add(n);
+        assert_eq!(ack.next, next);
+        assert_eq!(store.tail(&s).unwrap(), next);
+    }
+    let all = store.read_all(&s).unwrap();
+    let seqs: Vec<u64> = all.iter().map(|r| r.seq.get()).collect();
+    assert_eq!(seqs, (0..next.get()).collect::<Vec<_>>());
+    for r in &all {
+        assert_eq!(r.event, numbered(r.seq.get()), "event at {} is another's", r.seq);
+    }
+}
+
+pub fn a_refused_batch_writes_none_of_its_events(store: &dyn JournalStore) {
+    let s = sid("atomic");
+    store.append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
+    let mut batch = stamped_numbered(2, 3);
+    batch.push(Stamped::at(UnixMillis(1), oversized(Limits::default().max_record as usize)));
+    let err = store.append(&s, Seq(2), &batch, Durability::Synced).unwrap_err();
+    assert!(matches!(err, AppendError::Encode { .. }), "{err:?}");
+    assert!(err.to_string().contains("maximum record size"), "{err}");
+    assert_eq!(store.tail(&s).unwrap(), Seq(2));
+    assert_eq!(store.read_all(&s).unwrap().len(), 2);
+    // The session still takes appends at its real tail.
+    store.append(&s, Seq(2), &stamped_numbered(2, 1), Durability::Synced).unwrap();
+    assert_eq!(store.tail(&s).unwrap(), Seq(3));
+}
+
+pub fn a_conflict_names_both_positions_and_writes_nothing(store: &dyn JournalStore) {
+    let s = sid("conflict");
+    store.append(&s, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
+    for wrong in [0u64, 2, 4, 100] {
+        let err = store.append(&s, Seq(wrong), &stamped_numbered(50, 2), Durability::Synced);
+        match err {
+            Err(AppendError::Conflict { expected, actual }) => {
+                assert_eq!((expected, actual), (Seq(wrong), Seq(3)));
+            }
+            other => panic!("expected a conflict at {wrong}, got {other:?}"),
+        }
+    }
+    let all = store.read_all(&s).unwrap();
+    assert_eq!(all.len(), 3);
+    assert!(all.iter().enumerate().all(|(i, r)| r.event == numbered(i as u64)));
+}
+
+pub fn a_batch_cannot_land_past_the_tail(store: &dyn JournalStore) {
+    let s = sid("gap");
+    let err = store.append(&s, Seq(1), &stamped_numbered(1, 1), Durability::Synced).unwrap_err();
+    assert!(matches!(err, AppendError::Conflict { expected: Seq(1), actual: Seq(0) }), "{err:?}");
+    assert_eq!(store.tail(&s).unwrap(), Seq(0));
+    assert!(store.read_all(&s).unwrap().is_empty());
+    assert!(!store.sessions().unwrap().contains(&s), "a refused append created the session");
+}
+
+pub fn an_empty_batch_is_refused(store: &dyn JournalStore) {
+    let s = sid("empty-batch");
+    let err = store.append(&s, Seq(0), &[], Durability::Synced).unwrap_err();
+    assert!(matches!(err, AppendError::EmptyBatch), "{err:?}");
+    assert_eq!(store.tail(&s).unwrap(), Seq(0));
+}
+
+pub fn an_invalid_session_id_is_refused(store: &dyn JournalStore) {
+    let err = store.append(&sid(""), Seq(0), &stamped_numbered(0, 1), Durability::Synced);
+    assert!(matches!(err, Err(AppendError::Encode { .. })), "{err:?}");
+    let long = sid(&"s".repeat(SessionId::MAX_LEN + 1));
+    let err = store.append(&long, Seq(0), &stamped_numbered(0, 1), Durability::Synced);
+    assert!(matches!(err, Err(AppendError::Encode { .. })), "{err:?}");
+    assert!(store.sessions().unwrap().is_empty());
+}
+
+pub fn racing_writers_win_each_sequence_number_exactly_once(store: &dyn JournalStore) {
+    const THREADS: usize = 4;
+    const ROUNDS: u64 = 40;
+    let s = sid("race");
+    let barrier = Barrier::new(THREADS);
+    let wins: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (s, barrier) = (&s, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    let mut won = Vec::new();
+                    loop {
+                        let tail = store.tail(s).unwrap();
+                        if tail.get() >= ROUNDS {
+                            return won;
+                        }
+                        // Each writer marks its events with its thread number.
+                        let e = Stamped::at(UnixMillis(t as u64), numbered(t as u64));
+                        match store.append(s, tail, &[e], Durability::Synced) {
+                            Ok(ack) => won.push(ack.first.get()),
+                            Err(AppendError::Conflict { actual, .. }) => {
+                                assert!(actual > tail, "a conflict must report a later tail");
+                            }
+                            Err(e) => panic!("unexpected error in a race: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<u64> = wins.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..ROUNDS).collect::<Vec<_>>(), "every seq won exactly once");
+    let log = store.read_all(&s).unwrap();
+    assert_eq!(log.len() as u64, ROUNDS);
+    for (t, seqs) in wins.iter().enumerate() {
+        for &q in seqs {
+            assert_eq!(log[q as usize].event, numbered(t as u64), "seq {q} holds another's event");
+        }
+    }
+}
+
+pub fn interleaved_sessions_keep_their_own_events(store: &dyn JournalStore) {
+    let names: Vec<SessionId> = (0..12).map(|i| sid(&format!("inter-{i:02}"))).collect();
+    for round in 0..5u64 {
+        for (i, s) in names.iter().enumerate() {
+            let from = round * 100 + i as u64;
+            let tail = store.tail(s).unwrap();
+            store
+                .append(s, tail, &stamped_numbered(from, 1 + (i as u64 % 3)), Durability::Synced)
+                .unwrap();
+        }
+    }
+    for (i, s) in names.iter().enumerate() {
+        let log = store.read_all(s).unwrap();
+        let per = 1 + (i as u64 % 3);
+        assert_eq!(log.len() as u64, 5 * per);
+        for (k, r) in log.iter().enumerate() {
+            let round = k as u64 / per;
+            let expected = numbered(round * 100 + i as u64 + k as u64 % per);
+            assert_eq!(r.session, *s);
+            assert_eq!(r.event, expected, "session {s} seq {k}");
+        }
+    }
+    let listed: Vec<SessionId> = store.sessions().unwrap();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted, "sessions are listed once each, sorted");
+}
+
+pub fn delete_removes_a_session_and_its_id_can_start_again(store: &dyn JournalStore) {
+    let (a, b) = (sid("del-a"), sid("del-b"));
+    store.append(&a, Seq(0), &stamped_numbered(0, 4), Durability::Synced).unwrap();
+    store.append(&b, Seq(0), &stamped_numbered(10, 2), Durability::Synced).unwrap();
+    assert!(store.delete(&a).unwrap());
+    assert!(!store.delete(&a).unwrap(), "deleting twice reports it was gone");
+    assert_eq!(store.tail(&a).unwrap(), Seq(0));
+    assert!(store.read_all(&a).unwrap().is_empty());
+    assert_eq!(store.sessions().unwrap(), vec![b.clone()]);
+    assert_eq!(store.read_all(&b).unwrap().len(), 2, "the other session is untouched");
+    store.append(&a, Seq(0), &stamped_numbered(20, 1), Durability::Synced).unwrap();
+    assert_eq!(store.read_all(&a).unwrap()[0].event, numbered(20));
+}
+
+pub fn missing_and_empty_sessions_read_as_empty(store: &dyn JournalStore) {
+    let s = sid("never-written");
+    assert_eq!(store.tail(&s).unwrap(), Seq(0));
+    assert!(store.read_all(&s).unwrap().is_empty());
+    assert!(store.read(&s, Seq(3)..Seq(9)).unwrap().is_empty());
+    assert!(!store.delete(&s).unwrap());
+    assert!(store.sessions().unwrap().is_empty());
+}
+
+pub fn reads_are_clipped_to_the_range_asked(store: &dyn JournalStore) {
+    let s = sid("ranges");
+    store.append(&s, Seq(0), &stamped_numbered(0, 6), Durability::Synced).unwrap();
+    store.append(&s, Seq(6), &stamped_numbered(6, 4), Durability::Synced).unwrap();
+    let seqs = |r: std::ops::Range<u64>| -> Vec<u64> {
+        store.read(&s, Seq(r.start)..Seq(r.end)).unwrap().iter().map(|r| r.seq.get()).collect()
+    };
+    assert_eq!(seqs(2..5), vec![2, 3, 4]);
+    assert_eq!(seqs(5..7), vec![5, 6], "a range across two batches");
+    assert_eq!(seqs(8..100), vec![8, 9]);
+    assert_eq!(seqs(10..20), Vec::<u64>::new());
+    assert_eq!(seqs(4..4), Vec::<u64>::new());
+    #[allow(clippy::reversed_empty_ranges)]
+    let backwards = seqs(7..3);
+    assert_eq!(backwards, Vec::<u64>::new());
+}
+
+pub fn an_ack_promises_no_more_than_the_store_gives(store: &dyn JournalStore) {
+    let s = sid("durability");
+    let max = store.max_durability();
+    let mut next = Seq(0);
+    for want in [Durability::Synced, Durability::Buffered] {
+        let ack = store.append(&s, next, &stamped_numbered(next.get(), 1), want).unwrap();
+        next = ack.next;
+        assert!(ack.durability <= want && ack.durability <= max, "{want:?} gave {ack:?}");
+        if max >= want {
+            assert_eq!(ack.durability, want, "a store that can give {want:?} must");
+        }
+    }
+}
+
+pub fn many_small_batches_read_back_in_order(store: &dyn JournalStore) {
+    let s = sid("many");
+    for i in 0..300u64 {
+        store.append(&s, Seq(i), &stamped_numbered(i, 1), Durability::Buffered).unwrap();
+    }
+    let log = store.read_all(&s).unwrap();
+    let seen: BTreeSet<u64> = log.iter().map(|r| r.seq.get()).collect();
+    assert_eq!(seen.len(), 300);
+    assert!(log.iter().all(|r| r.event == numbered(r.seq.get())));
+}
+
+/// Instantiates every conformance test for one backend. `$make` is an expression that evaluates to
+/// a closure returning a fresh, empty store, or a value that derefs to one.
+#[macro_export]
+macro_rules! backend_conformance {
+    ($make:expr) => {
+        $crate::backend_conformance!(@tests $make;
+            round_trip_returns_every_event_as_appended,
+            sequence_numbers_are_dense_across_appends,
+            a_refused_batch_writes_none_of_its_events,
+            a_conflict_names_both_positions_and_writes_nothing,
+            a_batch_cannot_land_past_the_tail,
+            an_empty_batch_is_refused,
+            an_invalid_session_id_is_refused,
+            racing_writers_win_each_sequence_number_exactly_once,
+            interleaved_sessions_keep_their_own_events,
+            delete_removes_a_session_and_its_id_can_start_again,
+            missing_and_empty_sessions_read_as_empty,
+            reads_are_clipped_to_the_range_asked,
+            an_ack_promises_no_more_than_the_store_gives,
+            many_small_batches_read_back_in_order,
+        );
+    };
+    (@tests $make:expr; $($name:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                let fixture = ($make)();
+                $crate::conformance::$name(&*fixture);
+            }
+        )*
+    };
+}
