@@ -254,11 +254,12 @@ pub fn many_small_batches_read_back_in_order(store: &dyn JournalStore) {
 }
 
 /// Instantiates every conformance test for one backend. `$make` is an expression that evaluates to
-/// a closure returning a fresh, empty store, or a value that derefs to one.
+/// a closure returning a fresh, empty store, or a value that derefs to one. Attributes before it
+/// are put on every test (for example a `cfg_attr(..., ignore = "why")`).
 #[macro_export]
 macro_rules! backend_conformance {
-    ($make:expr) => {
-        $crate::backend_conformance!(@tests $make;
+    ($(#[$attr:meta])* $make:expr) => {
+        $crate::backend_conformance!(@tests [$(#[$attr])*] $make;
             round_trip_returns_every_event_as_appended,
             sequence_numbers_are_dense_across_appends,
             a_refused_batch_writes_none_of_its_events,
@@ -275,9 +276,10 @@ macro_rules! backend_conformance {
             many_small_batches_read_back_in_order,
         );
     };
-    (@tests $make:expr; $($name:ident,)*) => {
+    (@tests [$($attrs:tt)*] $make:expr; $($name:ident,)*) => {
         $(
             #[test]
+            $($attrs)*
             fn $name() {
                 let fixture = ($make)();
                 $crate::conformance::$name(&*fixture);
