@@ -276,14 +276,15 @@ macro_rules! backend_conformance {
             many_small_batches_read_back_in_order,
         );
     };
-    (@tests [$($attrs:tt)*] $make:expr; $($name:ident,)*) => {
-        $(
-            #[test]
-            $($attrs)*
-            fn $name() {
-                let fixture = ($make)();
-                $crate::conformance::$name(&*fixture);
-            }
-        )*
+    (@tests $attrs:tt $make:expr; $($name:ident,)*) => {
+        $( $crate::backend_conformance!(@one $attrs $make; $name); )*
+    };
+    (@one [$($attr:tt)*] $make:expr; $name:ident) => {
+        #[test]
+        $($attr)*
+        fn $name() {
+            let fixture = ($make)();
+            $crate::conformance::$name(&*fixture);
+        }
     };
 }
