@@ -2,5 +2,6 @@
 //! conformance, golden files. Shared helpers live here; the suites are under `tests/`.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
 
+pub mod arb;
 pub mod conformance;
 pub mod sample;
