@@ -10,6 +10,10 @@
 
 mod error;
 pub mod memory;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 mod store;
 mod url;
 
