@@ -1,0 +1,183 @@
+//! What the model is shown after recovery, in order.
+
+use stepjournal_codec::{Call, CallId, PairReason, RawJson, Seq, StepNo};
+
+use crate::SessionState;
+use crate::state::Resolution;
+
+/// One item of what the model is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TranscriptItem {
+    /// A user message.
+    Message {
+        /// Where it is in the log.
+        seq: Seq,
+        /// Its text.
+        text: String,
+    },
+    /// A model reply with its calls.
+    Reply {
+        /// Where it is in the log.
+        seq: Seq,
+        /// The step it opened.
+        step: StepNo,
+        /// Its text.
+        text: String,
+        /// Its calls, in order.
+        calls: Vec<Call>,
+    },
+    /// A call's result.
+    ToolResult {
+        /// Where the result is in the log.
+        seq: Seq,
+        /// The call.
+        call: CallId,
+        /// The result.
+        output: RawJson,
+        /// Whether the tool reported an error.
+        is_error: bool,
+    },
+    /// A client-executed call's answer.
+    ClientAnswer {
+        /// Where the answer is in the log.
+        seq: Seq,
+        /// The call.
+        call: CallId,
+        /// The answer.
+        output: RawJson,
+    },
+    /// An approval-gated call whose approval was denied.
+    ApprovalDenied {
+        /// Where the decision is in the log.
+        seq: Seq,
+        /// The call.
+        call: CallId,
+    },
+    /// A call answered without a result, by a pairing that still counts.
+    Paired {
+        /// Where the pairing is in the log.
+        seq: Seq,
+        /// The call.
+        call: CallId,
+        /// Why.
+        reason: PairReason,
+        /// The message the model reads.
+        message: String,
+        /// The output committed before the call was cut off.
+        partial: String,
+    },
+    /// A model answer that was cut off: kept, and marked aborted.
+    Aborted {
+        /// Where it is in the log.
+        seq: Seq,
+        /// The partial answer.
+        partial: String,
+    },
+}
+
+/// What the model is shown, in log order: messages, replies (each followed by its calls' results
+/// or pairings, in reply order), and aborted model answers marked aborted. Voided pairings are
+/// dropped; a call with nothing that resolves it yet shows nothing.
+pub fn transcript(state: &SessionState) -> Vec<TranscriptItem> {
+    let mut items = Vec::new();
+    let mut messages = state.messages().iter().peekable();
+    let mut replies = state.replies().iter().peekable();
+    let mut aborts = state.aborts().iter().peekable();
+    loop {
+        let next_message = messages.peek().map(|m| m.seq);
+        let next_reply = replies.peek().map(|r| r.seq);
+        let next_abort = aborts.peek().map(|a| a.seq);
+        let Some(first) = [next_message, next_reply, next_abort].into_iter().flatten().min() else {
+            break;
+        };
+        if next_message == Some(first) {
+            if let Some(m) = messages.next() {
+                items.push(TranscriptItem::Message { seq: m.seq, text: m.text.clone() });
+            }
+        } else if next_reply == Some(first) {
+            if let Some(reply) = replies.next() {
+                let calls = state.calls_of(reply);
+                items.push(TranscriptItem::Reply {
+                    seq: reply.seq,
+                    step: reply.step,
+                    text: reply.text.clone(),
+                    calls: calls.iter().map(|c| c.call().clone()).collect(),
+                });
+                for record in calls {
+                    let call = record.id().clone();
+                    match record.resolution() {
+                        Some(Resolution::Result(r)) => items.push(TranscriptItem::ToolResult {
+                            seq: r.seq,
+                            call,
+                            output: r.output.clone(),
+                            is_error: r.is_error,
+                        }),
+                        Some(Resolution::ClientAnswer(a)) => {
+                            items.push(TranscriptItem::ClientAnswer {
+                                seq: a.seq,
+                                call,
+                                output: a.output.clone(),
+                            })
+                        }
+                        Some(Resolution::ApprovalDenied(a)) => {
+                            items.push(TranscriptItem::ApprovalDenied { seq: a.seq, call })
+                        }
+                        Some(Resolution::Paired(p)) => items.push(TranscriptItem::Paired {
+                            seq: p.seq,
+                            call,
+                            reason: p.reason,
+                            message: p.message.clone(),
+                            partial: p.partial.clone(),
+                        }),
+                        None => {}
+                    }
+                }
+            }
+        } else if let Some(a) = aborts.next() {
+            items.push(TranscriptItem::Aborted { seq: a.seq, partial: a.partial.clone() });
+        }
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use stepjournal_codec::{Event, ModelAborted, PairReason, RunOutcome};
+
+    use super::*;
+    use crate::fold;
+    use crate::testlog::*;
+
+    #[test]
+    fn transcript_shows_messages_replies_and_answers_in_reply_order_without_voided_pairings() {
+        let log = Log::new()
+            .push(Event::ModelAborted(ModelAborted { partial: "I will".into() }))
+            .reply(1, "cp-1", vec![call("c1", "safe_tool").safe(), call("c2", "unsafe_tool")])
+            .bodies("c1", 1)
+            .bodies("c2", 1)
+            .paired("c2", PairReason::OutcomeUnknown)
+            .paired("c1", PairReason::OutcomeUnknown)
+            .ended("r1", RunOutcome::Failed)
+            .run("r2", retry())
+            .rewound("cp-1")
+            .paired("c2", PairReason::OutcomeUnknown)
+            .attempt("c1", 2)
+            .result("c1", 2);
+        let items = transcript(&fold(&log.events));
+        let shape: Vec<String> = items
+            .iter()
+            .map(|i| match i {
+                TranscriptItem::Message { text, .. } => format!("message {text}"),
+                TranscriptItem::Aborted { partial, .. } => format!("aborted {partial}"),
+                TranscriptItem::Reply { calls, .. } => format!("reply {}", calls.len()),
+                TranscriptItem::ToolResult { call, .. } => format!("result {call}"),
+                TranscriptItem::Paired { call, seq, .. } => format!("paired {call} {seq}"),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            ["message hello", "aborted I will", "reply 2", "result c1", "paired c2 13"]
+        );
+    }
+}

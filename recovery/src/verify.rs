@@ -1,0 +1,272 @@
+//! Protocol invariants of a log: what a correct writer never leaves behind.
+
+use std::fmt;
+
+use stepjournal_codec::{Attempt, CallId, Event, EventKind, Seq, StepNo};
+
+use crate::SessionState;
+
+/// One thing wrong with a log: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The event at fault.
+    pub seq: Seq,
+    /// What is wrong with it.
+    pub problem: Problem,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seq {}: {}", self.seq, self.problem)
+    }
+}
+
+/// What a [`Finding`] found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Problem {
+    /// An event names a call that no reply before it holds.
+    #[error("`{event}` names call `{call}`, which no earlier reply holds")]
+    UnknownCall {
+        /// The event's type.
+        event: EventKind,
+        /// The call named.
+        call: CallId,
+    },
+    /// A reply names one call id twice.
+    #[error("the reply of step {step} names call `{call}` twice")]
+    RepeatedCall {
+        /// The reply's step.
+        step: StepNo,
+        /// The repeated id.
+        call: CallId,
+    },
+    /// A second `dispatch_minted` for one call.
+    #[error("call `{call}` already had its dispatch id minted at seq {first}")]
+    DispatchMintedTwice {
+        /// The call.
+        call: CallId,
+        /// The first `dispatch_minted`.
+        first: Seq,
+    },
+    /// An `attempt_started` whose number is not the next one.
+    #[error("call `{call}` started attempt {found}; the next attempt is {expected}")]
+    AttemptNotDense {
+        /// The call.
+        call: CallId,
+        /// The attempt the event gives.
+        found: Attempt,
+        /// Bodies started before it + 1.
+        expected: Attempt,
+    },
+    /// A body started for a call with no dispatch id yet.
+    #[error("call `{call}` started a body before its dispatch id was minted")]
+    AttemptBeforeDispatch {
+        /// The call.
+        call: CallId,
+    },
+    /// A body started for a call that was already resolved.
+    #[error("call `{call}` started a body although it was already resolved")]
+    AttemptAfterResolved {
+        /// The call.
+        call: CallId,
+    },
+    /// Output or a result for an attempt that never started.
+    #[error("`{event}` for call `{call}` names attempt {attempt}, which never started")]
+    AttemptNeverStarted {
+        /// The event's type.
+        event: EventKind,
+        /// The call.
+        call: CallId,
+        /// The attempt named.
+        attempt: Attempt,
+    },
+    /// A call resolved again while an earlier resolution still counts.
+    #[error("`{event}` resolves call `{call}`, already resolved at seq {first}")]
+    ResolvedTwice {
+        /// The event's type.
+        event: EventKind,
+        /// The call.
+        call: CallId,
+        /// The resolution that still counts.
+        first: Seq,
+    },
+    /// A `step_commit` before any reply.
+    #[error("step {step} is committed before any reply")]
+    CommitWithoutReply {
+        /// The step committed.
+        step: StepNo,
+    },
+    /// A `step_commit` for another step than the last reply's.
+    #[error("step {step} is committed, but the last reply opened step {last}")]
+    CommitOutOfOrder {
+        /// The step committed.
+        step: StepNo,
+        /// The last reply's step.
+        last: StepNo,
+    },
+    /// A second `step_commit` for one step.
+    #[error("step {step} is committed twice")]
+    CommittedTwice {
+        /// The step.
+        step: StepNo,
+    },
+}
+
+/// Checks a log against the protocol: dispatch ids minted once per call, attempts dense from 1,
+/// results, pairings and answers only for calls of a reply, nothing resolved twice unless a
+/// `rewound` voided the first, steps committed in order. An empty list means none was broken.
+pub fn verify(events: &[Event]) -> Vec<Finding> {
+    let mut state = SessionState::default();
+    let mut findings = Vec::new();
+    for event in events {
+        let seq = Seq(state.len());
+        let mut found = |problem| findings.push(Finding { seq, problem });
+        check(&state, event, &mut found);
+        state.apply(event);
+        if let Event::ReplyCommitted(reply) = event
+            && let Some(call) = state.last_reply().and_then(|r| r.repeated_call.clone())
+        {
+            found(Problem::RepeatedCall { step: reply.step, call });
+        }
+    }
+    findings
+}
+
+fn named_call(event: &Event) -> Option<&CallId> {
+    match event {
+        Event::DispatchMinted(e) => Some(&e.call),
+        Event::AttemptStarted(e) => Some(&e.call),
+        Event::OutputChunk(e) => Some(&e.call),
+        Event::ToolResult(e) => Some(&e.call),
+        Event::ApprovalDecided(e) => Some(&e.call),
+        Event::ClientAnswer(e) => Some(&e.call),
+        Event::ChildAttached(e) => Some(&e.call),
+        Event::Paired(e) => Some(&e.call),
+        _ => None,
+    }
+}
+
+fn resolves(event: &Event) -> bool {
+    match event {
+        Event::ToolResult(_) | Event::ClientAnswer(_) | Event::Paired(_) => true,
+        Event::ApprovalDecided(e) => !e.approved,
+        _ => false,
+    }
+}
+
+fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
+    if let Event::StepCommit(e) = event {
+        match state.last_reply() {
+            None => found(Problem::CommitWithoutReply { step: e.step }),
+            Some(last) if last.step != e.step => {
+                found(Problem::CommitOutOfOrder { step: e.step, last: last.step })
+            }
+            Some(_) if state.is_committed(e.step) => {
+                found(Problem::CommittedTwice { step: e.step })
+            }
+            Some(_) => {}
+        }
+        return;
+    }
+    let Some(id) = named_call(event) else {
+        return;
+    };
+    let Some(call) = state.call(id) else {
+        found(Problem::UnknownCall { event: event.kind(), call: id.clone() });
+        return;
+    };
+    let id = id.clone();
+    match event {
+        Event::DispatchMinted(_) => {
+            if let Some(first) = call.dispatches().first() {
+                found(Problem::DispatchMintedTwice { call: id.clone(), first: first.seq });
+            }
+        }
+        Event::AttemptStarted(e) => {
+            let expected = Attempt(call.bodies().saturating_add(1));
+            if e.attempt != expected {
+                found(Problem::AttemptNotDense { call: id.clone(), found: e.attempt, expected });
+            }
+            if call.dispatch().is_none() {
+                found(Problem::AttemptBeforeDispatch { call: id.clone() });
+            }
+            if call.is_resolved() {
+                found(Problem::AttemptAfterResolved { call: id.clone() });
+            }
+        }
+        Event::OutputChunk(e) if !call.attempts().iter().any(|a| a.attempt == e.attempt) => {
+            found(Problem::AttemptNeverStarted {
+                event: event.kind(),
+                call: id.clone(),
+                attempt: e.attempt,
+            });
+        }
+        Event::ToolResult(e) if !call.attempts().iter().any(|a| a.attempt == e.attempt) => {
+            found(Problem::AttemptNeverStarted {
+                event: event.kind(),
+                call: id.clone(),
+                attempt: e.attempt,
+            });
+        }
+        _ => {}
+    }
+    if resolves(event)
+        && let Some(first) = call.resolution()
+    {
+        found(Problem::ResolvedTwice { event: event.kind(), call: id, first: first.seq() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stepjournal_codec::{PairReason, RunOutcome};
+
+    use super::*;
+    use crate::testlog::*;
+
+    fn problems(log: &Log) -> Vec<String> {
+        verify(&log.events).iter().map(|f| f.to_string()).collect()
+    }
+
+    #[test]
+    fn a_protocol_shaped_log_has_no_findings() {
+        let log = Log::new()
+            .reply(1, "cp-1", vec![call("c1", "safe_tool").safe()])
+            .bodies("c1", 1)
+            .paired("c1", PairReason::OutcomeUnknown)
+            .ended("r1", RunOutcome::Failed)
+            .run("r2", retry())
+            .rewound("cp-1")
+            .attempt("c1", 2)
+            .chunk("c1", 2, "x")
+            .result("c1", 2)
+            .commit(1, "cp-1-commit");
+        assert_eq!(problems(&log), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_broken_invariant_is_found_at_its_seq() {
+        let log = Log::new()
+            .reply(1, "cp-1", vec![call("c1", "unsafe_tool"), call("c1", "x")])
+            .attempt("c1", 2)
+            .result("c1", 7)
+            .paired("c1", PairReason::OutcomeUnknown)
+            .attempt("ghost", 1)
+            .commit(2, "cp-2")
+            .commit(1, "cp-1-commit")
+            .commit(1, "cp-1-commit-again");
+        let found = problems(&log);
+        let expect = [
+            "seq 2: the reply of step 1 names call `c1` twice",
+            "seq 4: call `c1` already had its dispatch id minted at seq 3",
+            "seq 5: call `c1` started attempt 2; the next attempt is 1",
+            "seq 6: `tool_result` for call `c1` names attempt 7, which never started",
+            "seq 7: `paired` resolves call `c1`, already resolved at seq 6",
+            "seq 8: `attempt_started` names call `ghost`, which no earlier reply holds",
+            "seq 9: step 2 is committed, but the last reply opened step 1",
+            "seq 11: step 1 is committed twice",
+        ];
+        assert_eq!(found, expect);
+    }
+}
