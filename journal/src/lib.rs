@@ -1,1 +1,16 @@
-//! placeholder
+//! stepjournal: a storage and recovery engine for AI-agent runtimes.
+//!
+//! - [`registry`]: the tool registry as JSON Schemas, for recovery's argument checks.
+//! - [`scenario`]: FORMAT.md's recovery conformance scenarios: read, plan, check.
+//! - [`cli`] (feature `cli`, on by default): the `stepjournal` command's subcommands, each a
+//!   library function.
+//!
+//! The recovery fold itself is [`stepjournal_recovery`], re-exported as [`recovery`].
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+#[cfg(feature = "cli")]
+pub mod cli;
+pub mod registry;
+pub mod scenario;
+
+pub use stepjournal_recovery as recovery;

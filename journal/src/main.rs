@@ -1,1 +1,20 @@
-fn main() {}
+//! The `stepjournal` command: parse the arguments, run the subcommand, map the result to an exit
+//! status. Everything else is in the library (`stepjournal::cli`).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use stepjournal::cli::{Cli, run};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    match run(cli, &mut out, &mut err) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stepjournal: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
