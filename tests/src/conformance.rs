@@ -258,8 +258,13 @@ pub fn many_small_batches_read_back_in_order(store: &dyn JournalStore) {
 /// are put on every test (for example a `cfg_attr(..., ignore = "why")`).
 #[macro_export]
 macro_rules! backend_conformance {
-    ($(#[$attr:meta])* $make:expr) => {
-        $crate::backend_conformance!(@tests [$(#[$attr])*] $make;
+    // Attributes are taken one at a time: `$(#[..])* $make:expr` would be ambiguous, since an
+    // expression may itself start with an attribute.
+    (@attrs [$($attrs:tt)*] #[$attr:meta] $($rest:tt)*) => {
+        $crate::backend_conformance!(@attrs [$($attrs)* #[$attr]] $($rest)*);
+    };
+    (@attrs [$($attrs:tt)*] $make:expr) => {
+        $crate::backend_conformance!(@tests [$($attrs)*] $make;
             round_trip_returns_every_event_as_appended,
             sequence_numbers_are_dense_across_appends,
             a_refused_batch_writes_none_of_its_events,
@@ -286,5 +291,8 @@ macro_rules! backend_conformance {
             let fixture = ($make)();
             $crate::conformance::$name(&*fixture);
         }
+    };
+    ($($input:tt)*) => {
+        $crate::backend_conformance!(@attrs [] $($input)*);
     };
 }

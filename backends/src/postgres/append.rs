@@ -1,0 +1,213 @@
+//! An append: one compare-and-set statement, retried after serialization failures, and resolved
+//! through its batch token when the connection is lost while it is in flight.
+
+use std::time::{Duration, Instant};
+
+use stepjournal_codec::{Seq, SessionId, Stamped};
+
+use super::pool::Conn;
+use super::{BACKEND, Class, PgError, PostgresStore, backoff, bump, store_error};
+use crate::sql::{self, Place};
+use crate::{AppendAck, AppendError, Durability, JournalStore, StoreError};
+
+/// What reading back a batch token found.
+enum Resolution {
+    Landed,
+    NotLanded,
+    Unknown(String),
+}
+
+pub(super) fn append(
+    store: &PostgresStore,
+    session: &SessionId,
+    expected: Seq,
+    events: &[Stamped],
+    durability: Durability,
+) -> Result<AppendAck, AppendError> {
+    let (batch, place) = sql::encode_batch(session, expected, events, &store.options.limits)?;
+    let Some(place) = place else {
+        return Err(AppendError::Conflict { expected, actual: store.tail(session)? });
+    };
+    let durability = durability.min(Durability::Synced);
+    let synchronous = durability == Durability::Synced;
+    let token = sql::next_token();
+    let ats: Vec<i64> = batch.rows.iter().map(|r| r.at).collect();
+    let kinds: Vec<i16> = batch.rows.iter().map(|r| i16::from(r.kind)).collect();
+    let records: Vec<&[u8]> = batch.rows.iter().map(|r| batch.record(r)).collect();
+    let s = session.as_str();
+    let token_ref: &[u8] = &token;
+    let ack = AppendAck { first: expected, next: Seq(place.next as u64), durability };
+    let what = format!("appending to {session} at {expected}");
+    let mut last = String::new();
+    // Set once a lost connection was resolved as "not landed": a late commit of that attempt
+    // would show as a conflict carrying this batch's token.
+    let mut was_lost = false;
+    for attempt in 0..=store.options.max_retries {
+        if attempt > 0 {
+            std::thread::sleep(backoff(attempt));
+        }
+        let mut lease = store.pool.get().map_err(|f| store.failure(&what, f))?;
+        let Some(c) = lease.conn() else {
+            continue;
+        };
+        if c.synchronous_commit != synchronous {
+            let set = if synchronous {
+                "SET synchronous_commit = on"
+            } else {
+                "SET synchronous_commit = off"
+            };
+            if let Err(e) = c.client.batch_execute(set) {
+                // Nothing of the batch was sent yet.
+                let e = PgError::new("setting synchronous_commit", e);
+                if e.class() == Class::Refused {
+                    return Err(store_error(&store.location, &what, e).into());
+                }
+                lease.discard();
+                last = e.source.to_string();
+                continue;
+            }
+            c.synchronous_commit = synchronous;
+        }
+        let result = c.client.query_one(
+            &c.stmts.append,
+            &[&s, &place.first, &place.next, &token_ref, &ats, &kinds, &records],
+        );
+        let err = match result.and_then(|row| row.try_get::<_, i64>(0)) {
+            Ok(n) if n == batch.len() as i64 => return Ok(ack),
+            Ok(0) => {
+                if was_lost
+                    && token_at(c, s, place.first).ok().flatten().as_deref() == Some(&token[..])
+                {
+                    bump(&store.counters.lost_landed);
+                    return Ok(ack);
+                }
+                drop(lease);
+                let actual = store.tail(session)?;
+                if actual != expected {
+                    return Err(AppendError::Conflict { expected, actual });
+                }
+                // The head moved away and back (a delete in between): try again.
+                last = "the session's head moved during the append".to_owned();
+                continue;
+            }
+            Ok(n) => {
+                return Err(AppendError::Store(StoreError::Backend {
+                    backend: BACKEND,
+                    context: format!("{}: {what}", store.location),
+                    source: format!("the statement inserted {n} of {} events", batch.len()).into(),
+                }));
+            }
+            Err(e) => PgError::new("running the append", e),
+        };
+        match err.class() {
+            Class::Refused => return Err(store_error(&store.location, &what, err).into()),
+            Class::Retry => {
+                bump(&store.counters.retried);
+                last = err.source.to_string();
+            }
+            Class::Lost => {
+                lease.discard();
+                drop(lease);
+                match resolve(store, s, place, &token) {
+                    Resolution::Landed => {
+                        bump(&store.counters.lost_landed);
+                        return Ok(ack);
+                    }
+                    Resolution::NotLanded => {
+                        bump(&store.counters.lost_not_landed);
+                        was_lost = true;
+                        last = format!(
+                            "the connection was lost ({}) and the batch did not land",
+                            err.source
+                        );
+                    }
+                    Resolution::Unknown(reason) => {
+                        bump(&store.counters.outcome_unknown);
+                        return Err(AppendError::OutcomeUnknown {
+                            session: session.clone(),
+                            expected,
+                            reason: format!(
+                                "the connection was lost during the append ({}); {reason}",
+                                err.source
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Err(AppendError::Store(StoreError::Backend {
+        backend: BACKEND,
+        context: format!("{}: {what}", store.location),
+        source: format!(
+            "gave up after {} attempts; nothing was written; the last failure: {last}",
+            store.options.max_retries + 1
+        )
+        .into(),
+    }))
+}
+
+fn token_at(c: &mut Conn, session: &str, first: i64) -> Result<Option<Vec<u8>>, postgres::Error> {
+    let row = c.client.query_opt(&c.stmts.token_at, &[&session, &first])?;
+    Ok(match row {
+        Some(r) => r.try_get::<_, Option<Vec<u8>>>(0)?,
+        None => None,
+    })
+}
+
+/// Learns whether the batch with `token` landed, on a new connection, trying until the
+/// store's resolve timeout.
+fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16]) -> Resolution {
+    let limit = store.options.resolve_timeout;
+    let deadline = Instant::now() + limit;
+    let mut attempt = 0;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let error = match store.pool.connector.open(Some(remaining)) {
+            Ok(mut conn) => match read_back(&mut conn, session, place, token, remaining) {
+                Ok(true) => return Resolution::Landed,
+                Ok(false) => return Resolution::NotLanded,
+                Err(e) => e.to_string(),
+            },
+            Err(e) => format!("{}: {}", e.doing, e.source),
+        };
+        attempt += 1;
+        let pause = backoff(attempt).max(Duration::from_millis(20));
+        if Instant::now() + pause >= deadline {
+            return Resolution::Unknown(format!(
+                "the database could not be reached within {limit:?} to learn whether the batch \
+                 landed (last error: {error}); read the session's tail before writing again"
+            ));
+        }
+        std::thread::sleep(pause);
+    }
+}
+
+/// Reads the token at the batch's first seq after waiting for any transaction still holding
+/// the session's head (the lost one, if the server has not yet finished it).
+fn read_back(
+    conn: &mut Conn,
+    session: &str,
+    place: Place,
+    token: &[u8; 16],
+    remaining: Duration,
+) -> Result<bool, postgres::Error> {
+    let ms = remaining.as_millis().max(1);
+    let mut tx = conn.client.transaction()?;
+    tx.batch_execute(&format!(
+        "SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = {ms}"
+    ))?;
+    if place.first == 0 {
+        // A new session: the lost statement inserted the head row; this insert waits for it.
+        tx.execute(&conn.stmts.claim_head, &[&session])?;
+    } else {
+        tx.query_opt(&conn.stmts.lock_head, &[&session])?;
+    }
+    let row = tx.query_opt(&conn.stmts.token_at, &[&session, &place.first])?;
+    let stored: Option<Vec<u8>> = match row {
+        Some(r) => r.try_get(0)?,
+        None => None,
+    };
+    tx.rollback()?;
+    Ok(stored.as_deref() == Some(&token[..]))
+}

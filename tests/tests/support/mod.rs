@@ -1,0 +1,5 @@
+//! Helpers shared by the SQL backends' test files.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+#[cfg(feature = "postgres")]
+pub mod pg;

@@ -1,0 +1,65 @@
+//! A PostgreSQL store in a fresh schema, dropped when the fixture is.
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
+
+/// The reason PostgreSQL tests are ignored when no server is named.
+pub const NO_SERVER: &str = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server";
+
+/// The server's URL, from `STEPJOURNAL_PG_URL`.
+pub fn url() -> String {
+    std::env::var("STEPJOURNAL_PG_URL")
+        .expect("STEPJOURNAL_PG_URL names the PostgreSQL server these tests run against")
+}
+
+/// A schema name no other test (or test process) uses.
+pub fn fresh_schema(tag: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("sjt_{tag}_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// `url` with `key=value` added to its query.
+pub fn with_param(url: &str, key: &str, value: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{key}={value}")
+}
+
+/// A store in its own schema; the schema is dropped with the fixture.
+pub struct PgFixture {
+    store: Option<PostgresStore>,
+}
+
+impl PgFixture {
+    /// A store in a fresh schema at `url` (or the server's URL).
+    pub fn new(tag: &str) -> Self {
+        Self::at(&url(), &fresh_schema(tag), PostgresOptions::default())
+    }
+
+    /// A store in `schema` at `url`.
+    pub fn at(url: &str, schema: &str, options: PostgresOptions) -> Self {
+        let store = PostgresStore::connect(&with_param(url, "schema", schema), options);
+        PgFixture { store: Some(store.unwrap()) }
+    }
+}
+
+impl Deref for PgFixture {
+    type Target = PostgresStore;
+    fn deref(&self) -> &PostgresStore {
+        self.store.as_ref().unwrap()
+    }
+}
+
+impl Drop for PgFixture {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            let schema = store.schema().to_owned();
+            if let Err(e) = store.drop_schema() {
+                eprintln!("could not drop test schema {schema}: {e}");
+            }
+        }
+    }
+}
