@@ -5,3 +5,4 @@
 pub mod arb;
 pub mod conformance;
 pub mod sample;
+pub mod protocol_gen;
