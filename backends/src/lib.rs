@@ -9,6 +9,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
 
 mod error;
+pub mod file;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;

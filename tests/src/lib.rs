@@ -4,5 +4,6 @@
 
 pub mod arb;
 pub mod conformance;
+pub mod file_fixture;
 pub mod sample;
 pub mod protocol_gen;

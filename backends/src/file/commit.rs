@@ -1,0 +1,358 @@
+//! Group commit: appenders queue their batches; one of them, the leader, writes every queued
+//! batch with one write and (if any asked for it) one `fdatasync`, then wakes each appender of
+//! the group through its own slot and hands the leadership to the first appender still queued.
+//!
+//! Invariants:
+//! - One leader at a time (`State::leading`), so groups are written one after the other and a
+//!   group is written only after the previous group's sync returned.
+//! - A group is published to the index (acknowledged) only after its write, and its sync when
+//!   one was asked, succeeded; groups are published in the order they were written, so the order
+//!   of acknowledgements is the order on disk.
+//! - A failed write or sync fails that group's callers with the I/O error, poisons the store and
+//!   fails every queued request; nothing is retried.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::index::Run;
+use super::io::{Io, IoFile};
+use super::layout::{
+    GROUP_HEADER_LEN, GroupHeader, SEGMENT_HEADER_LEN, SegmentId, encode_segment_header,
+};
+use super::store::{FileStore, Writer, lock};
+use crate::StoreError;
+
+/// What a request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Append `count` events from `first`.
+    Events { first: u64, count: u32 },
+    /// Delete the session.
+    Delete,
+}
+
+/// One caller's batch, waiting for a group.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub session: String,
+    pub op: Op,
+    /// The encoded frame.
+    pub frame: Vec<u8>,
+    /// Whether the caller asked for `fdatasync` before its acknowledgement.
+    pub sync: bool,
+    pub slot: Arc<Slot>,
+}
+
+impl Request {
+    pub(crate) fn new(session: &str, op: Op, frame: Vec<u8>, sync: bool) -> Request {
+        Request { session: session.to_owned(), op, frame, sync, slot: Arc::new(Slot::default()) }
+    }
+}
+
+#[derive(Debug, Default)]
+enum SlotState {
+    #[default]
+    Waiting,
+    Lead,
+    Done(Result<(), StoreError>),
+}
+
+/// Why a waiting caller woke.
+#[derive(Debug)]
+pub(crate) enum Wake {
+    /// It leads the next group.
+    Lead,
+    /// Its group is done.
+    Done(Result<(), StoreError>),
+}
+
+/// Where one caller waits: its own lock and condition variable, so waking it wakes no one else.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    state: Mutex<SlotState>,
+    cv: Condvar,
+}
+
+impl Slot {
+    /// Blocks until the slot is told to lead or is done.
+    pub(crate) fn wait(&self) -> Wake {
+        let mut s = lock(&self.state);
+        loop {
+            match std::mem::take(&mut *s) {
+                SlotState::Waiting => {
+                    s = self.cv.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                SlotState::Lead => return Wake::Lead,
+                SlotState::Done(r) => return Wake::Done(r),
+            }
+        }
+    }
+
+    fn set(&self, to: SlotState) {
+        *lock(&self.state) = to;
+        // One thread waits on a slot: its owner.
+        self.cv.notify_one();
+    }
+}
+
+/// The segment being appended to.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub id: SegmentId,
+    pub file: Arc<dyn IoFile>,
+    /// Bytes written.
+    // Invariant: synced <= len; every byte before `synced` is durable.
+    pub len: u64,
+    /// Bytes known durable.
+    pub synced: u64,
+}
+
+/// A failed write or sync: what was being done, and the OS error.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub context: String,
+    pub source: io::Error,
+}
+
+impl Failure {
+    pub(crate) fn new(context: String, source: io::Error) -> Failure {
+        Failure { context, source }
+    }
+
+    /// The error a caller of the failed group gets.
+    pub(crate) fn to_store_error(&self) -> StoreError {
+        StoreError::Io {
+            context: self.context.clone(),
+            source: io::Error::new(self.source.kind(), self.source.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.context, self.source)
+    }
+}
+
+/// Creates segment `id` in `dir`: the file, its header, synced, and the directory synced.
+pub(crate) fn create_segment(
+    io: &dyn Io,
+    dir: &std::path::Path,
+    id: SegmentId,
+) -> Result<Arc<dyn IoFile>, Failure> {
+    let path = dir.join(id.file_name());
+    let at = |what: &str| format!("{what} segment {}", path.display());
+    let file = io.create_new(&path).map_err(|e| Failure::new(at("creating"), e))?;
+    file.write_all_at(&encode_segment_header(id), 0)
+        .map_err(|e| Failure::new(at("writing the header of"), e))?;
+    file.sync_data().map_err(|e| Failure::new(at("fdatasync of the new"), e))?;
+    io.sync_dir(dir).map_err(|e| {
+        Failure::new(format!("syncing directory {} after creating {}", dir.display(), id), e)
+    })?;
+    Ok(file)
+}
+
+/// Where a group went.
+struct Written {
+    seg: SegmentId,
+    /// Each request's frame offset in `seg`.
+    offsets: Vec<u64>,
+    /// A segment the group started.
+    new_segment: Option<Arc<dyn IoFile>>,
+}
+
+impl FileStore {
+    /// Writes one group: the requests queued now (up to the group size). Called by the one
+    /// leader; hands the leadership on before waking the group's callers.
+    pub(crate) fn lead(&self) {
+        let group: Vec<crate::file::commit::Request> = {
+            let mut st = lock(&self.state);
+            let mut group = Vec::new();
+            let mut bytes = 0u64;
+            while let Some(r) = st.queue.front() {
+                let len = r.frame.len() as u64;
+                if !group.is_empty() && bytes + len > self.options.max_group_bytes {
+                    break;
+                }
+                bytes += len;
+                if let Some(r) = st.queue.pop_front() {
+                    group.push(r);
+                }
+            }
+            group
+        };
+        let outcome = if group.is_empty() { None } else { Some(self.write_group(&group)) };
+
+        let mut st = lock(&self.state);
+        let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
+        let mut purge = false;
+        match outcome {
+            None => {}
+            Some(Ok(w)) => {
+                if let Some(file) = w.new_segment {
+                    st.index.add_segment(w.seg, file);
+                    st.active = Some(w.seg);
+                    purge = true;
+                }
+                let mut appends = 0;
+                for (req, offset) in group.iter().zip(&w.offsets) {
+                    match req.op {
+                        Op::Events { first, count } => {
+                            let len = req.frame.len() as u32;
+                            let run = Run { first, count, len, seg: w.seg, offset: *offset };
+                            let pushed = st.index.push(&req.session, run);
+                            debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
+                            if st.pending.get(&req.session) == Some(&run.end()) {
+                                st.pending.remove(&req.session);
+                            }
+                            appends += 1;
+                        }
+                        Op::Delete => {
+                            st.index.delete(&req.session, w.seg);
+                            if st.pending.get(&req.session) == Some(&0) {
+                                st.pending.remove(&req.session);
+                            }
+                            purge = true;
+                        }
+                    }
+                    results.push(Ok(()));
+                }
+                self.counters.appends.fetch_add(appends, Ordering::Relaxed);
+            }
+            Some(Err(f)) => {
+                st.poisoned.get_or_insert_with(|| f.to_string());
+                st.pending.clear();
+                results.extend(group.iter().map(|_| Err(f.to_store_error())));
+            }
+        }
+        if purge && st.poisoned.is_none() {
+            drop(st);
+            let purged = self.purge();
+            st = lock(&self.state);
+            if let Err(f) = purged {
+                st.poisoned.get_or_insert_with(|| f.to_string());
+                st.pending.clear();
+            }
+        }
+        let mut refused = Vec::new();
+        let next = if st.poisoned.is_some() {
+            refused.extend(st.queue.drain(..));
+            st.leading = false;
+            None
+        } else if let Some(r) = st.queue.front() {
+            Some(Arc::clone(&r.slot))
+        } else {
+            st.leading = false;
+            None
+        };
+        let poison = st.check_poison().err();
+        drop(st);
+        if let Some(next) = next {
+            next.set(SlotState::Lead);
+        }
+        for (req, result) in group.iter().zip(results) {
+            req.slot.set(SlotState::Done(result));
+        }
+        for req in refused {
+            let first_failure = match &poison {
+                Some(StoreError::Poisoned { first_failure }) => first_failure.clone(),
+                _ => String::new(),
+            };
+            req.slot.set(SlotState::Done(Err(StoreError::Poisoned { first_failure })));
+        }
+    }
+
+    fn write_group(&self, group: &[Request]) -> Result<Written, Failure> {
+        let mut w = lock(&self.writer);
+        let Writer { active, buf } = &mut *w;
+        let Some(a) = active.as_mut() else {
+            let e =
+                io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
+            return Err(Failure::new(format!("appending to {}", self.dir.display()), e));
+        };
+        let body: usize = group.iter().map(|r| r.frame.len()).sum();
+        let total = (GROUP_HEADER_LEN + body) as u64;
+        let mut new_segment = None;
+        if a.len > SEGMENT_HEADER_LEN as u64 && a.len + total > self.options.segment_size {
+            new_segment = Some(self.rotate(a)?);
+        }
+        buf.clear();
+        buf.resize(GROUP_HEADER_LEN, 0);
+        let mut offsets = Vec::with_capacity(group.len());
+        for r in group {
+            offsets.push(a.len + buf.len() as u64);
+            buf.extend_from_slice(&r.frame);
+        }
+        let header = GroupHeader { len: body as u32, frames: group.len() as u32, synced: a.synced };
+        header.encode_into(buf);
+        let path = self.segment_path(a.id);
+        a.file.write_all_at(buf, a.len).map_err(|e| {
+            let what = format!(
+                "writing {} bytes at byte {} of segment {}",
+                buf.len(),
+                a.len,
+                path.display()
+            );
+            Failure::new(what, e)
+        })?;
+        a.len += buf.len() as u64;
+        self.counters.groups.fetch_add(1, Ordering::Relaxed);
+        self.counters.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        if group.iter().any(|r| r.sync) {
+            a.file
+                .sync_data()
+                .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
+            self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            a.synced = a.len;
+        }
+        if buf.capacity() > 2 * self.options.max_group_bytes as usize {
+            *buf = Vec::new();
+        }
+        Ok(Written { seg: a.id, offsets, new_segment })
+    }
+
+    /// Seals the active segment (synced whole, so only the newest segment ever holds bytes that
+    /// were not durable) and starts the next.
+    fn rotate(&self, a: &mut Active) -> Result<Arc<dyn IoFile>, Failure> {
+        if a.synced < a.len {
+            let path = self.segment_path(a.id);
+            a.file
+                .sync_data()
+                .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
+            self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            a.synced = a.len;
+        }
+        let id = SegmentId(a.id.0 + 1);
+        let file = create_segment(&*self.io, &self.dir, id)?;
+        let start = SEGMENT_HEADER_LEN as u64;
+        *a = Active { id, file: Arc::clone(&file), len: start, synced: start };
+        Ok(file)
+    }
+
+    /// Removes every segment that holds nothing needed, one at a time, each removal made durable
+    /// before the index forgets the segment (so a deletion frame is never removed before the
+    /// frames it hides).
+    pub(crate) fn purge(&self) -> Result<(), Failure> {
+        loop {
+            let id = {
+                let st = lock(&self.state);
+                match st.index.removable(st.active) {
+                    Some(id) => id,
+                    None => return Ok(()),
+                }
+            };
+            let path = self.segment_path(id);
+            self.io
+                .remove(&path)
+                .map_err(|e| Failure::new(format!("removing segment {}", path.display()), e))?;
+            self.io.sync_dir(&self.dir).map_err(|e| {
+                Failure::new(
+                    format!("syncing directory {} after removing {id}", self.dir.display()),
+                    e,
+                )
+            })?;
+            lock(&self.state).index.forget(id);
+        }
+    }
+}

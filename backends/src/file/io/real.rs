@@ -1,0 +1,92 @@
+//! The operating system's files: `pread`/`pwrite`, `fdatasync`, `flock`.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Io, IoFile, IoLock};
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealIo;
+
+#[derive(Debug)]
+struct RealFile(File);
+
+impl IoFile for RealFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.0.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        // `fdatasync` on Linux.
+        self.0.sync_data()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+}
+
+#[derive(Debug)]
+struct RealLock {
+    // The lock is held while the file is open; closing it releases the lock.
+    _file: File,
+}
+
+impl IoLock for RealLock {}
+
+impl Io for RealIo {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn create_new(&self, path: &Path) -> io::Result<Arc<dyn IoFile>> {
+        let f = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        Ok(Arc::new(RealFile(f)))
+    }
+
+    fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn IoFile>> {
+        let f = OpenOptions::new().read(true).write(!read_only).open(path)?;
+        Ok(Arc::new(RealFile(f)))
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if let Ok(name) = entry.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>> {
+        let file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Box::new(RealLock { _file: file }))),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(e),
+        }
+    }
+}

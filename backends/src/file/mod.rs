@@ -1,0 +1,40 @@
+//! The file backend, the embedded default: one shared, segmented, append-only log for every
+//! session in a directory.
+//!
+//! - **Segments** (`{id:020}.seg`): a header naming the format version and the checksum
+//!   polynomial, then groups of the codec's batch frames (`layout` and `docs/format.md` draw the
+//!   bytes). The active segment is sealed at [`FileOptions::segment_size`] and a new one begun.
+//! - **Index**: rebuilt on open by one sequential scan; per session one entry per batch (first
+//!   seq, count, segment, offset, length), not one per event.
+//! - **Group commit**: concurrent appenders are written with one write and one `fdatasync`
+//!   (leader/follower, each waiter woken on its own); the compare-and-set is checked against the
+//!   tail including batches not yet written, so racing appends to one session have one winner.
+//! - **Durability**: `Synced` acknowledges after `fdatasync` returned; `Buffered` after the write
+//!   reached the operating system. A failed write or sync poisons the store until reopened.
+//! - **One writer**: an exclusive lock on `LOCK` in the directory; a second writer gets
+//!   [`OpenError::Locked`](crate::OpenError::Locked). [`FileOptions::read_only`] takes no lock and
+//!   reads what was valid when it opened, so a journal can be inspected while it is written.
+//! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
+//!   any append; damage inside acknowledged data refuses to open, naming segment and byte offset,
+//!   unless [`OnCorruption::TruncateAtCorruption`] was chosen.
+//! - **Space**: deleting a session appends a deletion frame; segments left with no live batch
+//!   are removed (a deletion frame stays while older frames of its session remain on disk).
+//!
+//! Every byte goes through the [`io::Io`] trait: [`io::RealIo`] or the simulated disk
+//! [`sim::SimDisk`].
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used, clippy::panic)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
+
+mod commit;
+mod index;
+pub mod io;
+pub mod layout;
+mod open;
+mod options;
+mod scan;
+pub mod sim;
+mod store;
+
+pub use open::LOCK_FILE;
+pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
+pub use store::{FileStats, FileStore};

@@ -1,0 +1,236 @@
+//! Opening a journal: lock, scan every segment once in order, decide what damage means, apply
+//! the decision (cut a torn tail, remove a half-created segment), then accept appends.
+//!
+//! Nothing is written before the whole directory has been read and judged: a refusal leaves the
+//! files as they were.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::commit::{Active, Failure, create_segment};
+use super::index::{Index, Run};
+use super::io::{Io, IoFile};
+use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
+use super::options::{FileOptions, OnCorruption};
+use super::scan::{Damage, FrameKindInfo, GroupView, Verdict, classify, scan_segment};
+use super::store::{Counters, FileStore, State, Writer};
+use crate::{OpenError, StoreError};
+
+/// The writer lock's file name in the journal directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// What opening will change on disk, decided before anything is changed.
+#[derive(Debug)]
+enum Action {
+    /// Cut the segment at this length (a torn tail, or salvage).
+    Cut { id: SegmentId, file: Arc<dyn IoFile>, at: u64 },
+    /// Remove the segment (its header is torn, or salvage drops it).
+    Remove { id: SegmentId },
+}
+
+fn io_error(context: String) -> impl FnOnce(io::Error) -> OpenError {
+    move |source| OpenError::Store(StoreError::Io { context, source })
+}
+
+fn failure(f: Failure) -> OpenError {
+    OpenError::Store(StoreError::Io { context: f.context, source: f.source })
+}
+
+fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
+    let why = if d.inconsistent {
+        "intact bytes that do not continue their session"
+    } else if !last {
+        "inside a sealed segment"
+    } else {
+        "followed by data written after this point was durable"
+    };
+    OpenError::Store(StoreError::Corrupt {
+        context: format!(
+            "segment {} at byte {} ({why}; this is not a torn write: refusing to open; \
+             OnCorruption::TruncateAtCorruption keeps what precedes it)",
+            path.display(),
+            d.offset
+        ),
+        source: d.error.clone(),
+    })
+}
+
+/// Adds one group's frames to the index, all or none: a frame that does not continue its
+/// session refuses the group.
+fn apply_group(index: &mut Index, seg: SegmentId, g: GroupView<'_>) -> Result<(), (usize, String)> {
+    let mut after: Vec<(&str, u64)> = Vec::new();
+    for (i, f) in g.frames.iter().enumerate() {
+        let s = g.session(f);
+        let tail =
+            after.iter().rev().find(|(n, _)| *n == s).map_or_else(|| index.tail(s), |(_, t)| *t);
+        match f.kind {
+            FrameKindInfo::Events { first, count } => {
+                if first != tail {
+                    return Err((
+                        i,
+                        format!(
+                            "a batch of session {s} starts at seq {first}, but the session's \
+                             tail is {tail}"
+                        ),
+                    ));
+                }
+                if g.frames.len() > 1 {
+                    after.push((s, first + u64::from(count)));
+                }
+            }
+            FrameKindInfo::Delete => {
+                if g.frames.len() > 1 {
+                    after.push((s, 0));
+                }
+            }
+        }
+    }
+    for f in g.frames {
+        let s = g.session(f);
+        match f.kind {
+            FrameKindInfo::Events { first, count } => {
+                let run = Run { first, count, len: f.len, seg, offset: f.offset };
+                // Checked above.
+                let _ = index.push(s, run);
+            }
+            FrameKindInfo::Delete => {
+                index.delete(s, seg);
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn open(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    options: FileOptions,
+) -> Result<FileStore, OpenError> {
+    options.validate()?;
+    let dir: PathBuf = dir.to_path_buf();
+    let read_only = options.read_only;
+    let dir_lock = if read_only {
+        None
+    } else {
+        io.create_dir_all(&dir)
+            .map_err(io_error(format!("creating the journal directory {}", dir.display())))?;
+        let lock_path = dir.join(LOCK_FILE);
+        match io
+            .try_lock(&lock_path)
+            .map_err(io_error(format!("locking {}", lock_path.display())))?
+        {
+            Some(l) => Some(l),
+            None => return Err(OpenError::Locked { dir, lock: lock_path }),
+        }
+    };
+    let names = io
+        .list(&dir)
+        .map_err(io_error(format!("listing the journal directory {}", dir.display())))?;
+    let mut ids: Vec<SegmentId> =
+        names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
+    ids.sort_unstable();
+
+    let mut index = Index::default();
+    let mut actions = Vec::new();
+    let mut stopped = false;
+    let mut buf = Vec::new();
+    let mut kept: Option<(SegmentId, Arc<dyn IoFile>, u64, bool)> = None;
+    for (k, &id) in ids.iter().enumerate() {
+        let path = dir.join(id.file_name());
+        if stopped {
+            actions.push(Action::Remove { id });
+            continue;
+        }
+        let file = match io.open(&path, read_only) {
+            Ok(f) => f,
+            // Removed by the writer since the listing: it held nothing live.
+            Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
+        };
+        index.add_segment(id, Arc::clone(&file));
+        let scan =
+            scan_segment(&*file, id, &options.limits, &mut buf, |g| apply_group(&mut index, id, g))
+                .map_err(io_error(format!("reading segment {}", path.display())))?;
+        let last = k + 1 == ids.len();
+        let Some(d) = &scan.damage else {
+            kept = Some((id, file, scan.len, false));
+            continue;
+        };
+        if classify(d, last) == Verdict::Corruption {
+            match options.on_corruption {
+                OnCorruption::Refuse => return Err(corruption(&path, d, last)),
+                OnCorruption::TruncateAtCorruption => {}
+            }
+        }
+        stopped = true;
+        if d.cut < SEGMENT_HEADER_LEN as u64 {
+            index.segments.remove(&id);
+            actions.push(Action::Remove { id });
+        } else {
+            actions.push(Action::Cut { id, file: Arc::clone(&file), at: d.cut });
+            kept = Some((id, file, d.cut, true));
+        }
+    }
+
+    let mut writer = Writer::default();
+    let mut active = None;
+    if !read_only {
+        let mut removed = false;
+        for a in &actions {
+            if let Action::Remove { id } = a {
+                let path = dir.join(id.file_name());
+                io.remove(&path)
+                    .map_err(io_error(format!("removing segment {}", path.display())))?;
+                removed = true;
+            }
+        }
+        if removed {
+            io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
+        }
+        for a in &actions {
+            if let Action::Cut { id, file, at } = a {
+                let path = dir.join(id.file_name());
+                let what = format!("cutting segment {} at byte {at}", path.display());
+                file.set_len(*at).map_err(io_error(what.clone()))?;
+                file.sync_data().map_err(io_error(what))?;
+            }
+        }
+        let a = match kept {
+            Some((id, file, len, cut)) => {
+                if !cut {
+                    // Bytes a crashed process wrote may not be durable yet: later groups claim
+                    // them as durable, so make them so.
+                    file.sync_data().map_err(io_error(format!(
+                        "fdatasync of segment {}",
+                        dir.join(id.file_name()).display()
+                    )))?;
+                }
+                Active { id, file, len, synced: len }
+            }
+            None => {
+                let id = SegmentId(ids.last().map_or(1, |l| l.0 + 1));
+                let file = create_segment(&*io, &dir, id).map_err(failure)?;
+                index.add_segment(id, Arc::clone(&file));
+                let start = SEGMENT_HEADER_LEN as u64;
+                Active { id, file, len: start, synced: start }
+            }
+        };
+        active = Some(a.id);
+        writer.active = Some(a);
+    }
+
+    let store = FileStore {
+        io,
+        dir,
+        options,
+        state: Mutex::new(State { index, active, ..State::default() }),
+        writer: Mutex::new(writer),
+        counters: Counters::default(),
+        _dir_lock: dir_lock,
+    };
+    if !read_only {
+        store.purge().map_err(failure)?;
+    }
+    Ok(store)
+}

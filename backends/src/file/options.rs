@@ -1,0 +1,114 @@
+//! [`FileOptions`]: how a file journal is opened.
+
+use stepjournal_codec::Limits;
+
+use crate::OpenError;
+
+use super::layout::SEGMENT_HEADER_LEN;
+
+/// What opening does when it finds damage inside acknowledged data (damage followed by data
+/// that was durable after it, or damage in a sealed segment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnCorruption {
+    /// Refuse to open, naming the segment file and byte offset. The default.
+    #[default]
+    Refuse,
+    /// Salvage: keep everything before the damaged group, cut the segment there and remove every
+    /// later segment. Acknowledged events after the damage are lost. A read-only store only stops
+    /// reading there.
+    TruncateAtCorruption,
+}
+
+/// Options for [`FileStore::open`](super::FileStore::open), with documented defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOptions {
+    pub(crate) segment_size: u64,
+    pub(crate) max_group_bytes: u64,
+    pub(crate) on_corruption: OnCorruption,
+    pub(crate) read_only: bool,
+    pub(crate) limits: Limits,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            segment_size: 64 << 20,
+            max_group_bytes: 4 << 20,
+            on_corruption: OnCorruption::Refuse,
+            read_only: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The smallest segment size accepted.
+pub const MIN_SEGMENT_SIZE: u64 = 4096;
+
+impl FileOptions {
+    /// The defaults: 64 MiB segments, groups of up to 4 MiB, [`OnCorruption::Refuse`], read and
+    /// write, [`Limits::default`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The size at which the active segment is sealed and a new one started (default 64 MiB,
+    /// at least [`MIN_SEGMENT_SIZE`]). A segment grows past it by at most one group.
+    pub fn segment_size(mut self, bytes: u64) -> Self {
+        self.segment_size = bytes;
+        self
+    }
+
+    /// How many bytes of batches one group commit writes at most (default 4 MiB); a single batch
+    /// larger than this is written alone.
+    pub fn max_group_bytes(mut self, bytes: u64) -> Self {
+        self.max_group_bytes = bytes;
+        self
+    }
+
+    /// What to do on damage inside acknowledged data (default [`OnCorruption::Refuse`]).
+    pub fn on_corruption(mut self, mode: OnCorruption) -> Self {
+        self.on_corruption = mode;
+        self
+    }
+
+    /// Open without the writer lock and never write (default `false`): for inspecting a journal
+    /// another process is writing. Appends and deletes return
+    /// [`StoreError::ReadOnly`](crate::StoreError::ReadOnly).
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Size limits for records and batches (default [`Limits::default`]).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), OpenError> {
+        let bad = |reason: String| Err(OpenError::Options { reason });
+        if self.segment_size < MIN_SEGMENT_SIZE {
+            return bad(format!(
+                "segment_size {} is below the minimum of {MIN_SEGMENT_SIZE} bytes",
+                self.segment_size
+            ));
+        }
+        if self.max_group_bytes == 0 || self.max_group_bytes > u64::from(u32::MAX / 2) {
+            return bad(format!(
+                "max_group_bytes {} must be between 1 and {}",
+                self.max_group_bytes,
+                u32::MAX / 2
+            ));
+        }
+        if self.limits.max_record == 0 || self.limits.max_batch < self.limits.max_record {
+            return bad(format!(
+                "limits: max_batch ({}) must be at least max_record ({}), which must not be 0",
+                self.limits.max_batch, self.limits.max_record
+            ));
+        }
+        if u64::from(self.limits.max_batch) > u64::from(u32::MAX) - SEGMENT_HEADER_LEN as u64 {
+            return bad("limits: max_batch is too large".to_owned());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,546 @@
+//! A simulated disk for crash tests: every file keeps two images, what was written and what was
+//! synced, and the disk can lose power at any operation or fail any one of them.
+//!
+//! What survives a power loss ([`SimDisk::crash`]): everything synced (file contents made durable
+//! by [`IoFile::sync_data`], directory entries by [`Io::sync_dir`]), plus, for each operation
+//! that was not yet synced, whatever its [`Fate`] says: kept, dropped entirely, or (for a write)
+//! torn to any prefix of its bytes; unsynced operations may also land in another order than they
+//! were issued. Dropping a file handle or the disk flushes nothing.
+//!
+//! Directories made with [`Io::create_dir_all`] are durable at once; locks are held in memory
+//! and vanish with a crash, as a process's locks do.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::io::{Io, IoFile, IoLock};
+
+/// The kinds of operation the disk counts (reads, listings and locks are not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// [`Io::create_new`].
+    Create,
+    /// [`IoFile::write_all_at`].
+    Write,
+    /// [`IoFile::sync_data`].
+    SyncData,
+    /// [`IoFile::set_len`].
+    SetLen,
+    /// [`Io::remove`].
+    Remove,
+    /// [`Io::sync_dir`].
+    SyncDir,
+}
+
+/// An operation not yet synced when the power went out, as a crash's chooser sees it.
+#[derive(Debug, Clone, Copy)]
+pub enum PendingOp<'a> {
+    /// A write of `len` bytes at `offset` into the file at `path`.
+    Write {
+        /// The file (its name when the write was issued).
+        path: &'a Path,
+        /// Where.
+        offset: u64,
+        /// How many bytes.
+        len: usize,
+    },
+    /// A change of the file's length.
+    SetLen {
+        /// The file.
+        path: &'a Path,
+        /// The new length.
+        len: u64,
+    },
+    /// A file created.
+    Create {
+        /// The file.
+        path: &'a Path,
+    },
+    /// A file removed.
+    Remove {
+        /// The file.
+        path: &'a Path,
+    },
+}
+
+/// What becomes of one unsynced operation in a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// It reached the disk whole.
+    Keep,
+    /// It never reached the disk.
+    Drop,
+    /// Only the first `n` bytes of a write reached the disk (for other operations: [`Fate::Keep`]
+    /// when `n > 0`, else [`Fate::Drop`]).
+    Tear(usize),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write { ino: u64, path: PathBuf, offset: u64, data: Vec<u8> },
+    SetLen { ino: u64, path: PathBuf, len: u64 },
+    Create { ino: u64, path: PathBuf },
+    Remove { path: PathBuf },
+}
+
+impl Op {
+    fn ino(&self) -> Option<u64> {
+        match self {
+            Op::Write { ino, .. } | Op::SetLen { ino, .. } => Some(*ino),
+            Op::Create { .. } | Op::Remove { .. } => None,
+        }
+    }
+
+    fn view(&self) -> PendingOp<'_> {
+        match self {
+            Op::Write { path, offset, data, .. } => {
+                PendingOp::Write { path, offset: *offset, len: data.len() }
+            }
+            Op::SetLen { path, len, .. } => PendingOp::SetLen { path, len: *len },
+            Op::Create { path, .. } => PendingOp::Create { path },
+            Op::Remove { path } => PendingOp::Remove { path },
+        }
+    }
+}
+
+fn write_into(image: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let start = offset as usize;
+    let end = start + data.len();
+    if image.len() < end {
+        image.resize(end, 0);
+    }
+    if let Some(dst) = image.get_mut(start..end) {
+        dst.copy_from_slice(data);
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Inode {
+    written: Vec<u8>,
+    synced: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    inodes: HashMap<u64, Inode>,
+    next_ino: u64,
+    /// Names as they are now.
+    dir: BTreeMap<PathBuf, u64>,
+    /// Names as a power loss would leave them, before the pending directory operations.
+    dir_synced: BTreeMap<PathBuf, u64>,
+    dirs: BTreeSet<PathBuf>,
+    /// Every operation not yet synced, in the order issued.
+    pending: Vec<Op>,
+    locks: BTreeSet<PathBuf>,
+    ops: u64,
+    crash_at: Option<u64>,
+    crashed: bool,
+    fail_at: Option<u64>,
+    fail_next: Vec<OpKind>,
+}
+
+/// A simulated disk. Cloning gives another handle to the same disk.
+#[derive(Debug, Clone, Default)]
+pub struct SimDisk {
+    state: Arc<Mutex<State>>,
+}
+
+fn power_lost() -> io::Error {
+    io::Error::other("simulated power loss: the disk is gone")
+}
+
+impl SimDisk {
+    /// An empty disk.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is changed only after every check, so a panic elsewhere leaves it whole.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many operations (creates, writes, syncs, length changes, removals, directory syncs) the
+    /// disk has been asked to do so far, failed ones included.
+    pub fn ops(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// Loses power just before operation number `n` (counting from 0, as [`SimDisk::ops`] does):
+    /// that operation and every later one fail, and the disk keeps its state for
+    /// [`SimDisk::crash`].
+    pub fn crash_at_op(&self, n: u64) {
+        self.lock().crash_at = Some(n);
+    }
+
+    /// Fails operation number `n` (counting from 0) with an I/O error; it has no effect. Later
+    /// operations work.
+    pub fn fail_op(&self, n: u64) {
+        self.lock().fail_at = Some(n);
+    }
+
+    /// Fails the next operation of this kind with an I/O error; it has no effect.
+    pub fn fail_next(&self, kind: OpKind) {
+        self.lock().fail_next.push(kind);
+    }
+
+    /// Whether the power is out.
+    pub fn is_crashed(&self) -> bool {
+        self.lock().crashed
+    }
+
+    /// Counts an operation and applies the faults. `Err` means the operation must not happen.
+    fn begin(state: &mut State, kind: OpKind) -> io::Result<()> {
+        if state.crashed {
+            return Err(power_lost());
+        }
+        let n = state.ops;
+        state.ops += 1;
+        if state.crash_at == Some(n) {
+            state.crashed = true;
+            return Err(power_lost());
+        }
+        if state.fail_at == Some(n) {
+            state.fail_at = None;
+            return Err(io::Error::other(format!(
+                "simulated I/O failure of {kind:?} (operation {n})"
+            )));
+        }
+        if let Some(i) = state.fail_next.iter().position(|k| *k == kind) {
+            state.fail_next.remove(i);
+            return Err(io::Error::other(format!(
+                "simulated I/O failure of {kind:?} (operation {n})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The disk as it would be found after a power loss now: everything synced, and each
+    /// unsynced operation as `fate` decides, applied in the order issued. The new disk is
+    /// independent of this one; this one stays as it was (a store still using it sees the
+    /// power out from now on).
+    pub fn crash(&self, fate: impl FnMut(PendingOp<'_>) -> Fate) -> SimDisk {
+        self.crash_in_order(fate, |n| (0..n).collect())
+    }
+
+    /// As [`SimDisk::crash`], with the unsynced operations that survive landing in the order
+    /// `order(n)` gives: a permutation of `0..n` over the `n` pending operations (indices out of
+    /// range or repeated are ignored).
+    pub fn crash_in_order(
+        &self,
+        mut fate: impl FnMut(PendingOp<'_>) -> Fate,
+        order: impl FnOnce(usize) -> Vec<usize>,
+    ) -> SimDisk {
+        let mut state = self.lock();
+        state.crashed = true;
+        let fates: Vec<Fate> = state.pending.iter().map(|op| fate(op.view())).collect();
+        let mut seen = BTreeSet::new();
+        let order: Vec<usize> = order(state.pending.len())
+            .into_iter()
+            .filter(|&i| i < state.pending.len() && seen.insert(i))
+            .collect();
+        let mut images: HashMap<u64, Vec<u8>> =
+            state.inodes.iter().map(|(ino, f)| (*ino, f.synced.clone())).collect();
+        let mut dir = state.dir_synced.clone();
+        for i in order {
+            let (Some(op), Some(fate)) = (state.pending.get(i), fates.get(i)) else { continue };
+            let keep = match *fate {
+                Fate::Keep => usize::MAX,
+                Fate::Drop => 0,
+                Fate::Tear(n) => n,
+            };
+            if keep == 0 {
+                continue;
+            }
+            match op {
+                Op::Write { ino, offset, data, .. } => {
+                    let image = images.entry(*ino).or_default();
+                    write_into(
+                        image,
+                        *offset,
+                        data.get(..keep.min(data.len())).unwrap_or_default(),
+                    );
+                }
+                Op::SetLen { ino, len, .. } => {
+                    images.entry(*ino).or_default().resize(*len as usize, 0)
+                }
+                Op::Create { ino, path } => {
+                    dir.insert(path.clone(), *ino);
+                }
+                Op::Remove { path } => {
+                    dir.remove(path);
+                }
+            }
+        }
+        let mut next =
+            State { next_ino: state.next_ino, dirs: state.dirs.clone(), ..State::default() };
+        for (path, ino) in &dir {
+            let image = images.get(ino).cloned().unwrap_or_default();
+            next.inodes.insert(*ino, Inode { written: image.clone(), synced: image });
+            next.dir.insert(path.clone(), *ino);
+        }
+        next.dir_synced = next.dir.clone();
+        SimDisk { state: Arc::new(Mutex::new(next)) }
+    }
+
+    /// A process crash: the operating system keeps everything written, synced or not.
+    pub fn crash_keep_written(&self) -> SimDisk {
+        self.crash(|_| Fate::Keep)
+    }
+
+    /// A power loss in which nothing unsynced survives.
+    pub fn crash_lose_unsynced(&self) -> SimDisk {
+        self.crash(|_| Fate::Drop)
+    }
+
+    /// The written bytes of the file at `path`, if it exists.
+    pub fn read_file(&self, path: &Path) -> Option<Vec<u8>> {
+        let state = self.lock();
+        let ino = state.dir.get(path)?;
+        state.inodes.get(ino).map(|f| f.written.clone())
+    }
+
+    /// Damages the disk: XORs the byte at `offset` of the file at `path` with `mask`, in both
+    /// images (as a bad sector would). Returns whether the byte exists.
+    pub fn flip_byte(&self, path: &Path, offset: u64, mask: u8) -> bool {
+        let mut state = self.lock();
+        let Some(ino) = state.dir.get(path).copied() else { return false };
+        let Some(f) = state.inodes.get_mut(&ino) else { return false };
+        let mut hit = false;
+        for image in [&mut f.written, &mut f.synced] {
+            if let Some(b) = image.get_mut(offset as usize) {
+                *b ^= mask;
+                hit = true;
+            }
+        }
+        hit
+    }
+
+    /// The files in `dir` with their written lengths, sorted by name.
+    pub fn files(&self, dir: &Path) -> Vec<(PathBuf, u64)> {
+        let state = self.lock();
+        state
+            .dir
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir))
+            .map(|(p, ino)| {
+                (p.clone(), state.inodes.get(ino).map_or(0, |f| f.written.len() as u64))
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug)]
+struct SimFile {
+    disk: SimDisk,
+    ino: u64,
+    path: PathBuf,
+    read_only: bool,
+}
+
+fn read_only_error() -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, "the file was opened read-only")
+}
+
+impl IoFile for SimFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let state = self.disk.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        let data = state.inodes.get(&self.ino).map(|f| f.written.as_slice()).unwrap_or_default();
+        let from = data.get(offset.min(data.len() as u64) as usize..).unwrap_or_default();
+        let n = from.len().min(buf.len());
+        if let (Some(dst), Some(src)) = (buf.get_mut(..n), from.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        Ok(n)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let mut state = self.disk.lock();
+        SimDisk::begin(&mut state, OpKind::Write)?;
+        let f = state.inodes.entry(self.ino).or_default();
+        write_into(&mut f.written, offset, buf);
+        state.pending.push(Op::Write {
+            ino: self.ino,
+            path: self.path.clone(),
+            offset,
+            data: buf.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut state = self.disk.lock();
+        SimDisk::begin(&mut state, OpKind::SyncData)?;
+        let (mine, rest): (Vec<Op>, Vec<Op>) = std::mem::take(&mut state.pending)
+            .into_iter()
+            .partition(|op| op.ino() == Some(self.ino));
+        state.pending = rest;
+        let f = state.inodes.entry(self.ino).or_default();
+        for op in mine {
+            match op {
+                Op::Write { offset, data, .. } => write_into(&mut f.synced, offset, &data),
+                Op::SetLen { len, .. } => f.synced.resize(len as usize, 0),
+                Op::Create { .. } | Op::Remove { .. } => {}
+            }
+        }
+        debug_assert_eq!(f.synced, f.written, "a synced file's two images agree");
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let mut state = self.disk.lock();
+        SimDisk::begin(&mut state, OpKind::SetLen)?;
+        state.inodes.entry(self.ino).or_default().written.resize(len as usize, 0);
+        state.pending.push(Op::SetLen { ino: self.ino, path: self.path.clone(), len });
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        let state = self.disk.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        Ok(state.inodes.get(&self.ino).map_or(0, |f| f.written.len() as u64))
+    }
+}
+
+#[derive(Debug)]
+struct SimLock {
+    disk: SimDisk,
+    path: PathBuf,
+}
+
+impl IoLock for SimLock {}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        self.disk.lock().locks.remove(&self.path);
+    }
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{}: no such file", path.display()))
+}
+
+impl Io for SimDisk {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut state = self.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        for d in dir.ancestors() {
+            state.dirs.insert(d.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn create_new(&self, path: &Path) -> io::Result<Arc<dyn IoFile>> {
+        let mut state = self.lock();
+        if path.parent().is_some_and(|d| !d.as_os_str().is_empty() && !state.dirs.contains(d)) {
+            return Err(not_found(path.parent().unwrap_or(path)));
+        }
+        if state.dir.contains_key(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{}: file exists", path.display()),
+            ));
+        }
+        SimDisk::begin(&mut state, OpKind::Create)?;
+        let ino = state.next_ino;
+        state.next_ino += 1;
+        state.inodes.insert(ino, Inode::default());
+        state.dir.insert(path.to_path_buf(), ino);
+        state.pending.push(Op::Create { ino, path: path.to_path_buf() });
+        drop(state);
+        Ok(Arc::new(SimFile {
+            disk: self.clone(),
+            ino,
+            path: path.to_path_buf(),
+            read_only: false,
+        }))
+    }
+
+    fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn IoFile>> {
+        let state = self.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        let ino = *state.dir.get(path).ok_or_else(|| not_found(path))?;
+        drop(state);
+        Ok(Arc::new(SimFile { disk: self.clone(), ino, path: path.to_path_buf(), read_only }))
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut state = self.lock();
+        if !state.dir.contains_key(path) {
+            return Err(not_found(path));
+        }
+        SimDisk::begin(&mut state, OpKind::Remove)?;
+        state.dir.remove(path);
+        state.pending.push(Op::Remove { path: path.to_path_buf() });
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let state = self.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        if !state.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        Ok(state
+            .dir
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_owned))
+            .collect())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut state = self.lock();
+        SimDisk::begin(&mut state, OpKind::SyncDir)?;
+        let in_dir = |p: &Path| p.parent() == Some(dir);
+        let (mine, rest): (Vec<Op>, Vec<Op>) =
+            std::mem::take(&mut state.pending).into_iter().partition(|op| match op {
+                Op::Create { path, .. } | Op::Remove { path } => in_dir(path),
+                Op::Write { .. } | Op::SetLen { .. } => false,
+            });
+        state.pending = rest;
+        for op in mine {
+            match op {
+                Op::Create { ino, path } => {
+                    state.dir_synced.insert(path, ino);
+                }
+                Op::Remove { path } => {
+                    state.dir_synced.remove(&path);
+                }
+                Op::Write { .. } | Op::SetLen { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>> {
+        let mut state = self.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        if !state.locks.insert(path.to_path_buf()) {
+            return Ok(None);
+        }
+        drop(state);
+        Ok(Some(Box::new(SimLock { disk: self.clone(), path: path.to_path_buf() })))
+    }
+}

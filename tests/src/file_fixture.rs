@@ -1,0 +1,111 @@
+//! Fixtures for the file backend: a store on real files in a temporary directory, or on a
+//! simulated disk; and checks shared by its suites.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stepjournal_backends::JournalStore;
+use stepjournal_backends::file::sim::SimDisk;
+use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_codec::{Seq, SessionId};
+
+use crate::sample::numbered;
+
+/// A file store on real files; the temporary directory lives as long as the fixture.
+#[derive(Debug)]
+pub struct RealFixture {
+    // Invariant: Some except inside `reopen`.
+    store: Option<FileStore>,
+    pub dir: tempfile::TempDir,
+}
+
+impl RealFixture {
+    /// A fresh store with these options in a new temporary directory.
+    pub fn new(options: FileOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path(), options).unwrap();
+        RealFixture { store: Some(store), dir }
+    }
+
+    /// Closes the store (releasing its lock) and opens the directory again with these options.
+    pub fn reopen(&mut self, options: FileOptions) {
+        drop(self.store.take());
+        self.store = Some(FileStore::open(self.dir.path(), options).unwrap());
+    }
+}
+
+impl std::ops::Deref for RealFixture {
+    type Target = FileStore;
+    fn deref(&self) -> &FileStore {
+        self.store.as_ref().unwrap()
+    }
+}
+
+/// The directory the simulated-disk fixtures use.
+pub fn sim_dir() -> PathBuf {
+    PathBuf::from("/journal")
+}
+
+/// A file store on a simulated disk.
+#[derive(Debug)]
+pub struct SimFixture {
+    pub store: FileStore,
+    pub disk: SimDisk,
+}
+
+impl SimFixture {
+    /// A fresh store with these options on a new simulated disk.
+    pub fn new(options: FileOptions) -> Self {
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, options).unwrap();
+        SimFixture { store, disk }
+    }
+}
+
+impl std::ops::Deref for SimFixture {
+    type Target = FileStore;
+    fn deref(&self) -> &FileStore {
+        &self.store
+    }
+}
+
+/// Opens the journal in [`sim_dir`] on `disk`.
+pub fn open_sim(
+    disk: &SimDisk,
+    options: FileOptions,
+) -> Result<FileStore, stepjournal_backends::OpenError> {
+    FileStore::open_with(Arc::new(disk.clone()), &sim_dir(), options)
+}
+
+/// The event a crash test writes at `seq` of session number `s`: recognisable, so a record in
+/// the wrong place is caught.
+pub fn crash_event(s: usize, seq: u64) -> stepjournal_codec::Event {
+    numbered(s as u64 * 1_000_000 + seq)
+}
+
+/// The session names crash tests use.
+pub fn crash_session(s: usize) -> SessionId {
+    SessionId::from(format!("session-{s}").as_str())
+}
+
+/// Checks that session `s` holds a dense prefix of the crash test's events, at least `acked`
+/// of them, at most `attempted`; returns its length.
+pub fn check_prefix(store: &dyn JournalStore, s: usize, acked: u64, attempted: u64) -> u64 {
+    let session = crash_session(s);
+    let log = store.read_all(&session).unwrap();
+    let tail = store.tail(&session).unwrap();
+    assert_eq!(tail, Seq(log.len() as u64), "{session}: the tail agrees with the events");
+    for (i, r) in log.iter().enumerate() {
+        assert_eq!(r.seq, Seq(i as u64), "{session}: seqs are dense");
+        assert_eq!(r.event, crash_event(s, i as u64), "{session} seq {i} holds another event");
+    }
+    let n = log.len() as u64;
+    assert!(n >= acked, "{session}: {acked} appends were acknowledged, only {n} survived");
+    assert!(n <= attempted, "{session}: {n} events, but only {attempted} were attempted");
+    n
+}
+
+/// The total size of the files in `dir`.
+pub fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
+}
