@@ -14,3 +14,93 @@ stepjournal_tests::backend_conformance!(
     )]
     || PgFixture::new("conf")
 );
+
+use std::sync::Barrier;
+
+use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
+use stepjournal_backends::{Durability, JournalStore};
+use stepjournal_codec::{Seq, SessionId};
+use stepjournal_tests::sample::{numbered, stamped_numbered};
+use support::pg;
+
+#[test]
+fn an_unreachable_server_is_a_clear_error_naming_it() {
+    let mut options = PostgresOptions::default();
+    options.connect_timeout = std::time::Duration::from_secs(2);
+    let err =
+        PostgresStore::connect("postgres://nobody:secret@127.0.0.1:1/nowhere?schema=x", options);
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("127.0.0.1:1/nowhere") && err.contains("connecting"), "{err}");
+    assert!(!err.contains("secret"), "the password leaked: {err}");
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn stores_opening_one_new_schema_at_once_all_succeed() {
+    let schema = pg::fresh_schema("migrate");
+    let barrier = Barrier::new(4);
+    let fixtures: Vec<PgFixture> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let (schema, barrier) = (&schema, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    if i == 0 {
+                        PgFixture::at(&pg::url(), schema, PostgresOptions::default())
+                    } else {
+                        PgFixture::guest(&pg::url(), schema, PostgresOptions::default())
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let s = SessionId::from("shared");
+    fixtures[1].append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
+    for f in &fixtures {
+        assert_eq!(f.tail(&s).unwrap(), Seq(2));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn appends_are_there_for_a_store_connecting_later() {
+    let first = PgFixture::new("later");
+    let s = SessionId::from("kept");
+    first.append(&s, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
+    first.append(&s, Seq(3), &stamped_numbered(3, 2), Durability::Buffered).unwrap();
+    let later = PgFixture::guest(&pg::url(), first.schema(), PostgresOptions::default());
+    let log = later.read_all(&s).unwrap();
+    assert_eq!(log.len(), 5);
+    assert!(log.iter().all(|r| r.event == numbered(r.seq.get()) && r.session == s));
+    assert_eq!(later.sessions().unwrap(), vec![s]);
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn a_pool_of_one_serves_many_threads_in_turn() {
+    let schema = pg::fresh_schema("pool");
+    let url = pg::with_param(&pg::url(), "pool_size", "1");
+    let store = PgFixture::at(&url, &schema, PostgresOptions::default());
+    std::thread::scope(|scope| {
+        for t in 0..6u64 {
+            let store = &store;
+            scope.spawn(move || {
+                let s = SessionId::from(format!("pool-{t}").as_str());
+                for i in 0..5 {
+                    store.append(&s, Seq(i), &stamped_numbered(i, 1), Durability::Synced).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(store.sessions().unwrap().len(), 6);
+}

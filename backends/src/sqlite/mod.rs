@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, params};
-use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped};
+use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId, Stamped};
 
 use crate::sql::{self, EncodedBatch, Place};
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
@@ -310,7 +311,20 @@ impl JournalStore for SqliteStore {
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(failed)? {
                 let seq: i64 = row.get(0).map_err(failed)?;
-                let bytes = row.get_ref(1).and_then(|v| Ok(v.as_blob()?)).map_err(failed)?;
+                let bytes = match row.get_ref(1).map_err(failed)? {
+                    ValueRef::Blob(b) => b,
+                    other => {
+                        return Err(StoreError::Corrupt {
+                            context: format!("{}, session {session}, seq {seq}", self.location),
+                            source: DecodeError::Malformed {
+                                reason: format!(
+                                    "the record column holds {:?}, not a blob",
+                                    other.data_type()
+                                ),
+                            },
+                        });
+                    }
+                };
                 out.push(sql::decode_row(&self.location, session, seq, bytes, &limits)?);
             }
             Ok(out)
@@ -363,3 +377,6 @@ impl JournalStore for SqliteStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

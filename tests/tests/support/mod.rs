@@ -3,3 +3,5 @@
 
 #[cfg(feature = "postgres")]
 pub mod pg;
+#[cfg(feature = "postgres")]
+pub mod proxy;

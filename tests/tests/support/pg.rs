@@ -31,6 +31,7 @@ pub fn with_param(url: &str, key: &str, value: &str) -> String {
 /// A store in its own schema; the schema is dropped with the fixture.
 pub struct PgFixture {
     store: Option<PostgresStore>,
+    owner: bool,
 }
 
 impl PgFixture {
@@ -42,7 +43,14 @@ impl PgFixture {
     /// A store in `schema` at `url`.
     pub fn at(url: &str, schema: &str, options: PostgresOptions) -> Self {
         let store = PostgresStore::connect(&with_param(url, "schema", schema), options);
-        PgFixture { store: Some(store.unwrap()) }
+        PgFixture { store: Some(store.unwrap()), owner: true }
+    }
+
+    /// A second store on a schema another fixture owns: dropping it leaves the schema.
+    pub fn guest(url: &str, schema: &str, options: PostgresOptions) -> Self {
+        let mut fixture = Self::at(url, schema, options);
+        fixture.owner = false;
+        fixture
     }
 }
 
@@ -55,7 +63,7 @@ impl Deref for PgFixture {
 
 impl Drop for PgFixture {
     fn drop(&mut self) {
-        if let Some(store) = self.store.take() {
+        if let Some(store) = self.store.take().filter(|_| self.owner) {
             let schema = store.schema().to_owned();
             if let Err(e) = store.drop_schema() {
                 eprintln!("could not drop test schema {schema}: {e}");

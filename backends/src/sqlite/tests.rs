@@ -1,0 +1,156 @@
+//! What only the backend's own connection can show: damaged rows, the schema version, the
+//! `synchronous` level per append, poisoning.
+
+use rusqlite::Connection;
+use stepjournal_codec::{Message, Role, UnixMillis};
+
+use super::*;
+
+fn events(from: u64, n: u64) -> Vec<Stamped> {
+    (from..from + n)
+        .map(|i| Stamped::at(UnixMillis(i), Message { role: Role::User, text: format!("e{i}") }))
+        .collect()
+}
+
+fn store(dir: &tempfile::TempDir) -> SqliteStore {
+    SqliteStore::open(dir.path().join("db.sqlite"), SqliteOptions::default()).unwrap()
+}
+
+fn raw(dir: &tempfile::TempDir) -> Connection {
+    Connection::open(dir.path().join("db.sqlite")).unwrap()
+}
+
+#[test]
+fn a_damaged_row_is_reported_corrupt_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from("s");
+    let store = store(&dir);
+    store.append(&s, Seq(0), &events(0, 3), Durability::Synced).unwrap();
+    let conn = raw(&dir);
+    let mut record: Vec<u8> =
+        conn.query_row("SELECT record FROM events WHERE seq = 1", [], |r| r.get(0)).unwrap();
+    let last = record.len() - 1;
+    record[last] ^= 0x40;
+    conn.execute("UPDATE events SET record = ?1 WHERE seq = 1", [&record]).unwrap();
+    let err = store.read_all(&s).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("session s, seq 1"), "{err}");
+    assert_eq!(store.read(&s, Seq(0)..Seq(1)).unwrap().len(), 1, "rows before it still read");
+    conn.execute("UPDATE events SET record = 'text' WHERE seq = 2", []).unwrap();
+    let err = store.read(&s, Seq(2)..Seq(3)).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("not a blob"), "{err}");
+}
+
+#[test]
+fn a_row_moved_to_another_place_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, t) = (SessionId::from("s"), SessionId::from("t"));
+    let store = store(&dir);
+    store.append(&s, Seq(0), &events(0, 2), Durability::Synced).unwrap();
+    raw(&dir).execute("UPDATE events SET session = 't' WHERE seq = 1", []).unwrap();
+    let err = store.read_all(&t).unwrap_err();
+    assert!(err.to_string().contains("holds the record of session s seq 1"), "{err}");
+    let err = store.read_all(&s);
+    assert_eq!(err.unwrap().len(), 1, "s keeps its first row");
+    raw(&dir).execute("UPDATE events SET session = 's', seq = 2 WHERE session = 't'", []).unwrap();
+    let err = store.read_all(&s).unwrap_err();
+    assert!(err.to_string().contains("holds the record of session s seq 1"), "{err}");
+}
+
+#[test]
+fn a_schema_from_a_newer_build_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(store(&dir));
+    raw(&dir).execute("INSERT INTO schema_version VALUES (99)", []).unwrap();
+    let err = SqliteStore::open(dir.path().join("db.sqlite"), SqliteOptions::default());
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("version 99") && err.contains("newer"), "{err}");
+}
+
+#[test]
+fn opening_twice_migrates_once() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(store(&dir));
+    drop(store(&dir));
+    let versions: Vec<i64> = raw(&dir)
+        .prepare("SELECT version FROM schema_version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+}
+
+#[test]
+fn each_append_sets_the_synchronous_level_it_asks_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from("s");
+    let store = store(&dir);
+    let level = |store: &SqliteStore| -> i64 {
+        lock(&store.writer).conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap()
+    };
+    let ack = store.append(&s, Seq(0), &events(0, 1), Durability::Buffered).unwrap();
+    assert_eq!((ack.durability, level(&store)), (Durability::Buffered, 1), "NORMAL");
+    let ack = store.append(&s, Seq(1), &events(1, 1), Durability::Synced).unwrap();
+    assert_eq!((ack.durability, level(&store)), (Durability::Synced, 2), "FULL");
+    let mode: String = raw(&dir).query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn a_failed_write_poisons_the_store_until_it_is_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from("s");
+    let store = store(&dir);
+    store.append(&s, Seq(0), &events(0, 1), Durability::Synced).unwrap();
+    // The insert fails inside the transaction, after the tail check.
+    let conn = raw(&dir);
+    conn.execute_batch(
+        "CREATE TRIGGER fail BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'injected'); END",
+    )
+    .unwrap();
+    let err = store.append(&s, Seq(1), &events(1, 1), Durability::Synced).unwrap_err();
+    assert!(matches!(err, AppendError::Store(StoreError::Backend { .. })), "{err:?}");
+    for err in [
+        store.tail(&s).unwrap_err(),
+        store.read_all(&s).unwrap_err(),
+        store.delete(&s).unwrap_err(),
+        store.append(&s, Seq(1), &events(1, 1), Durability::Synced).unwrap_err().into_store(),
+    ] {
+        assert!(matches!(err, StoreError::Poisoned { .. }), "{err:?}");
+        assert!(err.to_string().contains("appending to s at 1"), "{err}");
+    }
+    drop(store);
+    conn.execute_batch("DROP TRIGGER fail").unwrap();
+    let reopened = SqliteStore::open(dir.path().join("db.sqlite"), SqliteOptions::default());
+    assert_eq!(reopened.unwrap().tail(&s).unwrap(), Seq(1), "nothing of the failed batch");
+}
+
+#[test]
+fn a_busy_database_fails_the_append_without_poisoning() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from("s");
+    let options = SqliteOptions { busy_timeout: Duration::from_millis(50), ..Default::default() };
+    let store = SqliteStore::open(dir.path().join("db.sqlite"), options).unwrap();
+    let other = raw(&dir);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = store.append(&s, Seq(0), &events(0, 1), Durability::Synced).unwrap_err();
+    assert!(err.to_string().contains("busy timeout"), "{err}");
+    other.execute_batch("ROLLBACK").unwrap();
+    store.append(&s, Seq(0), &events(0, 1), Durability::Synced).unwrap();
+}
+
+trait IntoStore {
+    fn into_store(self) -> StoreError;
+}
+
+impl IntoStore for AppendError {
+    fn into_store(self) -> StoreError {
+        match self {
+            AppendError::Store(e) => e,
+            other => panic!("expected a store error, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! A connection to PostgreSQL lost while an append is in flight, made deterministic with a
+//! loopback proxy that cuts it at the chosen moment. The store reads back the batch token:
+//! nothing is applied twice, nothing acknowledged is lost, and `OutcomeUnknown` comes only when
+//! the database cannot be reached to learn.
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+mod support;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use stepjournal_backends::postgres::{PostgresOptions, PostgresStats};
+use stepjournal_backends::{AppendError, Durability, JournalStore};
+use stepjournal_codec::{Message, Role, Seq, SessionId, Stamped, UnixMillis};
+use stepjournal_tests::sample::stamped_numbered;
+use support::pg::{self, PgFixture};
+use support::proxy::{Cut, Proxy};
+
+const MARKER: &str = "cut-the-connection-here";
+
+/// The server URL split around its host and port: (`postgres://user@`, `host:port`, `/db?...`).
+fn split_url() -> (String, String, String) {
+    let url = pg::url();
+    let (scheme, rest) = url.split_once("://").expect("STEPJOURNAL_PG_URL is a postgres:// URL");
+    let cut = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(cut);
+    let (user, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h.to_owned()),
+        None => (String::new(), authority.to_owned()),
+    };
+    let hostport = if hostport.contains(':') { hostport } else { format!("{hostport}:5432") };
+    (format!("{scheme}://{user}"), hostport, tail.to_owned())
+}
+
+/// The server named by `STEPJOURNAL_PG_URL`.
+fn server_addr() -> SocketAddr {
+    split_url().1.to_socket_addrs().unwrap().next().unwrap()
+}
+
+/// The server's URL pointed at the proxy instead.
+fn via_proxy(proxy: &Proxy) -> String {
+    let (head, _, tail) = split_url();
+    format!("{head}{}{tail}", proxy.addr())
+}
+
+/// A store reaching the database through a proxy, and one reaching it directly, on one schema.
+struct Setup {
+    proxy: Proxy,
+    through: PgFixture,
+    direct: PgFixture,
+}
+
+fn setup(resolve_ms: u64) -> Setup {
+    let proxy = Proxy::start(server_addr());
+    let schema = pg::fresh_schema("lost");
+    let direct = PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
+    let url = pg::with_param(&via_proxy(&proxy), "resolve_timeout", &resolve_ms.to_string());
+    let through = PgFixture::guest(&url, &schema, PostgresOptions::default());
+    Setup { proxy, through, direct }
+}
+
+/// A batch of three events whose last carries the proxy's marker.
+fn marked_batch(from: u64) -> Vec<Stamped> {
+    let mut batch = stamped_numbered(from, 2);
+    let text = format!("{MARKER} at {}", from + 2);
+    batch.push(Stamped::at(UnixMillis(9), Message { role: Role::User, text }));
+    batch
+}
+
+fn stats(s: &Setup) -> PostgresStats {
+    s.through.stats()
+}
+
+/// Appends `prior` events, then the marked batch at the tail, cut as `cut` says.
+fn cut_append(
+    s: &Setup,
+    session: &SessionId,
+    prior: u64,
+    cut: Cut,
+    then_down: bool,
+) -> Result<Seq, AppendError> {
+    if prior > 0 {
+        s.through.append(session, Seq(0), &stamped_numbered(0, prior), Durability::Synced).unwrap();
+    }
+    s.proxy.arm(cut, MARKER.as_bytes(), then_down);
+    let batch = marked_batch(prior);
+    let started = Instant::now();
+    let result = s.through.append(session, Seq(prior), &batch, Durability::Synced);
+    assert!(started.elapsed() < Duration::from_secs(30), "the append took {:?}", started.elapsed());
+    assert_eq!(s.proxy.cuts(), 1, "the proxy cut the connection once");
+    result.map(|ack| ack.next)
+}
+
+/// The session's log as the direct store sees it: `prior` numbered events and the marked batch
+/// `copies` times (0 or 1).
+fn assert_log(s: &Setup, session: &SessionId, prior: u64, copies: usize) {
+    let log = s.direct.read_all(session).unwrap();
+    let expected: Vec<Stamped> = if copies == 0 {
+        stamped_numbered(0, prior)
+    } else {
+        let mut all = stamped_numbered(0, prior);
+        all.extend(marked_batch(prior));
+        all
+    };
+    let got: Vec<Stamped> = log.iter().map(|r| Stamped::at(r.at, r.event.clone())).collect();
+    assert_eq!(got, expected, "the log holds the batch {copies} time(s)");
+    assert_eq!(s.direct.tail(session).unwrap(), Seq(expected.len() as u64));
+}
+
+macro_rules! pg_test {
+    ($name:ident $body:block) => {
+        #[test]
+        #[cfg_attr(
+            not(stepjournal_pg),
+            ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+        )]
+        fn $name() {
+            $body
+        }
+    };
+}
+
+pg_test!(a_batch_the_server_never_saw_is_found_missing_and_lands_once {
+    for prior in [0, 4] {
+        let s = setup(5_000);
+        let session = SessionId::from("cut-before");
+        let next = cut_append(&s, &session, prior, Cut::BeforeServer, false).unwrap();
+        assert_eq!(next, Seq(prior + 3));
+        let st = stats(&s);
+        assert_eq!((st.lost_not_landed, st.lost_landed, st.outcome_unknown), (1, 0, 0), "{st:?}");
+        assert_log(&s, &session, prior, 1);
+    }
+});
+
+pg_test!(a_batch_whose_reply_was_lost_is_found_landed_and_not_applied_twice {
+    for prior in [0, 4] {
+        let s = setup(5_000);
+        let session = SessionId::from("cut-after");
+        let next = cut_append(&s, &session, prior, Cut::AfterServer, false).unwrap();
+        assert_eq!(next, Seq(prior + 3));
+        let st = stats(&s);
+        assert_eq!((st.lost_landed, st.lost_not_landed, st.outcome_unknown), (1, 0, 0), "{st:?}");
+        assert_log(&s, &session, prior, 1);
+        // The store goes on from the tail through new connections.
+        s.through.append(&session, next, &stamped_numbered(100, 1), Durability::Buffered).unwrap();
+        assert_eq!(s.direct.tail(&session).unwrap(), next.add(1));
+    }
+});
+
+pg_test!(an_unreachable_database_leaves_the_outcome_unknown_and_it_is_learned_later {
+    for (cut, landed) in [(Cut::AfterServer, 1), (Cut::BeforeServer, 0)] {
+        let s = setup(400);
+        let session = SessionId::from("cut-down");
+        let err = cut_append(&s, &session, 2, cut, true).unwrap_err();
+        match &err {
+            AppendError::OutcomeUnknown { session: sid, expected, reason } => {
+                assert_eq!((sid, *expected), (&session, Seq(2)));
+                assert!(reason.contains("could not be reached"), "{reason}");
+            }
+            other => panic!("{cut:?} with the database unreachable: expected OutcomeUnknown, got {other:?}"),
+        }
+        assert_eq!(stats(&s).outcome_unknown, 1);
+        // What really happened, seen directly: the batch once, or not at all.
+        assert_log(&s, &session, 2, landed);
+        // Back up: the caller reads the tail and goes on.
+        s.proxy.set_down(false);
+        let tail = s.through.tail(&session).unwrap();
+        assert_eq!(tail, Seq(2 + 3 * landed as u64));
+        s.through.append(&session, tail, &stamped_numbered(50, 1), Durability::Synced).unwrap();
+    }
+});
+
+pg_test!(a_database_back_within_the_resolve_timeout_is_asked_and_answers {
+    let s = setup(10_000);
+    let session = SessionId::from("cut-flap");
+    std::thread::scope(|scope| {
+        let proxy = &s.proxy;
+        scope.spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while proxy.cuts() == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            proxy.set_down(false);
+        });
+        let next = cut_append(&s, &session, 1, Cut::AfterServer, true).unwrap();
+        assert_eq!(next, Seq(4));
+    });
+    assert_eq!(stats(&s).lost_landed, 1);
+    assert_log(&s, &session, 1, 1);
+});
+
+pg_test!(a_cut_without_a_marker_never_happens {
+    // The proxy itself: unarmed, it forwards everything (so the cuts above are its doing).
+    let s = setup(1_000);
+    let session = SessionId::from("no-cut");
+    s.through.append(&session, Seq(0), &marked_batch(0), Durability::Synced).unwrap();
+    assert_eq!(s.proxy.cuts(), 0);
+    assert_eq!(stats(&s), PostgresStats::default());
+    assert_log(&s, &session, 0, 1);
+});
