@@ -13,6 +13,7 @@
 //!   another's lock up to the busy timeout.
 //! - A failed commit or an I/O error while writing poisons the store until it is opened again.
 
+mod group;
 mod schema;
 
 use std::ops::Range;
@@ -26,6 +27,7 @@ use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId, Stamped};
 
 use crate::sql::{self, EncodedBatch, Place};
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
+use group::{Failure, Outcome, Queue, Request};
 
 pub use schema::SCHEMA_VERSION;
 
@@ -61,6 +63,7 @@ pub struct SqliteStore {
     location: String,
     options: SqliteOptions,
     writer: Mutex<Writer>,
+    queue: Queue,
     readers: Mutex<Vec<Connection>>,
     poison: OnceLock<String>,
 }
@@ -113,6 +116,7 @@ impl SqliteStore {
             location,
             options,
             writer: Mutex::new(Writer { conn, synchronous: None }),
+            queue: Queue::default(),
             readers: Mutex::new(Vec::new()),
             poison: OnceLock::new(),
         })
@@ -249,6 +253,45 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Commits a group of appends in one transaction, synced if any of them asks for it.
+    fn commit_group(&self, group: &[Request]) -> Vec<Outcome> {
+        let durability = group.iter().map(|r| r.durability).max().unwrap_or(Durability::Synced);
+        let what = match group {
+            [one] => format!("appending to {} at {}", one.session, one.place.first),
+            [first, ..] => format!(
+                "appending {} batches in one transaction (the first to {} at {})",
+                group.len(),
+                first.session,
+                first.place.first
+            ),
+            [] => return Vec::new(),
+        };
+        let outcome = self.write(durability, &what, |conn| {
+            let mut outcomes = Vec::with_capacity(group.len());
+            for r in group {
+                let tail = self.tail_on(conn, &r.session)?;
+                if tail == r.place.first {
+                    Self::insert_batch(conn, &r.session, &r.batch)?;
+                    outcomes.push(Outcome::Landed);
+                } else {
+                    outcomes.push(Outcome::Conflict(tail));
+                }
+            }
+            Ok(if outcomes.contains(&Outcome::Landed) {
+                Step::Commit(outcomes)
+            } else {
+                Step::Rollback(outcomes)
+            })
+        });
+        match outcome {
+            Ok(outcomes) => outcomes,
+            Err(WriteFailure::Failed(e)) => {
+                vec![Outcome::Failed(Failure::from_store(&e)); group.len()]
+            }
+            Err(WriteFailure::CommitUnknown(reason)) => vec![Outcome::Unknown(reason); group.len()],
+        }
+    }
+
     fn conflict_past_range(&self, session: &SessionId, expected: Seq) -> AppendError {
         match self.tail(session) {
             Ok(actual) => AppendError::Conflict { expected, actual },
@@ -270,27 +313,22 @@ impl JournalStore for SqliteStore {
         durability: Durability,
     ) -> Result<AppendAck, AppendError> {
         let (batch, place) = sql::encode_batch(session, expected, events, &self.options.limits)?;
-        let Some(Place { first, next }) = place else {
+        let Some(place @ Place { next, .. }) = place else {
             return Err(self.conflict_past_range(session, expected));
         };
+        self.check_poison()?;
         let durability = durability.min(Durability::Synced);
-        let what = format!("appending to {session} at {expected}");
-        let outcome = self.write(durability, &what, |conn| {
-            let tail = self.tail_on(conn, session)?;
-            if tail != first {
-                return Ok(Step::Rollback(Err(tail)));
+        let request = Request { session: session.clone(), place, batch, durability };
+        match self.queue.submit(request, |group| self.commit_group(group)) {
+            Outcome::Landed => {
+                Ok(AppendAck { first: expected, next: Seq(next as u64), durability })
             }
-            Self::insert_batch(conn, session, &batch)?;
-            Ok(Step::Commit(Ok(())))
-        });
-        match outcome {
-            Ok(Ok(())) => Ok(AppendAck { first: expected, next: Seq(next as u64), durability }),
-            Ok(Err(tail)) => Err(AppendError::Conflict {
+            Outcome::Conflict(tail) => Err(AppendError::Conflict {
                 expected,
                 actual: sql::seq_from_column(&self.location, "the session's tail", tail)?,
             }),
-            Err(WriteFailure::Failed(e)) => Err(AppendError::Store(e)),
-            Err(WriteFailure::CommitUnknown(reason)) => {
+            Outcome::Failed(failure) => Err(AppendError::Store(failure.into_store(BACKEND))),
+            Outcome::Unknown(reason) => {
                 Err(AppendError::OutcomeUnknown { session: session.clone(), expected, reason })
             }
         }

@@ -142,6 +142,54 @@ fn a_busy_database_fails_the_append_without_poisoning() {
     store.append(&s, Seq(0), &events(0, 1), Durability::Synced).unwrap();
 }
 
+#[test]
+fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let writer = lock(&store.writer);
+    let results = std::thread::scope(|scope| {
+        // The first append takes the lead and waits for the writer connection held here; the
+        // others queue behind it. Two of them race for one session at 0.
+        let first = scope.spawn(|| {
+            store.append(&SessionId::from("lead"), Seq(0), &events(0, 1), Durability::Synced)
+        });
+        while store.queue.counts().1 < 1 {
+            std::thread::yield_now();
+        }
+        let names = ["a", "b", "c", "same", "same"];
+        let handles: Vec<_> = names
+            .into_iter()
+            .map(|n| {
+                let store = &store;
+                scope.spawn(move || {
+                    let s = SessionId::from(n);
+                    store.append(&s, Seq(0), &events(0, 2), Durability::Buffered)
+                })
+            })
+            .collect();
+        while store.queue.counts().0 < names.len() {
+            std::thread::yield_now();
+        }
+        drop(writer);
+        let mut results = vec![first.join().unwrap()];
+        results.extend(handles.into_iter().map(|h| h.join().unwrap()));
+        results
+    });
+    assert_eq!(store.queue.counts(), (0, 2), "two transactions: the leader's, then the rest");
+    let landed = results.iter().filter(|r| r.is_ok()).count();
+    let conflicts: Vec<_> = results
+        .iter()
+        .filter_map(|r| match r {
+            Err(AppendError::Conflict { expected, actual }) => Some((*expected, *actual)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((landed, conflicts), (5, vec![(Seq(0), Seq(2))]), "{results:?}");
+    for n in ["a", "b", "c", "same"] {
+        assert_eq!(store.read_all(&SessionId::from(n)).unwrap().len(), 2, "{n}");
+    }
+}
+
 trait IntoStore {
     fn into_store(self) -> StoreError;
 }
