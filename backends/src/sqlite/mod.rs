@@ -2,9 +2,12 @@
 //!
 //! - Table `events (session, seq, at, kind, record)`, primary key `(session, seq)`,
 //!   `WITHOUT ROWID`; `record` is the codec's checksummed record, checked on every read.
-//! - Every append is one `BEGIN IMMEDIATE` transaction that reads the session's tail and inserts
-//!   the batch only if the tail is the expected one: the write lock makes the check and the
-//!   insert one step, across threads and across processes sharing the file.
+//! - Appends are written in `BEGIN IMMEDIATE` transactions that read each batch's session tail
+//!   and insert the batch only if the tail is the expected one: the write lock makes the check
+//!   and the insert one step, across threads and across processes sharing the file.
+//! - Group commit: appends that arrive while a transaction commits wait and share the next one
+//!   (and its sync), each still with its own check; a batch that conflicts is skipped and
+//!   answered `Conflict`, the others land.
 //! - Durability per append: `PRAGMA synchronous = FULL` for [`Durability::Synced`] (the WAL is
 //!   synced at every commit: survives a loss of power), `NORMAL` for [`Durability::Buffered`]
 //!   (the WAL is synced only at checkpoints: a commit survives a crash of the process, since it
