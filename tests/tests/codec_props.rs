@@ -16,8 +16,15 @@ fn records_bytes(session: &SessionId, events: &[Event]) -> (Vec<u8>, Vec<usize>)
     let mut buf = Vec::new();
     let mut ends = Vec::new();
     for (i, e) in events.iter().enumerate() {
-        record::encode_into(&mut buf, session, Seq(i as u64), UnixMillis(i as u64), e, &Limits::default())
-            .unwrap();
+        record::encode_into(
+            &mut buf,
+            session,
+            Seq(i as u64),
+            UnixMillis(i as u64),
+            e,
+            &Limits::default(),
+        )
+        .unwrap();
         ends.push(buf.len());
     }
     (buf, ends)
@@ -159,7 +166,8 @@ fn crc32(bytes: &[u8]) -> u32 {
 
 #[test]
 fn an_unknown_kind_and_an_unknown_version_are_told_apart() {
-    let (mut buf, _) = records_bytes(&SessionId::from("s"), &[stepjournal_tests::sample::numbered(1)]);
+    let (mut buf, _) =
+        records_bytes(&SessionId::from("s"), &[stepjournal_tests::sample::numbered(1)]);
     let reseal = |b: &mut Vec<u8>| {
         let crc = crc32(&b[4..]);
         b[..4].copy_from_slice(&crc.to_le_bytes());
@@ -195,7 +203,14 @@ fn a_length_past_the_limit_is_refused_before_anything_is_allocated() {
 fn an_event_over_the_record_limit_is_refused_not_split() {
     let limits = Limits { max_record: 1024, max_batch: 1 << 20 };
     let event = stepjournal_tests::sample::oversized(2000);
-    let err = record::encode_into(&mut Vec::new(), &SessionId::from("s"), Seq(0), UnixMillis(0), &event, &limits)
-        .unwrap_err();
+    let err = record::encode_into(
+        &mut Vec::new(),
+        &SessionId::from("s"),
+        Seq(0),
+        UnixMillis(0),
+        &event,
+        &limits,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("maximum record size of 1024"), "{err}");
 }

@@ -24,7 +24,10 @@ fn write_fixtures() {
     let session = SessionId::from("golden-session");
     let (head, tail) = events.split_at(5);
     let stamp = |from: u64, es: &[stepjournal_codec::Event]| -> Vec<Stamped> {
-        es.iter().enumerate().map(|(i, e)| Stamped::at(UnixMillis(1_750_000_000_000 + from + i as u64), e.clone())).collect()
+        es.iter()
+            .enumerate()
+            .map(|(i, e)| Stamped::at(UnixMillis(1_750_000_000_000 + from + i as u64), e.clone()))
+            .collect()
     };
     batch::encode_into(&mut buf, &session, Seq(0), &stamp(0, head), &limits).unwrap();
     batch::encode_into(&mut buf, &session, Seq(5), &stamp(5, tail), &limits).unwrap();
