@@ -30,10 +30,10 @@ pub use config::{Config, ConfigError};
 pub use plan::{Action, CallPlan, NewRun, Plan, Rule, ValidationError, plan};
 pub use registry::{ArgsCheck, MemoryRegistry, ToolRegistry};
 pub use state::{
-    AbortRecord, AnswerRecord, ApprovalRecord, ApprovalState, AttemptRecord, CallRecord,
-    ChildRecord, ChunkRecord, CommitRecord, DispatchRecord, MessageRecord, PairingRecord,
-    ReplyRecord, Resolution, ResultRecord, RewindRecord, RunEndRecord, RunRecord, SessionState,
-    SuspensionRecord, fold, reason_blocks,
+    AbortRecord, AnswerRecord, ApprovalRecord, ApprovalState, AttemptRecord, CallRecord, ChainIter,
+    ChildRecord, Chunk, CommitRecord, DispatchRecord, MessageRecord, PairingRecord, ReplyRecord,
+    Resolution, ResultRecord, RewindRecord, RunEndRecord, RunRecord, SessionState,
+    SuspensionRecord, fold, fold_owned, reason_blocks,
 };
 pub use transcript::{TranscriptItem, transcript};
 pub use verify::{Finding, Problem, verify};

@@ -179,7 +179,7 @@ fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
     let id = id.clone();
     match event {
         Event::DispatchMinted(_) => {
-            if let Some(first) = call.dispatches().first() {
+            if let Some(first) = call.dispatches().next() {
                 found(Problem::DispatchMintedTwice { call: id.clone(), first: first.seq });
             }
         }
@@ -195,14 +195,14 @@ fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
                 found(Problem::AttemptAfterResolved { call: id.clone() });
             }
         }
-        Event::OutputChunk(e) if !call.attempts().iter().any(|a| a.attempt == e.attempt) => {
+        Event::OutputChunk(e) if !call.attempts().any(|a| a.attempt == e.attempt) => {
             found(Problem::AttemptNeverStarted {
                 event: event.kind(),
                 call: id.clone(),
                 attempt: e.attempt,
             });
         }
-        Event::ToolResult(e) if !call.attempts().iter().any(|a| a.attempt == e.attempt) => {
+        Event::ToolResult(e) if !call.attempts().any(|a| a.attempt == e.attempt) => {
             found(Problem::AttemptNeverStarted {
                 event: event.kind(),
                 call: id.clone(),

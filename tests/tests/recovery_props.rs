@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use stepjournal_codec::{
     CallId, CheckpointId, Entry, Event, Replay, ResumeMode, RunId, RunOutcome,
 };
-use stepjournal_recovery::{Action, NewRun, Plan, SessionState, ToolRegistry, fold, plan};
+use stepjournal_recovery::{Action, NewRun, Plan, SessionState, ToolRegistry, fold, fold_owned, plan};
 use stepjournal_tests::protocol_gen::{ProtocolCase, every_entry, protocol_case};
 
 fn config() -> ProptestConfig {
@@ -57,6 +57,7 @@ proptest! {
             one_by_one.apply(e);
         }
         prop_assert_eq!(&one_by_one, &all);
+        prop_assert_eq!(&fold_owned(case.events.clone()), &all);
         let at = cut.index(case.events.len() + 1);
         let (head, rest) = case.events.split_at(at);
         let mut resumed = fold(head);

@@ -8,7 +8,7 @@ use super::{Action, CallPlan, Rule};
 use crate::state::{ApprovalState, CallRecord, Resolution, reason_blocks};
 use crate::{ArgsCheck, Config, ToolRegistry, rules};
 
-fn decided(record: &CallRecord, action: Action, id: &'static str, why: String) -> CallPlan {
+fn decided(record: &CallRecord<'_>, action: Action, id: &'static str, why: String) -> CallPlan {
     CallPlan { call: record.id().clone(), action, rule: Rule { id, why } }
 }
 
@@ -17,15 +17,15 @@ fn pair(reason: PairReason) -> Action {
 }
 
 /// Why a resolved call keeps what it has.
-fn keep_why(record: &CallRecord, pairings_count: bool) -> String {
+fn keep_why(record: &CallRecord<'_>, pairings_count: bool) -> String {
     let resolution = if pairings_count {
         record.resolution()
     } else {
         // Under a rewind no pairing of the step counts.
         [
-            record.results().first().map(Resolution::Result),
-            record.answers().first().map(Resolution::ClientAnswer),
-            record.approvals().iter().find(|a| !a.approved).map(Resolution::ApprovalDenied),
+            record.results().next().map(Resolution::Result),
+            record.answers().next().map(Resolution::ClientAnswer),
+            record.approvals().find(|a| !a.approved).map(Resolution::ApprovalDenied),
         ]
         .into_iter()
         .flatten()
@@ -46,8 +46,8 @@ fn keep_why(record: &CallRecord, pairings_count: bool) -> String {
     }
 }
 
-fn is_resolved(record: &CallRecord, pairings_count: bool) -> bool {
-    record.is_settled() || (pairings_count && record.counting_pairings().next().is_some())
+fn is_resolved(record: &CallRecord<'_>, pairings_count: bool) -> bool {
+    record.is_settled() || (pairings_count && record.has_counting_pairing())
 }
 
 /// The calls already known to block the ones behind them: by group, and the sequential chain.
@@ -58,7 +58,7 @@ struct Blockers<'a> {
 }
 
 impl<'a> Blockers<'a> {
-    fn note(&mut self, record: &'a CallRecord, what: String) {
+    fn note(&mut self, record: &'a CallRecord<'a>, what: String) {
         if let Some(group) = &record.call().group {
             self.groups.entry(group.as_str()).or_insert_with(|| what.clone());
         }
@@ -68,7 +68,7 @@ impl<'a> Blockers<'a> {
     }
 
     /// The rule and sentence of the order rule that holds `record` back, if one does.
-    fn holding(&self, record: &CallRecord) -> Option<(&'static str, String)> {
+    fn holding(&self, record: &CallRecord<'_>) -> Option<(&'static str, String)> {
         if let Some(group) = &record.call().group
             && let Some(what) = self.groups.get(group.as_str())
         {
@@ -88,7 +88,7 @@ impl<'a> Blockers<'a> {
 
 /// Whether the current registry lets the call run: the tool is present and the saved arguments
 /// pass its current schema. `Err` says why not.
-fn runnable(record: &CallRecord, registry: &dyn ToolRegistry) -> Result<Replay, String> {
+fn runnable(record: &CallRecord<'_>, registry: &dyn ToolRegistry) -> Result<Replay, String> {
     let tool = &record.call().tool;
     let Some(policy) = registry.policy(tool) else {
         return Err(format!("tool `{tool}` has been removed from the registry"));
@@ -101,7 +101,7 @@ fn runnable(record: &CallRecord, registry: &dyn ToolRegistry) -> Result<Replay, 
     }
 }
 
-fn bodies_said(record: &CallRecord) -> String {
+fn bodies_said(record: &CallRecord<'_>) -> String {
     match record.bodies() {
         1 => "1 body started".to_owned(),
         n => format!("{n} bodies started"),
@@ -110,7 +110,7 @@ fn bodies_said(record: &CallRecord) -> String {
 
 /// Recovery: every unresolved call through the table, first row that fits.
 pub(super) fn recover(
-    calls: &[CallRecord],
+    calls: &[CallRecord<'_>],
     rewind: bool,
     registry: &dyn ToolRegistry,
     config: &Config,
@@ -141,7 +141,7 @@ pub(super) fn recover(
 }
 
 fn recover_one(
-    record: &CallRecord,
+    record: &CallRecord<'_>,
     blockers: &Blockers<'_>,
     registry: &dyn ToolRegistry,
     config: &Config,
@@ -281,7 +281,7 @@ fn recover_one(
     }
 }
 
-fn bodies_or_child(record: &CallRecord) -> String {
+fn bodies_or_child(record: &CallRecord<'_>) -> String {
     match (record.bodies(), record.child()) {
         (0, Some(child)) => format!("child `{child}` was attached"),
         (_, Some(child)) => format!("{} and child `{child}` was attached", bodies_said(record)),
@@ -290,7 +290,7 @@ fn bodies_or_child(record: &CallRecord) -> String {
 }
 
 /// A redirect: nothing runs again; every unresolved call is paired.
-pub(super) fn redirect(calls: &[CallRecord]) -> Vec<CallPlan> {
+pub(super) fn redirect(calls: &[CallRecord<'_>]) -> Vec<CallPlan> {
     calls
         .iter()
         .map(|record| {
@@ -336,7 +336,7 @@ pub(super) fn redirect(calls: &[CallRecord]) -> Vec<CallPlan> {
 }
 
 /// A stop: resolved calls keep their results; the rest are paired `run_stopped`.
-pub(super) fn stop(calls: &[CallRecord]) -> Vec<CallPlan> {
+pub(super) fn stop(calls: &[CallRecord<'_>]) -> Vec<CallPlan> {
     calls
         .iter()
         .map(|record| {

@@ -157,11 +157,11 @@ pub fn plan(
             call: call.clone(),
         });
     }
-    let calls = saved.map(|r| state.calls_of(r)).unwrap_or(&[]);
+    let calls = saved.map(|r| state.calls_of(r)).unwrap_or_default();
     let decisions = match &mode {
-        Mode::Recover { rewind } => decide::recover(calls, *rewind, registry, config),
-        Mode::Redirect { .. } => decide::redirect(calls),
-        Mode::Stop => decide::stop(calls),
+        Mode::Recover { rewind } => decide::recover(&calls, *rewind, registry, config),
+        Mode::Redirect { .. } => decide::redirect(&calls),
+        Mode::Stop => decide::stop(&calls),
     };
 
     let mut appends = Vec::new();

@@ -1,12 +1,13 @@
-//! Everything the log says about one call of a reply.
+//! Everything the log says about one call of a reply: [`CallRecord`], a view into the state.
 
 use stepjournal_codec::{
     Attempt, Call, CallId, CallKind, DispatchId, PairReason, Seq, SessionId, StepNo,
 };
 
+use super::SessionState;
 use super::records::{
-    AnswerRecord, ApprovalRecord, AttemptRecord, ChildRecord, ChunkRecord, DispatchRecord,
-    PairingRecord, ResultRecord,
+    AnswerRecord, ApprovalRecord, AttemptRecord, Chain, ChainIter, ChildRecord, Chunk,
+    DispatchRecord, PairingRecord, ReplyRecord, ResultRecord,
 };
 
 /// Where an approval-gated call stands.
@@ -45,50 +46,71 @@ impl Resolution<'_> {
     }
 }
 
+/// A call as kept by the state: where the call is, and the chains of its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallSlot {
+    /// The reply holding the call (index in the state's replies), and its position there.
+    pub(crate) reply: u32,
+    pub(crate) pos: u32,
+    pub(crate) dispatches: Chain,
+    /// Every `attempt_started`: the call's bodies, whatever was rewound.
+    pub(crate) attempts: Chain,
+    pub(crate) chunks: Chain,
+    pub(crate) results: Chain,
+    pub(crate) answers: Chain,
+    pub(crate) approvals: Chain,
+    pub(crate) children: Chain,
+    pub(crate) pairings: Chain,
+    /// How many bodies started (the length of `attempts`).
+    pub(crate) bodies: u32,
+    /// How many `approval_decided` denied it (a count, so that "denied" is O(1)).
+    pub(crate) denials: u32,
+    /// How many `paired` name it, and how many of those a `rewound` voided.
+    pub(crate) paired: u32,
+    pub(crate) voided: u32,
+}
+
+impl CallSlot {
+    pub(crate) fn new(reply: u32, pos: u32) -> Self {
+        CallSlot {
+            reply,
+            pos,
+            dispatches: Chain::default(),
+            attempts: Chain::default(),
+            chunks: Chain::default(),
+            results: Chain::default(),
+            answers: Chain::default(),
+            approvals: Chain::default(),
+            children: Chain::default(),
+            pairings: Chain::default(),
+            bodies: 0,
+            denials: 0,
+            paired: 0,
+            voided: 0,
+        }
+    }
+}
+
 /// One call of a reply and every event that named it after the reply.
 ///
 /// An event names a call by id only; it belongs to the latest reply, at or before the event, that
 /// holds a call of that id (ids are unique within a reply, not across replies).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallRecord {
-    pub(crate) call: Call,
-    pub(crate) step: StepNo,
-    pub(crate) reply_seq: Seq,
-    pub(crate) dispatches: Vec<DispatchRecord>,
-    /// Every `attempt_started`, in log order: the call's bodies, whatever was rewound.
-    pub(crate) attempts: Vec<AttemptRecord>,
-    pub(crate) chunks: Vec<ChunkRecord>,
-    pub(crate) results: Vec<ResultRecord>,
-    pub(crate) answers: Vec<AnswerRecord>,
-    pub(crate) approvals: Vec<ApprovalRecord>,
-    pub(crate) children: Vec<ChildRecord>,
-    pub(crate) pairings: Vec<PairingRecord>,
+#[derive(Debug, Clone, Copy)]
+pub struct CallRecord<'a> {
+    pub(crate) state: &'a SessionState,
+    pub(crate) slot: &'a CallSlot,
+    pub(crate) reply: &'a ReplyRecord,
+    pub(crate) call: &'a Call,
 }
 
-impl CallRecord {
-    pub(crate) fn new(call: Call, step: StepNo, reply_seq: Seq) -> Self {
-        CallRecord {
-            call,
-            step,
-            reply_seq,
-            dispatches: Vec::new(),
-            attempts: Vec::new(),
-            chunks: Vec::new(),
-            results: Vec::new(),
-            answers: Vec::new(),
-            approvals: Vec::new(),
-            children: Vec::new(),
-            pairings: Vec::new(),
-        }
-    }
-
+impl<'a> CallRecord<'a> {
     /// The call as the reply gave it (tool, arguments, kind, saved policy, group, sequential).
-    pub fn call(&self) -> &Call {
-        &self.call
+    pub fn call(&self) -> &'a Call {
+        self.call
     }
 
     /// The call's id.
-    pub fn id(&self) -> &CallId {
+    pub fn id(&self) -> &'a CallId {
         &self.call.call
     }
 
@@ -99,78 +121,83 @@ impl CallRecord {
 
     /// The step of the reply that holds the call.
     pub fn step(&self) -> StepNo {
-        self.step
+        self.reply.step
     }
 
     /// Where the reply that holds the call is in the log.
     pub fn reply_seq(&self) -> Seq {
-        self.reply_seq
+        self.reply.seq
     }
 
     /// The call's dispatch id: the first one minted (it is minted once; see [`crate::verify`]).
-    pub fn dispatch(&self) -> Option<&DispatchId> {
-        self.dispatches.first().map(|d| &d.dispatch)
+    pub fn dispatch(&self) -> Option<&'a DispatchId> {
+        self.state.dispatches.first(self.slot.dispatches).map(|d| &d.dispatch)
     }
 
     /// Every `dispatch_minted` for the call.
-    pub fn dispatches(&self) -> &[DispatchRecord] {
-        &self.dispatches
+    pub fn dispatches(&self) -> ChainIter<'a, DispatchRecord> {
+        self.state.dispatches.iter(self.slot.dispatches)
     }
 
     /// How many bodies the call has started: every `attempt_started`, whatever was rewound.
     pub fn bodies(&self) -> u32 {
-        u32::try_from(self.attempts.len()).unwrap_or(u32::MAX)
+        self.slot.bodies
     }
 
     /// Every `attempt_started`, in log order.
-    pub fn attempts(&self) -> &[AttemptRecord] {
-        &self.attempts
+    pub fn attempts(&self) -> ChainIter<'a, AttemptRecord> {
+        self.state.attempts.iter(self.slot.attempts)
     }
 
     /// The attempt number of the last `attempt_started`, if any.
     pub fn last_attempt(&self) -> Option<Attempt> {
-        self.attempts.last().map(|a| a.attempt)
+        self.state.attempts.last(self.slot.attempts).map(|a| a.attempt)
     }
 
     /// Every `output_chunk`, in log order.
-    pub fn chunks(&self) -> &[ChunkRecord] {
-        &self.chunks
+    pub fn chunks(&self) -> impl Iterator<Item = Chunk<'a>> + 'a {
+        let state = self.state;
+        state.chunks.iter(self.slot.chunks).map(move |c| Chunk {
+            seq: c.seq,
+            attempt: c.attempt,
+            text: state.chunk_text.get(c.text.clone()).unwrap_or(""),
+        })
     }
 
     /// The `output_chunk`s of one attempt, in log order.
-    pub fn chunks_of(&self, attempt: Attempt) -> impl Iterator<Item = &ChunkRecord> + '_ {
-        self.chunks.iter().filter(move |c| c.attempt == attempt)
+    pub fn chunks_of(&self, attempt: Attempt) -> impl Iterator<Item = Chunk<'a>> + 'a {
+        self.chunks().filter(move |c| c.attempt == attempt)
     }
 
     /// The output the call's last started attempt committed: the texts of its `output_chunk`s
     /// joined in log order; `""` where there are none (or no body started).
     pub fn partial(&self) -> String {
         match self.last_attempt() {
-            Some(last) => self.chunks_of(last).map(|c| c.text.as_str()).collect(),
+            Some(last) => self.chunks_of(last).map(|c| c.text).collect(),
             None => String::new(),
         }
     }
 
     /// Every `tool_result`.
-    pub fn results(&self) -> &[ResultRecord] {
-        &self.results
+    pub fn results(&self) -> ChainIter<'a, ResultRecord> {
+        self.state.results.iter(self.slot.results)
     }
 
     /// Every `client_answer`.
-    pub fn answers(&self) -> &[AnswerRecord] {
-        &self.answers
+    pub fn answers(&self) -> ChainIter<'a, AnswerRecord> {
+        self.state.answers.iter(self.slot.answers)
     }
 
     /// Every `approval_decided`.
-    pub fn approvals(&self) -> &[ApprovalRecord] {
-        &self.approvals
+    pub fn approvals(&self) -> ChainIter<'a, ApprovalRecord> {
+        self.state.approvals.iter(self.slot.approvals)
     }
 
     /// Where the call's approval stands: denied if any decision denied it.
     pub fn approval(&self) -> ApprovalState {
-        if self.approvals.iter().any(|a| !a.approved) {
+        if self.slot.denials > 0 {
             ApprovalState::Denied
-        } else if self.approvals.is_empty() {
+        } else if self.slot.approvals.is_empty() {
             ApprovalState::Undecided
         } else {
             ApprovalState::Approved
@@ -178,61 +205,61 @@ impl CallRecord {
     }
 
     /// Every `child_attached`.
-    pub fn children(&self) -> &[ChildRecord] {
-        &self.children
+    pub fn children(&self) -> ChainIter<'a, ChildRecord> {
+        self.state.children.iter(self.slot.children)
     }
 
     /// The child the call is bound to: the first `child_attached` (the child's start is keyed on
     /// the dispatch id, so it happens once).
-    pub fn child(&self) -> Option<&SessionId> {
-        self.children.first().map(|c| &c.child)
+    pub fn child(&self) -> Option<&'a SessionId> {
+        self.state.children.first(self.slot.children).map(|c| &c.child)
     }
 
     /// Every `paired`, voided ones included.
-    pub fn pairings(&self) -> &[PairingRecord] {
-        &self.pairings
+    pub fn pairings(&self) -> ChainIter<'a, PairingRecord> {
+        self.state.pairings.iter(self.slot.pairings)
     }
 
     /// The `paired`s that still count.
-    pub fn counting_pairings(&self) -> impl Iterator<Item = &PairingRecord> + '_ {
-        self.pairings.iter().filter(|p| p.counts())
+    pub fn counting_pairings(&self) -> impl Iterator<Item = &'a PairingRecord> + 'a {
+        self.pairings().filter(|p| p.counts())
     }
 
     /// Whether an event other than a `paired` resolves the call: a `tool_result`, a
     /// `client_answer`, or a denied approval. These are never voided.
     pub fn is_settled(&self) -> bool {
-        !self.results.is_empty()
-            || !self.answers.is_empty()
-            || self.approval() == ApprovalState::Denied
+        !self.slot.results.is_empty() || !self.slot.answers.is_empty() || self.slot.denials > 0
+    }
+
+    /// Whether a `paired` of the call still counts.
+    pub fn has_counting_pairing(&self) -> bool {
+        self.slot.paired > self.slot.voided
     }
 
     /// Whether the call is resolved: a `tool_result`, a `client_answer`, an `approval_decided`
     /// with `approved: false`, or a `paired` that still counts.
     pub fn is_resolved(&self) -> bool {
-        self.is_settled() || self.pairings.iter().any(|p| p.counts())
+        self.is_settled() || self.has_counting_pairing()
     }
 
     /// What answers the call: the first resolving event in log order that still counts.
-    pub fn resolution(&self) -> Option<Resolution<'_>> {
+    pub fn resolution(&self) -> Option<Resolution<'a>> {
         let candidates = [
-            self.results.first().map(Resolution::Result),
-            self.answers.first().map(Resolution::ClientAnswer),
-            self.approvals.iter().find(|a| !a.approved).map(Resolution::ApprovalDenied),
+            self.results().next().map(Resolution::Result),
+            self.answers().next().map(Resolution::ClientAnswer),
+            self.approvals().find(|a| !a.approved).map(Resolution::ApprovalDenied),
             self.counting_pairings().next().map(Resolution::Paired),
         ];
         candidates.into_iter().flatten().min_by_key(|r| r.seq())
     }
 
-    /// Whether the call blocks the calls behind it under the order rules, counting only what
-    /// the log holds: a denied approval, or a `paired` that still counts whose reason says the
-    /// effect is in doubt or never happened.
+    /// The reason of the first `paired` that still counts and makes the calls behind it
+    /// unrunnable (see [`reason_blocks`]), when `pairings_count`.
     pub fn blocks_by_log(&self, pairings_count: bool) -> Option<PairReason> {
-        if pairings_count
-            && let Some(p) = self.counting_pairings().find(|p| reason_blocks(p.reason))
-        {
-            return Some(p.reason);
+        if !pairings_count {
+            return None;
         }
-        None
+        self.counting_pairings().find(|p| reason_blocks(p.reason)).map(|p| p.reason)
     }
 }
 

@@ -1,31 +1,32 @@
 //! The fold: [`SessionState`], built from a session's events one at a time.
 
+mod apply;
 mod call;
+mod index;
 mod records;
-
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use stepjournal_codec::{CallId, CheckpointId, Event, RunOutcome, Seq, StepNo};
 
+use call::CallSlot;
 pub use call::{ApprovalState, CallRecord, Resolution, reason_blocks};
+use index::CallIndex;
 pub use records::{
-    AbortRecord, AnswerRecord, ApprovalRecord, AttemptRecord, ChildRecord, ChunkRecord,
+    AbortRecord, AnswerRecord, ApprovalRecord, AttemptRecord, ChainIter, ChildRecord, Chunk,
     CommitRecord, DispatchRecord, MessageRecord, PairingRecord, ReplyRecord, ResultRecord,
     RewindRecord, RunEndRecord, RunRecord, SuspensionRecord,
 };
+use records::{ChunkSlot, List};
 
-/// A hasher with fixed keys: the fold reads no randomness, and nothing it returns depends on the
-/// order of a map.
-type FixedState = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-
-/// How many calls of the last reply are scanned before the id map is asked.
+/// How many calls of the last reply are scanned before the id index is asked.
 const SCAN_LAST_REPLY: usize = 16;
 
 /// Everything recovery needs to know about a session, folded from its events.
 ///
 /// Built by [`fold`] or by [`SessionState::default`] and [`SessionState::apply`] one event at a
 /// time; both give the same state. The fold is pure: no I/O, no clock, no randomness.
+///
+/// The records of every call live in shared lists (one per event type) and are chained per call,
+/// so folding allocates per list, not per call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionState {
     /// Events folded so far; the next event's sequence number.
@@ -33,13 +34,22 @@ pub struct SessionState {
     runs: Vec<RunRecord>,
     run_ends: Vec<RunEndRecord>,
     replies: Vec<ReplyRecord>,
-    /// Every call of every reply, reply after reply; a reply's calls are a range of this table.
-    calls: Vec<CallRecord>,
+    /// Every call of every reply, reply after reply; a reply's calls start at its `first`.
+    calls: Vec<CallSlot>,
     /// Call id to the call of the latest reply that holds it (its first occurrence there).
-    bindings: HashMap<CallId, usize, FixedState>,
-    /// Every `paired` in log order: (its seq, the call's index, the pairing's index in the call).
-    /// A `rewound` walks it backwards to void what it covers.
-    pairing_log: Vec<(Seq, usize, usize)>,
+    index: CallIndex,
+    pub(crate) dispatches: List<DispatchRecord>,
+    pub(crate) attempts: List<AttemptRecord>,
+    pub(crate) chunks: List<ChunkSlot>,
+    /// The texts of every `output_chunk`, end to end; a chunk keeps its range.
+    pub(crate) chunk_text: String,
+    pub(crate) results: List<ResultRecord>,
+    pub(crate) answers: List<AnswerRecord>,
+    pub(crate) approvals: List<ApprovalRecord>,
+    pub(crate) children: List<ChildRecord>,
+    /// Every `paired` in log order, with the call it names (a `rewound` walks it backwards).
+    pub(crate) pairings: List<PairingRecord>,
+    pairing_calls: Vec<u32>,
     commits: Vec<CommitRecord>,
     messages: Vec<MessageRecord>,
     aborts: Vec<AbortRecord>,
@@ -49,174 +59,59 @@ pub struct SessionState {
     unbound: Vec<Seq>,
 }
 
+/// The id of the call in slot `i`.
+fn slot_id<'a>(calls: &'a [CallSlot], replies: &'a [ReplyRecord], i: u32) -> Option<&'a CallId> {
+    let slot = calls.get(i as usize)?;
+    let reply = replies.get(slot.reply as usize)?;
+    reply.calls.get(slot.pos as usize).map(|c| &c.call)
+}
+
 /// Folds a whole log, oldest event first.
 pub fn fold(events: &[Event]) -> SessionState {
-    let mut state = SessionState::default();
+    let mut state = SessionState::with_capacity_for(events);
     for event in events {
         state.apply(event);
     }
     state
 }
 
+/// Folds a whole log it owns, oldest event first: the same state as [`fold`], without copying
+/// the events' text.
+pub fn fold_owned(events: Vec<Event>) -> SessionState {
+    let mut state = SessionState::with_capacity_for(&events);
+    for event in events {
+        state.apply_owned(event);
+    }
+    state
+}
+
 impl SessionState {
-    /// Folds one more event: the next one of the log.
-    pub fn apply(&mut self, event: &Event) {
-        let seq = Seq(self.len);
-        self.len = self.len.saturating_add(1);
-        match event {
-            Event::RunStarted(e) => {
-                self.runs.push(RunRecord { seq, run: e.run.clone(), entry: e.entry.clone() })
-            }
-            Event::Message(e) => {
-                self.messages.push(MessageRecord { seq, role: e.role, text: e.text.clone() })
-            }
-            Event::ReplyCommitted(e) => self.apply_reply(seq, e),
-            Event::DispatchMinted(e) => {
-                if let Some(c) = self.bound(seq, &e.call) {
-                    c.dispatches.push(DispatchRecord { seq, dispatch: e.dispatch.clone() });
-                }
-            }
-            Event::AttemptStarted(e) => {
-                if let Some(c) = self.bound(seq, &e.call) {
-                    c.attempts.push(AttemptRecord { seq, attempt: e.attempt });
-                }
-            }
-            Event::OutputChunk(e) => {
-                if let Some(c) = self.bound(seq, &e.call) {
-                    c.chunks.push(ChunkRecord { seq, attempt: e.attempt, text: e.text.clone() });
-                }
-            }
-            Event::ToolResult(e) => {
-                if let Some(c) = self.bound(seq, &e.call) {
-                    c.results.push(ResultRecord {
-                        seq,
-                        attempt: e.attempt,
-                        output: e.output.clone(),
-                        is_error: e.is_error,
-                    });
-                }
-            }
-            Event::ApprovalDecided(e) => {
-                if let Some(c) = self.bound(seq, &e.call) {
-                    c.approvals.push(ApprovalRecord { seq, approved: e.approved });
-                }
-            }
-            Event::ClientAnswer(e) => {
-                if let Some(c) = self.bound(seq, &e.call) {
-                    c.answers.push(AnswerRecord { seq, output: e.output.clone() });
-                }
-            }
-            Event::ChildAttached(e) => {
-                if let Some(c) = self.bound(seq, &e.call) {
-                    c.children.push(ChildRecord { seq, child: e.child.clone() });
-                }
-            }
-            Event::Paired(e) => {
-                if let Some(index) = self.binding(&e.call) {
-                    if let Some(c) = self.calls.get_mut(index) {
-                        self.pairing_log.push((seq, index, c.pairings.len()));
-                        c.pairings.push(PairingRecord {
-                            seq,
-                            reason: e.reason,
-                            message: e.message.clone(),
-                            partial: e.partial.clone(),
-                            voided_by: None,
-                        });
-                    }
-                } else {
-                    self.unbound.push(seq);
-                }
-            }
-            Event::Suspended(e) => {
-                self.suspensions.push(SuspensionRecord { seq, calls: e.calls.clone() })
-            }
-            Event::StepCommit(e) => self.commits.push(CommitRecord {
-                seq,
-                step: e.step,
-                checkpoint: e.checkpoint.clone(),
-            }),
-            Event::RunEnded(e) => self.run_ends.push(RunEndRecord {
-                seq,
-                run: e.run.clone(),
-                outcome: e.outcome,
-                error: e.error.clone(),
-                voided_by: None,
-            }),
-            Event::Rewound(e) => self.apply_rewind(seq, &e.to),
-            Event::ModelAborted(e) => {
-                self.aborts.push(AbortRecord { seq, partial: e.partial.clone() })
-            }
-        }
-    }
-
-    fn apply_reply(&mut self, seq: Seq, e: &stepjournal_codec::ReplyCommitted) {
-        let start = self.calls.len();
-        let mut repeated_call = None;
-        for call in &e.calls {
-            let index = self.calls.len();
-            // The first occurrence of an id in the reply holds the events; a repeat is recorded
-            // and refused by the plan.
-            // The id map already points into this reply only for an id it named before.
-            let repeated = self.bindings.get(&call.call).is_some_and(|&i| i >= start);
-            if repeated {
-                repeated_call.get_or_insert_with(|| call.call.clone());
-            } else {
-                self.bindings.insert(call.call.clone(), index);
-            }
-            self.calls.push(CallRecord::new(call.clone(), e.step, seq));
-        }
-        self.replies.push(ReplyRecord {
-            seq,
-            step: e.step,
-            checkpoint: e.checkpoint.clone(),
-            text: e.text.clone(),
-            repeated_call,
-            calls: start..self.calls.len(),
-        });
-    }
-
-    fn apply_rewind(&mut self, seq: Seq, to: &CheckpointId) {
-        let reply = self.replies.iter().rev().find(|r| &r.checkpoint == to).map(|r| r.seq);
-        if let Some(from) = reply {
-            for &(at, call, pairing) in self.pairing_log.iter().rev() {
-                if at <= from {
-                    break;
-                }
-                if let Some(p) = self.calls.get_mut(call).and_then(|c| c.pairings.get_mut(pairing))
-                {
-                    p.voided_by.get_or_insert(seq);
-                }
-            }
-            for end in self.run_ends.iter_mut().rev() {
-                if end.seq <= from {
-                    break;
-                }
-                end.voided_by.get_or_insert(seq);
-            }
-        }
-        self.rewinds.push(RewindRecord { seq, to: to.clone(), reply });
-    }
-
     /// The index of the call an event naming `id` belongs to: the latest reply holding it.
-    fn binding(&self, id: &CallId) -> Option<usize> {
+    fn binding(&self, id: &CallId) -> Option<u32> {
         if let Some(last) = self.replies.last()
             && last.calls.len() <= SCAN_LAST_REPLY
-            && let Some(calls) = self.calls.get(last.calls.clone())
-            && let Some(pos) = calls.iter().position(|c| &c.call.call == id)
+            && let Some(pos) = last.calls.iter().position(|c| &c.call == id)
         {
-            return Some(last.calls.start + pos);
+            return u32::try_from(last.first + pos).ok();
         }
-        self.bindings.get(id).copied()
+        let (calls, replies) = (&self.calls, &self.replies);
+        self.index.get(id, |i| slot_id(calls, replies, i))
     }
 
-    fn bound(&mut self, seq: Seq, id: &CallId) -> Option<&mut CallRecord> {
+    fn bound(&mut self, seq: Seq, id: &CallId) -> Option<usize> {
         match self.binding(id) {
-            Some(index) => self.calls.get_mut(index),
+            Some(index) => Some(index as usize),
             None => {
                 self.unbound.push(seq);
                 None
             }
         }
+    }
+
+    fn view<'a>(&'a self, slot: &'a CallSlot) -> Option<CallRecord<'a>> {
+        let reply = self.replies.get(slot.reply as usize)?;
+        let call = reply.calls.get(slot.pos as usize)?;
+        Some(CallRecord { state: self, slot, reply, call })
     }
 
     /// How many events have been folded: the next event's sequence number.
@@ -271,13 +166,14 @@ impl SessionState {
     }
 
     /// The calls of a reply of this state, in reply order.
-    pub fn calls_of(&self, reply: &ReplyRecord) -> &[CallRecord] {
-        self.calls.get(reply.calls.clone()).unwrap_or(&[])
+    pub fn calls_of<'a>(&'a self, reply: &ReplyRecord) -> Vec<CallRecord<'a>> {
+        let slots = reply.first..reply.first.saturating_add(reply.calls.len());
+        self.calls.get(slots).unwrap_or(&[]).iter().filter_map(|slot| self.view(slot)).collect()
     }
 
     /// The call an event naming `id` now would belong to: the one of the latest reply holding it.
-    pub fn call(&self, id: &CallId) -> Option<&CallRecord> {
-        self.binding(id).and_then(|i| self.calls.get(i))
+    pub fn call(&self, id: &CallId) -> Option<CallRecord<'_>> {
+        self.binding(id).and_then(|i| self.calls.get(i as usize)).and_then(|slot| self.view(slot))
     }
 
     /// Every `step_commit`, in log order.

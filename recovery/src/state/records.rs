@@ -1,8 +1,8 @@
 //! What the fold keeps of each event: plain records with the sequence number they came from.
 
 use stepjournal_codec::{
-    Attempt, CallId, CheckpointId, DispatchId, Entry, PairReason, RawJson, Role, RunId, RunOutcome,
-    Seq, SessionId, StepNo,
+    Attempt, Call, CallId, CheckpointId, DispatchId, Entry, PairReason, RawJson, Role, RunId,
+    RunOutcome, Seq, SessionId, StepNo,
 };
 
 /// A `run_started`.
@@ -51,8 +51,17 @@ pub struct ReplyRecord {
     pub text: String,
     /// The first call id the reply names twice, if any (the writer refuses such a reply).
     pub repeated_call: Option<CallId>,
-    /// Range of the reply's calls in the state's call table.
-    pub(crate) calls: std::ops::Range<usize>,
+    /// The reply's calls, in order.
+    pub(crate) calls: Vec<Call>,
+    /// Where the reply's first call is in the state's call table.
+    pub(crate) first: usize,
+}
+
+impl ReplyRecord {
+    /// The reply's calls, in order, as the model gave them.
+    pub fn calls(&self) -> &[Call] {
+        &self.calls
+    }
 }
 
 /// A `dispatch_minted`.
@@ -73,15 +82,23 @@ pub struct AttemptRecord {
     pub attempt: Attempt,
 }
 
-/// An `output_chunk`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChunkRecord {
+/// An `output_chunk`, its text borrowed from the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk<'a> {
     /// Where it is in the log.
     pub seq: Seq,
     /// The attempt that wrote it.
     pub attempt: Attempt,
     /// The output.
-    pub text: String,
+    pub text: &'a str,
+}
+
+/// An `output_chunk` as kept: its text is a range of the state's chunk text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChunkSlot {
+    pub(crate) seq: Seq,
+    pub(crate) attempt: Attempt,
+    pub(crate) text: std::ops::Range<usize>,
 }
 
 /// A `tool_result`.
@@ -196,4 +213,92 @@ pub struct SuspensionRecord {
     pub seq: Seq,
     /// The calls the run waits for.
     pub calls: Vec<CallId>,
+}
+
+/// No record: the end of a chain.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// The records of one call in a shared list, oldest first, linked through [`Linked::next`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Chain {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+}
+
+impl Chain {
+    pub(crate) fn is_empty(self) -> bool {
+        self.head == NONE
+    }
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Chain { head: NONE, tail: NONE }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Linked<T> {
+    pub(crate) item: T,
+    pub(crate) next: u32,
+}
+
+/// Records of one type for every call, in log order; each call's are chained. One allocation
+/// grows for all calls instead of one per call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct List<T> {
+    pub(crate) items: Vec<Linked<T>>,
+}
+
+impl<T> Default for List<T> {
+    fn default() -> Self {
+        List { items: Vec::new() }
+    }
+}
+
+impl<T> List<T> {
+    pub(crate) fn push(&mut self, chain: &mut Chain, item: T) {
+        let Ok(at) = u32::try_from(self.items.len()) else {
+            return;
+        };
+        if at == NONE {
+            return;
+        }
+        self.items.push(Linked { item, next: NONE });
+        if let Some(prev) = self.items.get_mut(chain.tail as usize) {
+            prev.next = at;
+        } else {
+            chain.head = at;
+        }
+        chain.tail = at;
+    }
+
+    pub(crate) fn iter(&self, chain: Chain) -> ChainIter<'_, T> {
+        ChainIter { list: self, at: chain.head }
+    }
+
+    pub(crate) fn last(&self, chain: Chain) -> Option<&T> {
+        self.items.get(chain.tail as usize).map(|l| &l.item)
+    }
+
+    pub(crate) fn first(&self, chain: Chain) -> Option<&T> {
+        self.items.get(chain.head as usize).map(|l| &l.item)
+    }
+}
+
+/// The records of one call, oldest first.
+#[derive(Debug, Clone)]
+pub struct ChainIter<'a, T> {
+    list: &'a List<T>,
+    at: u32,
+}
+
+impl<'a, T> Iterator for ChainIter<'a, T> {
+    type Item = &'a T;
+
+    fn next(&mut self) -> Option<&'a T> {
+        let linked = self.list.items.get(self.at as usize)?;
+        self.at = linked.next;
+        Some(&linked.item)
+    }
 }

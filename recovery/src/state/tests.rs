@@ -24,6 +24,7 @@ fn feeding_events_one_by_one_gives_the_same_state_as_all_at_once() {
         state.apply(e);
     }
     assert_eq!(state, fold(&log.events));
+    assert_eq!(state, fold_owned(log.events.clone()));
     assert_eq!(state.len(), log.events.len() as u64);
 }
 
@@ -67,7 +68,7 @@ fn an_event_belongs_to_the_latest_reply_holding_its_call_id() {
     assert_eq!(calls.len(), 1);
     assert!(!calls[0].is_resolved());
     assert_eq!(calls[0].bodies(), 1);
-    assert_eq!(state.calls_of(&state.replies()[0])[0].results().len(), 1);
+    assert_eq!(state.calls_of(&state.replies()[0])[0].results().count(), 1);
 }
 
 #[test]

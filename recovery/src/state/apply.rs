@@ -1,0 +1,324 @@
+//! Folding one event into the state, from a borrowed event (its text copied) or an owned one
+//! (its text moved in). Both give the same state.
+
+use stepjournal_codec::{
+    Call, CallId, CheckpointId, DispatchId, Event, EventKind, PairReason, RawJson, Seq, SessionId,
+    StepNo,
+};
+
+use super::call::CallSlot;
+use super::records::{
+    AbortRecord, AnswerRecord, ApprovalRecord, AttemptRecord, ChildRecord, ChunkSlot, CommitRecord,
+    DispatchRecord, MessageRecord, PairingRecord, ReplyRecord, ResultRecord, RewindRecord,
+    RunEndRecord, RunRecord, SuspensionRecord,
+};
+use super::{SCAN_LAST_REPLY, SessionState, slot_id};
+
+/// A hasher with fixed keys: the fold draws no randomness.
+type FixedState = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+impl SessionState {
+    /// An empty state with room for `events` (one pass over their types), so that folding them
+    /// grows no table: a large allocation in the middle of many small frees is what makes a
+    /// general-purpose allocator stall.
+    pub(super) fn with_capacity_for(events: &[Event]) -> Self {
+        let mut counts = [0usize; 17];
+        let (mut calls, mut text) = (0usize, 0usize);
+        for e in events {
+            if let Some(n) = counts.get_mut(usize::from(e.kind().code())) {
+                *n += 1;
+            }
+            match e {
+                Event::ReplyCommitted(r) => calls += r.calls.len(),
+                Event::OutputChunk(c) => text += c.text.len(),
+                _ => {}
+            }
+        }
+        let count = |k: EventKind| counts.get(usize::from(k.code())).copied().unwrap_or(0);
+        let mut state = SessionState::default();
+        state.calls.reserve(calls);
+        state.index.reserve(calls);
+        state.replies.reserve(count(EventKind::ReplyCommitted));
+        state.dispatches.items.reserve(count(EventKind::DispatchMinted));
+        state.attempts.items.reserve(count(EventKind::AttemptStarted));
+        state.chunks.items.reserve(count(EventKind::OutputChunk));
+        state.chunk_text.reserve(text);
+        state.results.items.reserve(count(EventKind::ToolResult));
+        state.answers.items.reserve(count(EventKind::ClientAnswer));
+        state.approvals.items.reserve(count(EventKind::ApprovalDecided));
+        state.children.items.reserve(count(EventKind::ChildAttached));
+        state.pairings.items.reserve(count(EventKind::Paired));
+        state.pairing_calls.reserve(count(EventKind::Paired));
+        state.commits.reserve(count(EventKind::StepCommit));
+        state.runs.reserve(count(EventKind::RunStarted));
+        state.run_ends.reserve(count(EventKind::RunEnded));
+        state.messages.reserve(count(EventKind::Message));
+        state
+    }
+
+    fn next_seq(&mut self) -> Seq {
+        let seq = Seq(self.len);
+        self.len = self.len.saturating_add(1);
+        seq
+    }
+
+    /// Folds one more event: the next one of the log.
+    pub fn apply(&mut self, event: &Event) {
+        let seq = self.next_seq();
+        match event {
+            Event::RunStarted(e) => {
+                self.runs.push(RunRecord { seq, run: e.run.clone(), entry: e.entry.clone() })
+            }
+            Event::Message(e) => {
+                self.messages.push(MessageRecord { seq, role: e.role, text: e.text.clone() })
+            }
+            Event::ReplyCommitted(e) => {
+                self.on_reply(seq, e.step, e.checkpoint.clone(), e.text.clone(), e.calls.clone())
+            }
+            Event::DispatchMinted(e) => self.on_dispatch(seq, &e.call, e.dispatch.clone()),
+            Event::AttemptStarted(e) => self.on_attempt(seq, &e.call, e.attempt),
+            Event::OutputChunk(e) => self.on_chunk(seq, &e.call, e.attempt, &e.text),
+            Event::ToolResult(e) => {
+                self.on_result(seq, &e.call, e.attempt, e.output.clone(), e.is_error)
+            }
+            Event::ApprovalDecided(e) => self.on_approval(seq, &e.call, e.approved),
+            Event::ClientAnswer(e) => self.on_answer(seq, &e.call, e.output.clone()),
+            Event::ChildAttached(e) => self.on_child(seq, &e.call, e.child.clone()),
+            Event::Paired(e) => {
+                self.on_paired(seq, &e.call, e.reason, e.message.clone(), e.partial.clone())
+            }
+            Event::Suspended(e) => {
+                self.suspensions.push(SuspensionRecord { seq, calls: e.calls.clone() })
+            }
+            Event::StepCommit(e) => self.commits.push(CommitRecord {
+                seq,
+                step: e.step,
+                checkpoint: e.checkpoint.clone(),
+            }),
+            Event::RunEnded(e) => self.run_ends.push(RunEndRecord {
+                seq,
+                run: e.run.clone(),
+                outcome: e.outcome,
+                error: e.error.clone(),
+                voided_by: None,
+            }),
+            Event::Rewound(e) => self.on_rewind(seq, e.to.clone()),
+            Event::ModelAborted(e) => {
+                self.aborts.push(AbortRecord { seq, partial: e.partial.clone() })
+            }
+        }
+    }
+
+    /// Folds one more event it owns: the same as [`SessionState::apply`], moving the event's
+    /// text in instead of copying it.
+    pub fn apply_owned(&mut self, event: Event) {
+        let seq = self.next_seq();
+        match event {
+            Event::RunStarted(e) => self.runs.push(RunRecord { seq, run: e.run, entry: e.entry }),
+            Event::Message(e) => {
+                self.messages.push(MessageRecord { seq, role: e.role, text: e.text })
+            }
+            Event::ReplyCommitted(e) => self.on_reply(seq, e.step, e.checkpoint, e.text, e.calls),
+            Event::DispatchMinted(e) => self.on_dispatch(seq, &e.call, e.dispatch),
+            Event::AttemptStarted(e) => self.on_attempt(seq, &e.call, e.attempt),
+            Event::OutputChunk(e) => self.on_chunk(seq, &e.call, e.attempt, &e.text),
+            Event::ToolResult(e) => self.on_result(seq, &e.call, e.attempt, e.output, e.is_error),
+            Event::ApprovalDecided(e) => self.on_approval(seq, &e.call, e.approved),
+            Event::ClientAnswer(e) => self.on_answer(seq, &e.call, e.output),
+            Event::ChildAttached(e) => self.on_child(seq, &e.call, e.child),
+            Event::Paired(e) => self.on_paired(seq, &e.call, e.reason, e.message, e.partial),
+            Event::Suspended(e) => self.suspensions.push(SuspensionRecord { seq, calls: e.calls }),
+            Event::StepCommit(e) => {
+                self.commits.push(CommitRecord { seq, step: e.step, checkpoint: e.checkpoint })
+            }
+            Event::RunEnded(e) => self.run_ends.push(RunEndRecord {
+                seq,
+                run: e.run,
+                outcome: e.outcome,
+                error: e.error,
+                voided_by: None,
+            }),
+            Event::Rewound(e) => self.on_rewind(seq, e.to),
+            Event::ModelAborted(e) => self.aborts.push(AbortRecord { seq, partial: e.partial }),
+        }
+    }
+
+    fn on_reply(
+        &mut self,
+        seq: Seq,
+        step: StepNo,
+        checkpoint: CheckpointId,
+        text: String,
+        calls: Vec<Call>,
+    ) {
+        let (Ok(reply), Ok(first)) =
+            (u32::try_from(self.replies.len()), u32::try_from(self.calls.len()))
+        else {
+            return;
+        };
+        // The first occurrence of an id in the reply holds the events; a repeat is recorded and
+        // refused by the plan.
+        let mut repeated = vec![false; calls.len()];
+        if calls.len() <= SCAN_LAST_REPLY {
+            for (j, call) in calls.iter().enumerate() {
+                let seen = calls.get(..j).unwrap_or(&[]);
+                if let Some(r) = repeated.get_mut(j) {
+                    *r = seen.iter().any(|c| c.call == call.call);
+                }
+            }
+        } else {
+            let mut seen: std::collections::HashSet<&str, FixedState> =
+                std::collections::HashSet::with_capacity_and_hasher(
+                    calls.len(),
+                    FixedState::default(),
+                );
+            for (call, r) in calls.iter().zip(repeated.iter_mut()) {
+                *r = !seen.insert(call.call.as_str());
+            }
+        }
+        let repeated_call =
+            calls.iter().zip(&repeated).find(|(_, r)| **r).map(|(c, _)| c.call.clone());
+        let count = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        self.replies.push(ReplyRecord {
+            seq,
+            step,
+            checkpoint,
+            text,
+            repeated_call,
+            calls,
+            first: first as usize,
+        });
+        for pos in 0..count {
+            self.calls.push(CallSlot::new(reply, pos));
+            if repeated.get(pos as usize).copied().unwrap_or(true) {
+                continue;
+            }
+            let (calls, replies) = (&self.calls, &self.replies);
+            if let Some(id) = slot_id(calls, replies, first.saturating_add(pos)) {
+                self.index.insert(id, first.saturating_add(pos), |i| slot_id(calls, replies, i));
+            }
+        }
+    }
+
+    fn on_dispatch(&mut self, seq: Seq, call: &CallId, dispatch: DispatchId) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            self.dispatches.push(&mut c.dispatches, DispatchRecord { seq, dispatch });
+        }
+    }
+
+    fn on_attempt(&mut self, seq: Seq, call: &CallId, attempt: stepjournal_codec::Attempt) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            c.bodies = c.bodies.saturating_add(1);
+            self.attempts.push(&mut c.attempts, AttemptRecord { seq, attempt });
+        }
+    }
+
+    fn on_chunk(
+        &mut self,
+        seq: Seq,
+        call: &CallId,
+        attempt: stepjournal_codec::Attempt,
+        text: &str,
+    ) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            let start = self.chunk_text.len();
+            self.chunk_text.push_str(text);
+            let text = start..self.chunk_text.len();
+            self.chunks.push(&mut c.chunks, ChunkSlot { seq, attempt, text });
+        }
+    }
+
+    fn on_result(
+        &mut self,
+        seq: Seq,
+        call: &CallId,
+        attempt: stepjournal_codec::Attempt,
+        output: RawJson,
+        is_error: bool,
+    ) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            let record = ResultRecord { seq, attempt, output, is_error };
+            self.results.push(&mut c.results, record);
+        }
+    }
+
+    fn on_approval(&mut self, seq: Seq, call: &CallId, approved: bool) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            if !approved {
+                c.denials = c.denials.saturating_add(1);
+            }
+            self.approvals.push(&mut c.approvals, ApprovalRecord { seq, approved });
+        }
+    }
+
+    fn on_answer(&mut self, seq: Seq, call: &CallId, output: RawJson) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            self.answers.push(&mut c.answers, AnswerRecord { seq, output });
+        }
+    }
+
+    fn on_child(&mut self, seq: Seq, call: &CallId, child: SessionId) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            self.children.push(&mut c.children, ChildRecord { seq, child });
+        }
+    }
+
+    fn on_paired(
+        &mut self,
+        seq: Seq,
+        call: &CallId,
+        reason: PairReason,
+        message: String,
+        partial: String,
+    ) {
+        if let Some(i) = self.bound(seq, call)
+            && let Some(c) = self.calls.get_mut(i)
+        {
+            let record = PairingRecord { seq, reason, message, partial, voided_by: None };
+            c.paired = c.paired.saturating_add(1);
+            self.pairings.push(&mut c.pairings, record);
+            self.pairing_calls.extend(u32::try_from(i).ok());
+        }
+    }
+
+    /// A `rewound`: every `paired` and `run_ended` between the latest reply whose append
+    /// checkpoint is `to` and this event stops counting. A `to` that names no reply voids nothing.
+    fn on_rewind(&mut self, seq: Seq, to: CheckpointId) {
+        let reply = self.replies.iter().rev().find(|r| r.checkpoint == to).map(|r| r.seq);
+        if let Some(from) = reply {
+            let pairings = self.pairings.items.iter_mut().rev();
+            for (linked, &call) in pairings.zip(self.pairing_calls.iter().rev()) {
+                if linked.item.seq <= from {
+                    break;
+                }
+                if linked.item.voided_by.is_none() {
+                    linked.item.voided_by = Some(seq);
+                    if let Some(c) = self.calls.get_mut(call as usize) {
+                        c.voided = c.voided.saturating_add(1);
+                    }
+                }
+            }
+            for end in self.run_ends.iter_mut().rev() {
+                if end.seq <= from {
+                    break;
+                }
+                end.voided_by.get_or_insert(seq);
+            }
+        }
+        self.rewinds.push(RewindRecord { seq, to, reply });
+    }
+}
