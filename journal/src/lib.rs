@@ -2,6 +2,7 @@
 //!
 //! - [`registry`]: the tool registry as JSON Schemas, for recovery's argument checks.
 //! - [`scenario`]: FORMAT.md's recovery conformance scenarios: read, plan, check.
+//! - [`writer`]: the session writer a runtime embeds ([`Journal`], [`Run`], [`Step`], [`Body`]).
 //! - [`cli`] (feature `cli`, on by default): the `stepjournal` command's subcommands, each a
 //!   library function.
 //!
@@ -12,5 +13,7 @@
 pub mod cli;
 pub mod registry;
 pub mod scenario;
+pub mod writer;
 
 pub use stepjournal_recovery as recovery;
+pub use writer::{Body, Journal, JournalOptions, Reply, Run, Step};

@@ -1,0 +1,202 @@
+//! [`Journal`]: the writer over a store, and `begin_run`, the only way a run begins.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use stepjournal_backends::{AppendError, JournalStore, StoreError};
+use stepjournal_codec::{Entry, Event, Seq, SessionId, Stamped};
+use stepjournal_recovery::{
+    Config, NewRun, Plan, SessionState, ToolRegistry, TranscriptItem, plan, transcript,
+};
+
+use super::shared::{Inner, OpenStep, Shared};
+use super::{BeginError, JournalOptions, Run, RunStatus};
+
+/// The session writer: the API a runtime embeds. It makes the save-first protocol the only
+/// path: a run begins through an entry ([`begin_run`](Self::begin_run)), a body starts only
+/// through the [`Step`](super::Step) a durable reply returned, and every append of a run is a
+/// compare-and-set that fences late writers.
+///
+/// Cheap to clone (three `Arc`s and the options); share one per store.
+#[derive(Clone)]
+pub struct Journal {
+    store: Arc<dyn JournalStore>,
+    registry: Arc<dyn ToolRegistry + Send + Sync>,
+    options: JournalOptions,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("durability", &self.options.durability)
+            .field("config", &self.options.config)
+            .field("ids", &self.options.ids)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Journal {
+    /// A writer over `store`, deciding recovery with `registry` (the tools as they are now:
+    /// [`SchemaRegistry`](crate::registry::SchemaRegistry) checks arguments against JSON
+    /// Schemas; [`MemoryRegistry`](stepjournal_recovery::MemoryRegistry) for tests).
+    pub fn new(
+        store: Arc<dyn JournalStore>,
+        registry: Arc<dyn ToolRegistry + Send + Sync>,
+        options: JournalOptions,
+    ) -> Self {
+        Journal { store, registry, options }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn JournalStore> {
+        &self.store
+    }
+
+    /// Recovery's settings (`max_bodies`).
+    pub fn config(&self) -> Config {
+        self.options.config
+    }
+
+    /// The session folded from its whole log, as recovery sees it.
+    pub fn state(&self, session: &SessionId) -> Result<SessionState, StoreError> {
+        Ok(read_state(&*self.store, session)?.0)
+    }
+
+    /// What the model is shown for the session now (see [`stepjournal_recovery::transcript`]).
+    pub fn transcript(&self, session: &SessionId) -> Result<Vec<TranscriptItem>, StoreError> {
+        Ok(transcript(&self.state(session)?))
+    }
+
+    /// Begins a run of `session` through `entry`.
+    ///
+    /// Reads the session's log, folds it, plans the entry with the registry (FORMAT.md's rules)
+    /// and appends the plan's appends (`run_started` first: the fence; then `rewound`, the
+    /// pairings, the `step_commit` that closes a redirected or stopped step, the message) as one
+    /// compare-and-set batch at the tail it read. On a conflict it reads, folds and plans again,
+    /// up to [`JournalOptions::begin_attempts`] times.
+    ///
+    /// The returned [`Run`] carries the plan: act on its [`Action`](stepjournal_recovery::Action)s
+    /// through [`Run::step`] (a recovered step stays open until the runtime commits it).
+    ///
+    /// `stop` writes no `run_started`: its batch pairs the unresolved calls `run_stopped`,
+    /// closes the step and writes `run_ended stopped` for the running run, which fences that
+    /// run's writers wherever they are. The returned run has already ended (its
+    /// [`status`](Run::status) says so); see also [`Journal::stop`].
+    ///
+    /// A refused entry (the plan's `validation_error`) returns [`BeginError::Refused`] and writes
+    /// nothing.
+    pub fn begin_run(&self, session: &SessionId, entry: Entry) -> Result<Run, BeginError> {
+        let ids = &self.options.ids;
+        let new_run = NewRun {
+            run: ids.run_id(),
+            entry: entry.clone(),
+            commit_checkpoint: ids.checkpoint_id(),
+        };
+        for _ in 0..self.options.begin_attempts {
+            let (mut state, tail) = read_state(&*self.store, session)
+                .map_err(|source| BeginError::Read { session: session.clone(), source })?;
+            let plan = plan(&state, &new_run, &*self.registry, &self.options.config);
+            if let Some(error) = plan.error {
+                return Err(BeginError::Refused(error));
+            }
+            let stamped: Vec<Stamped> = plan.appends.iter().cloned().map(Stamped::now).collect();
+            let landed = match self.store.append(session, tail, &stamped, self.options.durability) {
+                Ok(_) => true,
+                Err(AppendError::Conflict { .. }) => false,
+                Err(AppendError::OutcomeUnknown { .. }) => {
+                    let records = self
+                        .store
+                        .read(session, tail..tail.add(plan.appends.len() as u64))
+                        .map_err(|source| BeginError::Read { session: session.clone(), source })?;
+                    records.len() == plan.appends.len()
+                        && records.iter().zip(&plan.appends).all(|(r, e)| &r.event == e)
+                }
+                Err(source) => {
+                    return Err(BeginError::Append { session: session.clone(), source });
+                }
+            };
+            if landed {
+                for event in &plan.appends {
+                    state.apply(event);
+                }
+                let tail = tail.add(plan.appends.len() as u64);
+                return Ok(self.started(session, new_run, plan, state, tail));
+            }
+        }
+        Err(BeginError::Contended {
+            session: session.clone(),
+            attempts: self.options.begin_attempts,
+        })
+    }
+
+    /// Stops `session`'s work: [`begin_run`](Self::begin_run) with [`Entry::Stop`]. Unresolved
+    /// calls of the saved step are paired `run_stopped`, the step is closed, and the running
+    /// run (in this process or another) is fenced by the `run_ended stopped`: its bodies'
+    /// results are refused from now on. Returns the plan that was applied.
+    pub fn stop(&self, session: &SessionId) -> Result<Plan, BeginError> {
+        Ok(self.begin_run(session, Entry::Stop)?.plan().clone())
+    }
+
+    fn started(
+        &self,
+        session: &SessionId,
+        new_run: NewRun,
+        plan: Plan,
+        state: SessionState,
+        tail: Seq,
+    ) -> Run {
+        let stopped = matches!(new_run.entry, Entry::Stop);
+        let status = if stopped {
+            RunStatus::Ended { outcome: stepjournal_codec::RunOutcome::Stopped, error: None }
+        } else {
+            RunStatus::Open
+        };
+        // A recovered saved step stays open for the runtime to act on and commit; a redirect or
+        // a stop closed it in the entry's batch.
+        let step = match state.saved_step() {
+            Some(reply) if !stopped => Some(OpenStep {
+                number: reply.step,
+                checkpoint: reply.checkpoint.clone(),
+                plan: plan.calls.iter().map(|c| (c.call.clone(), c.clone())).collect(),
+                started: HashMap::new(),
+            }),
+            _ => None,
+        };
+        let run = if stopped {
+            // The stop's `run_ended` names the run it stopped.
+            plan.appends
+                .iter()
+                .find_map(|e| match e {
+                    Event::RunEnded(e) => Some(e.run.clone()),
+                    _ => None,
+                })
+                .unwrap_or(new_run.run)
+        } else {
+            new_run.run
+        };
+        let shared = Shared {
+            store: self.store.clone(),
+            session: session.clone(),
+            run,
+            durability: self.options.durability,
+            config: self.options.config,
+            ids: self.options.ids.clone(),
+            append_attempts: self.options.append_attempts,
+            inner: Mutex::new(Inner { tail, state, status, step }),
+        };
+        Run::new(Arc::new(shared), new_run.entry, plan)
+    }
+}
+
+/// The session's whole log folded, with its tail.
+fn read_state(
+    store: &dyn JournalStore,
+    session: &SessionId,
+) -> Result<(SessionState, Seq), StoreError> {
+    let records = store.read_all(session)?;
+    let mut state = SessionState::default();
+    for record in &records {
+        state.apply(&record.event);
+    }
+    Ok((state, Seq(records.len() as u64)))
+}

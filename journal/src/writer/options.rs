@@ -1,0 +1,88 @@
+//! [`JournalOptions`]: the writer's settings, each with a documented default.
+
+use std::sync::Arc;
+
+use stepjournal_backends::Durability;
+use stepjournal_recovery::Config;
+
+use super::{IdSource, UniqueIds};
+
+/// The writer's settings. Build with [`JournalOptions::new`] (the defaults) and the setters.
+///
+/// | setting | default |
+/// |---|---|
+/// | [`durability`](Self::durability) | [`Durability::Synced`] (weakened to what the store gives) |
+/// | [`recovery`](Self::recovery) | [`Config::default`]: `max_bodies` 3 |
+/// | [`ids`](Self::ids) | [`UniqueIds::new`] |
+/// | [`begin_attempts`](Self::begin_attempts) | 16 |
+/// | [`append_attempts`](Self::append_attempts) | 16 |
+#[derive(Debug, Clone)]
+pub struct JournalOptions {
+    pub(crate) durability: Durability,
+    pub(crate) config: Config,
+    pub(crate) ids: Arc<dyn IdSource>,
+    pub(crate) begin_attempts: u32,
+    pub(crate) append_attempts: u32,
+}
+
+impl JournalOptions {
+    /// The default number of read-fold-plan-append rounds a `begin_run` makes before it reports
+    /// [`BeginError::Contended`](super::BeginError::Contended).
+    pub const DEFAULT_BEGIN_ATTEMPTS: u32 = 16;
+    /// The default number of compare-and-set rounds one append of a run makes, when other
+    /// writers keep adding events that do not fence it, before it reports
+    /// [`WriteError::Contended`](super::WriteError::Contended).
+    pub const DEFAULT_APPEND_ATTEMPTS: u32 = 16;
+
+    /// The defaults (see the table above).
+    pub fn new() -> Self {
+        JournalOptions {
+            durability: Durability::Synced,
+            config: Config::default(),
+            ids: Arc::new(UniqueIds::new()),
+            begin_attempts: Self::DEFAULT_BEGIN_ATTEMPTS,
+            append_attempts: Self::DEFAULT_APPEND_ATTEMPTS,
+        }
+    }
+
+    /// The durability every append asks for. Default [`Durability::Synced`]: an `Ok` means the
+    /// events are on stable storage. A store that gives less (the memory store) gives what it
+    /// can; [`Durability::Buffered`] trades loss of power for speed.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Recovery's settings (`max_bodies`). Default [`Config::default`]: 3 bodies per call.
+    pub fn recovery(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Where run, dispatch and checkpoint ids come from. Default [`UniqueIds::new`]; tests and
+    /// simulators use one shared [`SequentialIds`](super::SequentialIds).
+    pub fn ids(mut self, ids: Arc<dyn IdSource>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// How many rounds a `begin_run` makes while the log keeps moving under it. Default 16; at
+    /// least 1 (0 is taken as 1).
+    pub fn begin_attempts(mut self, attempts: u32) -> Self {
+        self.begin_attempts = attempts.max(1);
+        self
+    }
+
+    /// How many compare-and-set rounds one append makes while other writers add events that do
+    /// not fence the run. Default 16; at least 1 (0 is taken as 1).
+    pub fn append_attempts(mut self, attempts: u32) -> Self {
+        self.append_attempts = attempts.max(1);
+        self
+    }
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,359 @@
+//! What a run's handles share: the run's view of its session (the tail it last saw and the state
+//! folded up to it) behind one lock, and the compare-and-set append that fences late writers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use stepjournal_backends::{AppendError, Durability, JournalStore, StoreError};
+use stepjournal_codec::{
+    Attempt, CallId, CallKind, CheckpointId, Event, PairReason, Paired, RunEnded, RunId,
+    RunOutcome, Seq, SessionId, Stamped, StepNo,
+};
+use stepjournal_recovery::{ApprovalState, CallPlan, Config, SessionState};
+
+use super::{AfterFailure, Fence, IdSource, Refusal, RunStatus, WriteError};
+
+/// The step a run has open: the reply it committed, or the saved step its entry recovered.
+#[derive(Debug)]
+pub(crate) struct OpenStep {
+    pub(crate) number: StepNo,
+    /// The reply's append checkpoint.
+    pub(crate) checkpoint: CheckpointId,
+    /// The entry's decisions, for a recovered step (empty for a step this run committed).
+    pub(crate) plan: HashMap<CallId, CallPlan>,
+    /// The calls that started a body in this run, with its attempt.
+    pub(crate) started: HashMap<CallId, Attempt>,
+}
+
+/// The run's view of its session. Guarded by [`Shared::inner`]: every append of the run is made
+/// with it held, so the run's appends are serialized and each is a compare-and-set at `tail`.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    /// The session's tail as the run last saw it. Invariant: `state.len() == tail`.
+    pub(crate) tail: Seq,
+    /// The session folded up to `tail`.
+    pub(crate) state: SessionState,
+    pub(crate) status: RunStatus,
+    /// Invariant: `Some` only while `status` is `Open` or after the run ended without closing
+    /// it (suspended, failed), where nothing reads it.
+    pub(crate) step: Option<OpenStep>,
+}
+
+/// Everything a run's handles ([`Run`](super::Run), [`Step`](super::Step), [`Body`](super::Body))
+/// share.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn JournalStore>,
+    pub(crate) session: SessionId,
+    pub(crate) run: RunId,
+    pub(crate) durability: Durability,
+    pub(crate) config: Config,
+    pub(crate) ids: Arc<dyn IdSource>,
+    pub(crate) append_attempts: u32,
+    pub(crate) inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("session", &self.session)
+            .field("run", &self.run)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an append loop failed.
+enum Failure {
+    /// The run may not write, or the protocol forbids it: report as is.
+    Write(WriteError),
+    /// The store failed: the run's failure path decides what becomes of it.
+    Store(AppendError),
+}
+
+impl From<WriteError> for Failure {
+    fn from(e: WriteError) -> Self {
+        Failure::Write(e)
+    }
+}
+
+/// A batch whose append's outcome was unknown: it may still be found at `at`.
+struct Pending<T> {
+    at: Seq,
+    events: Vec<Event>,
+    out: T,
+}
+
+/// What reading the events appended since the run's tail found.
+enum CaughtUp<T> {
+    /// The pending batch is there: it landed.
+    Landed(T),
+    /// Other writers' events, none of which fences the run, are folded; the tail moved on.
+    Moved,
+}
+
+impl Shared {
+    /// The run's view, locked. A panic elsewhere while it was held leaves it as consistent as
+    /// any append left it (the state only changes after an append landed), so it is taken back.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends the events `build` makes from the run's view as one compare-and-set batch at the
+    /// tail the run last saw, and returns what `build` returned with them.
+    ///
+    /// `build` runs again after every conflict with the state caught up, so its checks see what
+    /// other writers added; it must mint nothing itself (ids are minted before, so a batch whose
+    /// outcome was unknown can be recognised when it turns up). On a store failure the run's
+    /// failure path runs (see [`Shared::fail_after_store_error`]).
+    pub(crate) fn append<T>(
+        &self,
+        inner: &mut Inner,
+        build: impl FnMut(&Inner) -> Result<(Vec<Event>, T), Refusal>,
+    ) -> Result<T, WriteError> {
+        match self.append_loop(inner, build) {
+            Ok(out) => Ok(out),
+            Err(Failure::Write(e)) => Err(e),
+            Err(Failure::Store(source)) => Err(self.fail_after_store_error(inner, source)),
+        }
+    }
+
+    fn status_allows_write(&self, inner: &Inner) -> Result<(), WriteError> {
+        match &inner.status {
+            RunStatus::Open => Ok(()),
+            RunStatus::Ended { outcome, error } => Err(WriteError::Ended {
+                run: self.run.clone(),
+                outcome: *outcome,
+                error: error.clone(),
+            }),
+            RunStatus::Fenced(by) => Err(self.fenced(by.clone())),
+            RunStatus::Broken { error } => {
+                Err(WriteError::Broken { run: self.run.clone(), error: error.clone() })
+            }
+        }
+    }
+
+    fn fenced(&self, by: Fence) -> WriteError {
+        WriteError::Fenced { session: self.session.clone(), run: self.run.clone(), by }
+    }
+
+    fn append_loop<T>(
+        &self,
+        inner: &mut Inner,
+        mut build: impl FnMut(&Inner) -> Result<(Vec<Event>, T), Refusal>,
+    ) -> Result<T, Failure> {
+        let mut pending: Option<Pending<T>> = None;
+        for _ in 0..self.append_attempts {
+            self.status_allows_write(inner)?;
+            let (events, out) = build(inner).map_err(|r| Failure::Write(r.into()))?;
+            debug_assert!(!events.is_empty(), "every operation appends at least one event");
+            let stamped: Vec<Stamped> = events.iter().cloned().map(Stamped::now).collect();
+            match self.store.append(&self.session, inner.tail, &stamped, self.durability) {
+                Ok(ack) => {
+                    apply(inner, &events);
+                    debug_assert_eq!(inner.tail, ack.next, "the store's tail follows the batch");
+                    return Ok(out);
+                }
+                Err(AppendError::Conflict { .. }) => {
+                    if let CaughtUp::Landed(out) = self.catch_up(inner, pending.take())? {
+                        return Ok(out);
+                    }
+                }
+                Err(AppendError::OutcomeUnknown { .. }) => {
+                    let unknown = Pending { at: inner.tail, events, out };
+                    match self.catch_up(inner, Some(unknown))? {
+                        CaughtUp::Landed(out) => return Ok(out),
+                        // Not there: it did not land (yet). Should it land later, the next
+                        // attempt conflicts on it; without a known pending batch its events
+                        // are read as another writer's, which is what they then are to
+                        // every check.
+                        CaughtUp::Moved => {}
+                    }
+                }
+                Err(e @ (AppendError::Encode { .. } | AppendError::EmptyBatch)) => {
+                    return Err(Failure::Write(WriteError::Encode {
+                        run: self.run.clone(),
+                        source: e,
+                    }));
+                }
+                Err(e) => return Err(Failure::Store(e)),
+            }
+        }
+        Err(Failure::Write(WriteError::Contended {
+            session: self.session.clone(),
+            run: self.run.clone(),
+            attempts: self.append_attempts,
+        }))
+    }
+
+    /// Reads what was appended since the run's tail. A `pending` batch found at its place
+    /// landed; any `run_started` or `run_ended` among the rest fences the run; the rest is
+    /// folded and the tail moves past it.
+    fn catch_up<T>(
+        &self,
+        inner: &mut Inner,
+        pending: Option<Pending<T>>,
+    ) -> Result<CaughtUp<T>, Failure> {
+        let records = self
+            .store
+            .read(&self.session, inner.tail..Seq(u64::MAX))
+            .map_err(|e| Failure::Store(AppendError::Store(e)))?;
+        if let Some(p) = pending
+            && p.at == inner.tail
+            && records.len() >= p.events.len()
+            && records.iter().zip(&p.events).all(|(r, e)| &r.event == e)
+        {
+            apply(inner, &p.events);
+            return Ok(CaughtUp::Landed(p.out));
+        }
+        if records.is_empty() {
+            let actual = self.store.tail(&self.session).map_err(|e| Failure::Store(e.into()))?;
+            if actual < inner.tail {
+                let by = Fence::LogShrank { expected: inner.tail, actual };
+                inner.status = RunStatus::Fenced(by.clone());
+                return Err(Failure::Write(self.fenced(by)));
+            }
+        }
+        for record in records {
+            if record.seq != inner.tail {
+                return Err(Failure::Store(AppendError::Store(StoreError::Backend {
+                    backend: "journal",
+                    context: format!(
+                        "reading session `{}` from seq {} returned seq {}",
+                        self.session, inner.tail, record.seq
+                    ),
+                    source: "the store broke its contract: sequence numbers are not dense".into(),
+                })));
+            }
+            let fence = match &record.event {
+                Event::RunStarted(e) => Some(Fence::RunStarted {
+                    seq: record.seq,
+                    run: e.run.clone(),
+                    entry: e.entry.kind_str(),
+                }),
+                Event::RunEnded(e) => Some(Fence::RunEnded {
+                    seq: record.seq,
+                    run: e.run.clone(),
+                    outcome: e.outcome,
+                }),
+                _ => None,
+            };
+            if let Some(by) = fence {
+                inner.status = RunStatus::Fenced(by.clone());
+                return Err(Failure::Write(self.fenced(by)));
+            }
+            inner.state.apply(&record.event);
+            inner.tail = record.seq.next();
+        }
+        Ok(CaughtUp::Moved)
+    }
+
+    /// The failure path after the store failed on an append: if the store still accepts
+    /// writes, pair each open call of the step and end the run `failed` naming the error;
+    /// otherwise (poisoned, or that write fails too) the run is broken. Returns the error to
+    /// report.
+    fn fail_after_store_error(&self, inner: &mut Inner, source: AppendError) -> WriteError {
+        let error = source.to_string();
+        let then = if source.is_poisoned() {
+            AfterFailure::Unwritable
+        } else {
+            match self.append_loop(inner, |inner| Ok((failure_events(self, inner, &error), ()))) {
+                Ok(()) => AfterFailure::EndedFailed,
+                Err(_) => AfterFailure::Unwritable,
+            }
+        };
+        match then {
+            AfterFailure::EndedFailed => {
+                inner.status = RunStatus::Ended { outcome: RunOutcome::Failed, error: Some(error) };
+            }
+            _ => {
+                if inner.status == RunStatus::Open {
+                    inner.status = RunStatus::Broken { error };
+                }
+            }
+        }
+        WriteError::Store { session: self.session.clone(), run: self.run.clone(), source, then }
+    }
+
+    /// Ends the run `failed` naming `error`, pairing each open call of its step first.
+    pub(crate) fn fail(&self, inner: &mut Inner, error: Option<String>) -> Result<(), WriteError> {
+        self.append(inner, |inner| {
+            let mut events = pairings_of_open_calls(inner);
+            events.push(Event::RunEnded(RunEnded {
+                run: self.run.clone(),
+                outcome: RunOutcome::Failed,
+                error: error.clone(),
+            }));
+            Ok((events, ()))
+        })?;
+        inner.status = RunStatus::Ended { outcome: RunOutcome::Failed, error };
+        Ok(())
+    }
+}
+
+/// Folds events that landed at the run's tail.
+fn apply(inner: &mut Inner, events: &[Event]) {
+    for event in events {
+        inner.state.apply(event);
+    }
+    inner.tail = inner.tail.add(events.len() as u64);
+    debug_assert_eq!(inner.state.len(), inner.tail.get(), "the state is folded up to the tail");
+}
+
+fn failure_events(shared: &Shared, inner: &Inner, error: &str) -> Vec<Event> {
+    let mut events = pairings_of_open_calls(inner);
+    events.push(Event::RunEnded(RunEnded {
+        run: shared.run.clone(),
+        outcome: RunOutcome::Failed,
+        error: Some(error.to_owned()),
+    }));
+    events
+}
+
+/// A `paired` for each unresolved call of the open step, in reply order: `not_started` where no
+/// body started and nothing outside could have run it, `outcome_unknown` otherwise (the redirect
+/// rule of FORMAT.md, so a later `retry` can rewind them and decide afresh).
+pub(crate) fn pairings_of_open_calls(inner: &Inner) -> Vec<Event> {
+    let mut events = Vec::new();
+    let Some(step) = &inner.step else {
+        return events;
+    };
+    let Some(reply) = inner.state.last_reply().filter(|r| r.step == step.number) else {
+        return events;
+    };
+    for record in inner.state.calls_of(reply).iter() {
+        if record.is_resolved() {
+            continue;
+        }
+        let nothing_ran = match record.kind() {
+            CallKind::Approval if record.approval() == ApprovalState::Undecided => true,
+            CallKind::Client => false,
+            _ => record.bodies() == 0 && record.child().is_none(),
+        };
+        let reason = if nothing_ran { PairReason::NotStarted } else { PairReason::OutcomeUnknown };
+        events.push(Event::Paired(Paired {
+            call: record.id().clone(),
+            reason,
+            message: reason.model_message().to_owned(),
+            partial: record.partial(),
+        }));
+    }
+    events
+}
+
+/// The calls of the open step that started a body in this run and are not resolved, in reply
+/// order.
+pub(crate) fn running_bodies(inner: &Inner) -> Vec<CallId> {
+    let Some(step) = &inner.step else {
+        return Vec::new();
+    };
+    let Some(reply) = inner.state.last_reply().filter(|r| r.step == step.number) else {
+        return Vec::new();
+    };
+    inner
+        .state
+        .calls_of(reply)
+        .iter()
+        .filter(|c| step.started.contains_key(c.id()) && !c.is_resolved())
+        .map(|c| c.id().clone())
+        .collect()
+}

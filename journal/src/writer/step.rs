@@ -1,0 +1,417 @@
+//! [`Step`]: the handle a durable reply returns; bodies start only through it.
+
+use std::sync::Arc;
+
+use stepjournal_codec::{
+    ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
+    ClientAnswer, DispatchId, DispatchMinted, Event, PairReason, Paired, RawJson, RunEnded,
+    RunOutcome, SessionId, StepCommit, StepNo, Suspended,
+};
+use stepjournal_recovery::{Action, ApprovalState, CallPlan, ReplyRecord, SessionState};
+
+use super::shared::{Inner, OpenStep, Shared, running_bodies};
+use super::{Body, Order, Refusal, RunStatus, WriteError};
+
+/// The handle of an open step: the reply that opened it is durable (it was committed by
+/// [`Run::commit_reply`](super::Run::commit_reply), or it is the saved step a recovered run
+/// holds, [`Run::step`](super::Run::step)).
+///
+/// **A body cannot start before its reply is durable**, and not by a check that could be
+/// forgotten: [`start_body`](Self::start_body) is the only way to get a [`Body`], a `Step` is only
+/// made by the writer once the reply's batch (`reply_committed` and every `dispatch_minted`) has
+/// landed, and it has no public constructor:
+///
+/// ```compile_fail
+/// use stepjournal::writer::{Body, Run};
+/// use stepjournal_codec::CallId;
+/// // A run has no way to start a body: only a Step, which a durable reply returns, does.
+/// fn body_before_its_reply(run: &Run, call: &CallId) -> Body {
+///     run.start_body(call).unwrap()
+/// }
+/// ```
+///
+/// A `Step` is cheap to clone and may be moved to other threads; its appends are serialized
+/// with the run's. Once the step is committed (or the run suspended), its handles refuse
+/// everything with [`Refusal::StepClosed`].
+#[derive(Debug, Clone)]
+pub struct Step {
+    shared: Arc<Shared>,
+    number: StepNo,
+    checkpoint: CheckpointId,
+}
+
+/// The open step `number`, or why it is not.
+fn open(inner: &Inner, number: StepNo) -> Result<&OpenStep, Refusal> {
+    inner.step.as_ref().filter(|s| s.number == number).ok_or(Refusal::StepClosed { step: number })
+}
+
+/// The reply that opened step `number` (the last reply: only the last reply's step is open).
+fn reply_of(state: &SessionState, number: StepNo) -> Result<&ReplyRecord, Refusal> {
+    state.last_reply().filter(|r| r.step == number).ok_or(Refusal::StepClosed { step: number })
+}
+
+/// Checks that `call` is a call of step `number`, which is open, and not resolved.
+fn unresolved_call(inner: &Inner, number: StepNo, call: &CallId) -> Result<(), Refusal> {
+    open(inner, number)?;
+    let record = inner
+        .state
+        .call(call)
+        .filter(|r| r.step() == number)
+        .ok_or_else(|| Refusal::UnknownCall { step: number, call: call.clone() })?;
+    if record.is_resolved() {
+        return Err(Refusal::Resolved { call: call.clone() });
+    }
+    Ok(())
+}
+
+/// The kind of a call known to be in the state.
+fn kind_of(inner: &Inner, call: &CallId) -> CallKind {
+    inner.state.call(call).map_or(CallKind::Tool, |r| r.kind())
+}
+
+impl Step {
+    pub(crate) fn new(shared: Arc<Shared>, number: StepNo, checkpoint: CheckpointId) -> Self {
+        Step { shared, number, checkpoint }
+    }
+
+    /// The step's number.
+    pub fn number(&self) -> StepNo {
+        self.number
+    }
+
+    /// The reply's append checkpoint.
+    pub fn checkpoint(&self) -> &CheckpointId {
+        &self.checkpoint
+    }
+
+    /// The session.
+    pub fn session(&self) -> &SessionId {
+        &self.shared.session
+    }
+
+    /// Whether the step is still open.
+    pub fn is_open(&self) -> bool {
+        let inner = self.shared.lock();
+        inner.status == RunStatus::Open && open(&inner, self.number).is_ok()
+    }
+
+    /// The reply's calls, in reply order.
+    pub fn calls(&self) -> Vec<Call> {
+        let inner = self.shared.lock();
+        match reply_of(&inner.state, self.number) {
+            Ok(reply) => inner.state.calls_of(reply).iter().map(|c| c.call().clone()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The call's dispatch id, once minted.
+    pub fn dispatch(&self, call: &CallId) -> Option<DispatchId> {
+        let inner = self.shared.lock();
+        inner.state.call(call).filter(|r| r.step() == self.number)?.dispatch().cloned()
+    }
+
+    /// The entry's decision for the call, for a recovered step (`None` for a step this run
+    /// committed).
+    pub fn action(&self, call: &CallId) -> Option<CallPlan> {
+        let inner = self.shared.lock();
+        inner.step.as_ref().filter(|s| s.number == self.number)?.plan.get(call).cloned()
+    }
+
+    /// Whether the call is resolved (a result, a client answer, a denied approval, a pairing).
+    pub fn is_resolved(&self, call: &CallId) -> bool {
+        let inner = self.shared.lock();
+        inner.state.call(call).filter(|r| r.step() == self.number).is_some_and(|r| r.is_resolved())
+    }
+
+    /// The calls not yet resolved, in reply order.
+    pub fn open_calls(&self) -> Vec<CallId> {
+        let inner = self.shared.lock();
+        open_calls(&inner.state, self.number)
+    }
+
+    /// Starts a body of `call`: appends `attempt_started` (with the call's `dispatch_minted`
+    /// first, if the log has none) durably, then returns the [`Body`], which carries the
+    /// dispatch id, the attempt and the idempotency key `session:dispatch`.
+    ///
+    /// Refused (nothing written) when:
+    /// - the step is closed ([`Refusal::StepClosed`]) or the call is not one of its calls
+    ///   ([`Refusal::UnknownCall`]);
+    /// - the entry's plan paired the call ([`Refusal::PairedByPlan`]), or it is resolved
+    ///   ([`Refusal::Resolved`]);
+    /// - the client executes it ([`Refusal::ClientCall`]), or it waits for an approval not
+    ///   granted yet ([`Refusal::AwaitingApproval`]);
+    /// - it already started a body in this run ([`Refusal::BodyStarted`]): a run starts one body
+    ///   per call; another attempt is recovery's to decide;
+    /// - it has started `max_bodies` bodies in all ([`Refusal::MaxBodies`]);
+    /// - it is behind a call of its group, or (both `sequential`) of the sequential chain, that
+    ///   is not resolved ([`Refusal::Behind`]), or whose effect is in doubt or never happened
+    ///   ([`Refusal::BehindBlocked`]; answer it with [`skip`](Self::skip));
+    /// - the plan's attempt for it is not the next one ([`Refusal::AttemptMismatch`]).
+    ///
+    /// In a recovered step, a call the plan runs (`Action::Run { attempt, .. }`) starts exactly
+    /// that attempt, with the same dispatch id as every earlier attempt.
+    pub fn start_body(&self, call: &CallId) -> Result<Body, WriteError> {
+        let number = self.number;
+        let max = self.shared.config.max_bodies();
+        let ids = self.shared.ids.clone();
+        let mut minted: Option<DispatchId> = None;
+        let mut inner = self.shared.lock();
+        let (dispatch, attempt) = self.shared.append(&mut inner, |inner| {
+            let step = open(inner, number)?;
+            let reply = reply_of(&inner.state, number)?;
+            let calls = inner.state.calls_of(reply);
+            let index = calls
+                .iter()
+                .position(|c| c.id() == call)
+                .ok_or_else(|| Refusal::UnknownCall { step: number, call: call.clone() })?;
+            let refuse_call = call.clone();
+            let planned = step.plan.get(call).map(|p| (&p.action, p.rule.id));
+            if let Some((Action::Pair { reason }, rule)) = planned {
+                return Err(Refusal::PairedByPlan { call: refuse_call, reason: *reason, rule });
+            }
+            let Some(record) = calls.get(index) else {
+                return Err(Refusal::UnknownCall { step: number, call: refuse_call });
+            };
+            if record.kind() == CallKind::Client {
+                return Err(Refusal::ClientCall { call: refuse_call });
+            }
+            if record.is_resolved() {
+                return Err(Refusal::Resolved { call: refuse_call });
+            }
+            if let Some(&attempt) = step.started.get(call) {
+                return Err(Refusal::BodyStarted { call: refuse_call, attempt });
+            }
+            if record.kind() == CallKind::Approval && record.approval() != ApprovalState::Approved {
+                return Err(Refusal::AwaitingApproval { call: refuse_call });
+            }
+            let bodies = record.bodies();
+            if bodies >= max {
+                return Err(Refusal::MaxBodies { call: refuse_call, bodies, max });
+            }
+            let me = record.call();
+            for ahead in calls.iter().take(index) {
+                let order = match (&me.group, &ahead.call().group) {
+                    (Some(mine), Some(theirs)) if mine == theirs => Order::Group(mine.clone()),
+                    _ if me.sequential && ahead.call().sequential => Order::Sequential,
+                    _ => continue,
+                };
+                let why = if ahead.approval() == ApprovalState::Denied {
+                    Some("had its approval denied".to_owned())
+                } else {
+                    ahead.blocks_by_log(true).map(|r| format!("is paired `{}`", r.as_str()))
+                };
+                if let Some(why) = why {
+                    let ahead = ahead.id().clone();
+                    return Err(Refusal::BehindBlocked { call: refuse_call, ahead, order, why });
+                }
+                if !ahead.is_resolved() {
+                    let ahead = ahead.id().clone();
+                    return Err(Refusal::Behind { call: refuse_call, ahead, order });
+                }
+            }
+            let next = Attempt(bodies.saturating_add(1));
+            if let Some((Action::Run { attempt: planned, .. }, _)) = planned
+                && *planned != next
+            {
+                return Err(Refusal::AttemptMismatch {
+                    call: refuse_call,
+                    planned: *planned,
+                    next,
+                });
+            }
+            let mut events = Vec::with_capacity(2);
+            let dispatch = match record.dispatch() {
+                Some(d) => d.clone(),
+                None => {
+                    let d = minted.get_or_insert_with(|| ids.dispatch_id()).clone();
+                    events.push(Event::DispatchMinted(DispatchMinted {
+                        call: call.clone(),
+                        dispatch: d.clone(),
+                    }));
+                    d
+                }
+            };
+            events
+                .push(Event::AttemptStarted(AttemptStarted { call: call.clone(), attempt: next }));
+            Ok((events, (dispatch, next)))
+        })?;
+        if let Some(step) = inner.step.as_mut() {
+            step.started.insert(call.clone(), attempt);
+        }
+        drop(inner);
+        Ok(Body::new(self.shared.clone(), call.clone(), dispatch, attempt))
+    }
+
+    /// Records the decision on an approval-gated call (`approval_decided`). Approved, its body
+    /// may start; denied, the call is resolved (and the calls behind it must not run).
+    ///
+    /// Refused unless the call is of kind `approval` ([`Refusal::WrongKind`]), unresolved and
+    /// undecided ([`Refusal::AlreadyDecided`]).
+    pub fn approval(&self, call: &CallId, approved: bool) -> Result<(), WriteError> {
+        let number = self.number;
+        let mut inner = self.shared.lock();
+        self.shared.append(&mut inner, |inner| {
+            unresolved_call(inner, number, call)?;
+            let kind = kind_of(inner, call);
+            if kind != CallKind::Approval {
+                let (what, wanted) = ("an approval decision", "kind `approval`");
+                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
+            }
+            if inner.state.call(call).is_some_and(|r| r.approval() != ApprovalState::Undecided) {
+                return Err(Refusal::AlreadyDecided { call: call.clone() });
+            }
+            let event = ApprovalDecided { call: call.clone(), approved };
+            Ok((vec![Event::ApprovalDecided(event)], ()))
+        })
+    }
+
+    /// Records the client's answer to a client-executed call (`client_answer`); it resolves the
+    /// call. Refused unless the call is of kind `client` ([`Refusal::WrongKind`]) and
+    /// unresolved.
+    pub fn client_answer(&self, call: &CallId, output: RawJson) -> Result<(), WriteError> {
+        let number = self.number;
+        let mut inner = self.shared.lock();
+        self.shared.append(&mut inner, |inner| {
+            unresolved_call(inner, number, call)?;
+            let kind = kind_of(inner, call);
+            if kind != CallKind::Client {
+                let (what, wanted) = ("a client answer", "kind `client`");
+                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
+            }
+            let event = ClientAnswer { call: call.clone(), output: output.clone() };
+            Ok((vec![Event::ClientAnswer(event)], ()))
+        })
+    }
+
+    /// Records that a child was started for a remote sub-agent or companion call, under its
+    /// dispatch id (`child_attached`): recovery re-attaches to it instead of starting another.
+    /// Refused for other kinds ([`Refusal::WrongKind`]), a resolved call, or a call already
+    /// bound to a child ([`Refusal::ChildAttached`]).
+    pub fn child_attached(&self, call: &CallId, child: SessionId) -> Result<(), WriteError> {
+        let number = self.number;
+        let mut inner = self.shared.lock();
+        self.shared.append(&mut inner, |inner| {
+            unresolved_call(inner, number, call)?;
+            let kind = kind_of(inner, call);
+            if !matches!(kind, CallKind::RemoteAgent | CallKind::Companion) {
+                let (what, wanted) = ("a child", "kind `remote_agent` or `companion`");
+                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
+            }
+            if let Some(bound) = inner.state.call(call).and_then(|r| r.child().cloned()) {
+                return Err(Refusal::ChildAttached { call: call.clone(), child: bound });
+            }
+            let event = ChildAttached { call: call.clone(), child: child.clone() };
+            Ok((vec![Event::ChildAttached(event)], ()))
+        })
+    }
+
+    /// Answers a call that will not run, `paired` `not_started` ("The tool did not run."): a
+    /// call behind one whose effect is in doubt, a call of a tool the runtime no longer has, a
+    /// call the runtime decided against. Refused where something may have run it
+    /// ([`Refusal::MayHaveRun`]: a body started, a child was attached, or the client executes
+    /// it) and for a resolved call.
+    pub fn skip(&self, call: &CallId) -> Result<(), WriteError> {
+        let number = self.number;
+        let mut inner = self.shared.lock();
+        self.shared.append(&mut inner, |inner| {
+            unresolved_call(inner, number, call)?;
+            let why = match inner.state.call(call) {
+                Some(r) if r.kind() == CallKind::Client => Some("the client may have run it"),
+                Some(r) if r.bodies() > 0 => Some("a body of it started"),
+                Some(r) if r.child().is_some() => Some("a child was attached for it"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Err(Refusal::MayHaveRun { call: call.clone(), why });
+            }
+            let reason = PairReason::NotStarted;
+            let event = Paired {
+                call: call.clone(),
+                reason,
+                message: reason.model_message().to_owned(),
+                partial: String::new(),
+            };
+            Ok((vec![Event::Paired(event)], ()))
+        })
+    }
+
+    /// Suspends the run to wait for the client's answers or approvals: appends `suspended`
+    /// naming `calls` and `run_ended suspended` in one batch. The step stays open in the log; a
+    /// later entry (`wake`) recovers it, its plan awaiting these calls.
+    ///
+    /// Refused when `calls` is empty ([`Refusal::NothingToAwait`]); when one of them is not a
+    /// client call nor an approval call with no decision ([`Refusal::NotAwaitable`]), or is
+    /// resolved; and while a body this run started has no result ([`Refusal::BodiesRunning`]).
+    pub fn suspend(&self, calls: &[CallId]) -> Result<(), WriteError> {
+        let number = self.number;
+        let run = self.shared.run.clone();
+        let mut inner = self.shared.lock();
+        self.shared.append(&mut inner, |inner| {
+            open(inner, number)?;
+            if calls.is_empty() {
+                return Err(Refusal::NothingToAwait);
+            }
+            for call in calls {
+                unresolved_call(inner, number, call)?;
+                let awaitable = inner.state.call(call).is_some_and(|r| match r.kind() {
+                    CallKind::Client => true,
+                    CallKind::Approval => r.approval() == ApprovalState::Undecided,
+                    _ => false,
+                });
+                if !awaitable {
+                    let why = "it is neither a client call nor an approval call with no decision";
+                    return Err(Refusal::NotAwaitable { call: call.clone(), why });
+                }
+            }
+            let running = running_bodies(inner);
+            if !running.is_empty() {
+                return Err(Refusal::BodiesRunning { step: number, calls: running });
+            }
+            let events = vec![
+                Event::Suspended(Suspended { calls: calls.to_vec() }),
+                Event::RunEnded(RunEnded {
+                    run: run.clone(),
+                    outcome: RunOutcome::Suspended,
+                    error: None,
+                }),
+            ];
+            Ok((events, ()))
+        })?;
+        inner.status = RunStatus::Ended { outcome: RunOutcome::Suspended, error: None };
+        Ok(())
+    }
+
+    /// Commits the step (`step_commit`, a new commit checkpoint, returned): every call of the
+    /// step has its answer. Refused while a call is unresolved ([`Refusal::OpenCalls`]). After
+    /// it, the step's handles refuse everything ([`Refusal::StepClosed`]) and the run may commit
+    /// its next reply.
+    pub fn commit(&self) -> Result<CheckpointId, WriteError> {
+        let number = self.number;
+        let checkpoint = self.shared.ids.checkpoint_id();
+        let mut inner = self.shared.lock();
+        self.shared.append(&mut inner, |inner| {
+            open(inner, number)?;
+            let calls = open_calls(&inner.state, number);
+            if !calls.is_empty() {
+                return Err(Refusal::OpenCalls { step: number, calls });
+            }
+            let event = StepCommit { step: number, checkpoint: checkpoint.clone() };
+            Ok((vec![Event::StepCommit(event)], ()))
+        })?;
+        inner.step = None;
+        Ok(checkpoint)
+    }
+}
+
+/// The unresolved calls of step `number`, in reply order.
+fn open_calls(state: &SessionState, number: StepNo) -> Vec<CallId> {
+    match reply_of(state, number) {
+        Ok(reply) => state
+            .calls_of(reply)
+            .iter()
+            .filter(|c| !c.is_resolved())
+            .map(|c| c.id().clone())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}

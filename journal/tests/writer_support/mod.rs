@@ -1,0 +1,220 @@
+//! Helpers shared by the writer's test files: a registry, calls, a journal over any store, and a
+//! store wrapper that fails or poisons on a chosen append.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use stepjournal::recovery::{Config, MemoryRegistry};
+use stepjournal::writer::{IdSource, Journal, JournalOptions, SequentialIds};
+use stepjournal_backends::{
+    AppendAck, AppendError, Durability, JournalStore, StoreError, memory::MemoryStore,
+};
+use stepjournal_codec::{
+    Call, CallId, CallKind, Event, EventKind, RawJson, Record, Replay, Seq, SessionId, Stamped,
+    ToolName,
+};
+
+/// The tools the tests call: `set_preference` and `search` are safe; `send_email` and
+/// `charge_card` are unsafe; `ask_user` is a client tool; `delete_account` is approval-gated;
+/// `researcher` a remote sub-agent.
+pub fn registry() -> MemoryRegistry {
+    MemoryRegistry::new()
+        .with_tool("set_preference", Replay::Safe)
+        .with_tool("search", Replay::Safe)
+        .with_tool("send_email", Replay::Unsafe)
+        .with_tool("charge_card", Replay::Unsafe)
+        .with_tool("ask_user", Replay::Unsafe)
+        .with_tool("delete_account", Replay::Unsafe)
+        .with_tool("researcher", Replay::Unsafe)
+}
+
+/// A call of `tool` with id `id`, its policy as the registry gives it.
+pub fn call(id: &str, tool: &str) -> Call {
+    let replay = match tool {
+        "set_preference" | "search" => Replay::Safe,
+        _ => Replay::Unsafe,
+    };
+    let kind = match tool {
+        "ask_user" => CallKind::Client,
+        "delete_account" => CallKind::Approval,
+        "researcher" => CallKind::RemoteAgent,
+        _ => CallKind::Tool,
+    };
+    Call {
+        call: CallId::from(id),
+        tool: ToolName::from(tool),
+        args: RawJson::parse(r#"{"k":"v"}"#).unwrap(),
+        kind,
+        replay,
+        group: None,
+        sequential: false,
+    }
+}
+
+/// The call in concurrency group `group`.
+pub fn grouped(mut call: Call, group: &str) -> Call {
+    call.group = Some(group.to_owned());
+    call
+}
+
+/// The call in the sequential chain.
+pub fn sequential(mut call: Call) -> Call {
+    call.sequential = true;
+    call
+}
+
+pub fn id(s: &str) -> CallId {
+    CallId::from(s)
+}
+
+pub fn json(s: &str) -> RawJson {
+    RawJson::parse(s).unwrap()
+}
+
+pub fn session() -> SessionId {
+    SessionId::from("s-1")
+}
+
+/// One id source for every journal of a test, so ids never repeat across its runs.
+pub fn ids() -> Arc<dyn IdSource> {
+    Arc::new(SequentialIds::new())
+}
+
+/// A journal over `store` with the test registry and `ids`.
+pub fn journal_with(store: Arc<dyn JournalStore>, ids: Arc<dyn IdSource>) -> Journal {
+    Journal::new(store, Arc::new(registry()), JournalOptions::new().ids(ids))
+}
+
+/// A journal over `store` with the test registry and `max_bodies`.
+pub fn journal_max_bodies(
+    store: Arc<dyn JournalStore>,
+    ids: Arc<dyn IdSource>,
+    max_bodies: u32,
+) -> Journal {
+    let options = JournalOptions::new().ids(ids).recovery(Config::new(max_bodies).unwrap());
+    Journal::new(store, Arc::new(registry()), options)
+}
+
+/// A journal over a fresh memory store.
+pub fn memory_journal() -> (Journal, Arc<MemoryStore>) {
+    let store = Arc::new(MemoryStore::new());
+    (journal_with(store.clone(), ids()), store)
+}
+
+/// The kinds of the session's events, in order.
+pub fn kinds(store: &dyn JournalStore, session: &SessionId) -> Vec<EventKind> {
+    store.read_all(session).unwrap().iter().map(|r| r.event.kind()).collect()
+}
+
+/// The session's events, in order.
+pub fn events(store: &dyn JournalStore, session: &SessionId) -> Vec<Event> {
+    store.read_all(session).unwrap().into_iter().map(|r| r.event).collect()
+}
+
+/// What a [`FaultyStore`] does on its chosen append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Fail it with an I/O error, writing nothing; the store goes on accepting writes.
+    Fail,
+    /// Fail it with an I/O error, writing nothing; from then on every call fails `Poisoned`.
+    Poison,
+    /// Write it, then report `OutcomeUnknown`.
+    LandUnknown,
+    /// Write nothing and report `OutcomeUnknown`.
+    LoseUnknown,
+}
+
+/// A store that injects a fault into chosen appends (counted from 1 over the store's life).
+pub struct FaultyStore {
+    inner: Arc<dyn JournalStore>,
+    plan: Mutex<(u64, Vec<(u64, Fault)>, bool)>,
+}
+
+impl FaultyStore {
+    pub fn new(inner: Arc<dyn JournalStore>) -> Self {
+        FaultyStore { inner, plan: Mutex::new((0, Vec::new(), false)) }
+    }
+
+    /// Injects `fault` into the append that comes `n` appends from now (1: the next one).
+    pub fn fault_in(&self, n: u64, fault: Fault) {
+        let mut plan = self.plan.lock().unwrap();
+        let at = plan.0 + n;
+        plan.1.push((at, fault));
+    }
+
+    fn poisoned(&self) -> Result<(), StoreError> {
+        if self.plan.lock().unwrap().2 {
+            return Err(StoreError::Poisoned { first_failure: "injected write failure".into() });
+        }
+        Ok(())
+    }
+}
+
+fn io_error() -> StoreError {
+    StoreError::Io {
+        context: "writing segment 00000000000000000001.seg at byte 4096".into(),
+        source: std::io::Error::other("injected write failure"),
+    }
+}
+
+impl JournalStore for FaultyStore {
+    fn max_durability(&self) -> Durability {
+        self.inner.max_durability()
+    }
+
+    fn append(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> Result<AppendAck, AppendError> {
+        self.poisoned()?;
+        let fault = {
+            let mut plan = self.plan.lock().unwrap();
+            plan.0 += 1;
+            let n = plan.0;
+            let fault = plan.1.iter().find(|(at, _)| *at == n).map(|(_, f)| *f);
+            if fault == Some(Fault::Poison) {
+                plan.2 = true;
+            }
+            fault
+        };
+        let unknown = || AppendError::OutcomeUnknown {
+            session: session.clone(),
+            expected,
+            reason: "injected: the connection was lost during commit".into(),
+        };
+        match fault {
+            None => self.inner.append(session, expected, events, durability),
+            Some(Fault::Fail | Fault::Poison) => Err(AppendError::Store(io_error())),
+            Some(Fault::LandUnknown) => {
+                self.inner.append(session, expected, events, durability)?;
+                Err(unknown())
+            }
+            Some(Fault::LoseUnknown) => Err(unknown()),
+        }
+    }
+
+    fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
+        self.poisoned()?;
+        self.inner.read(session, range)
+    }
+
+    fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
+        self.poisoned()?;
+        self.inner.tail(session)
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+        self.poisoned()?;
+        self.inner.sessions()
+    }
+
+    fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
+        self.poisoned()?;
+        self.inner.delete(session)
+    }
+}
