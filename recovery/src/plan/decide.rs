@@ -219,6 +219,17 @@ fn recover_one(
         );
     }
     if bodies == 0 {
+        // "Nothing can have happened" does not hold once a child was attached for the call.
+        if let Some(child) = record.child() {
+            return decided(
+                record,
+                pair(PairReason::OutcomeUnknown),
+                rules::OUTCOME_UNKNOWN,
+                format!(
+                    "no attempt_started, but child `{child}` was attached, so something may have run"
+                ),
+            );
+        }
         return match runnable(record, registry) {
             Ok(_) => decided(
                 record,

@@ -243,3 +243,26 @@ fn run_without_a_minted_dispatch_carries_none_for_the_writer_to_mint() {
     let expected = Action::Run { dispatch: None, attempt: Attempt(1) };
     assert_eq!(decision(&plan, "c1"), (expected, rules::NO_BODY_RUN));
 }
+
+#[test]
+fn outcome_unknown_when_no_body_started_but_a_child_was_attached() {
+    let log = Log::new()
+        .reply(
+            1,
+            "cp-1",
+            vec![
+                call("c1", "safe_tool").safe().kind(CallKind::LocalAgent),
+                call("c2", "safe_tool").safe(),
+            ],
+        )
+        .child("c1", "s-1")
+        .child("c2", "s-2");
+    let plan = log.plan(resume(), &registry());
+    for c in ["c1", "c2"] {
+        assert_eq!(
+            decision(&plan, c),
+            (pair(PairReason::OutcomeUnknown), rules::OUTCOME_UNKNOWN),
+            "{c}"
+        );
+    }
+}
