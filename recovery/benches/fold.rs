@@ -112,7 +112,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("recovery");
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
-    group.measurement_time(Duration::from_secs(8));
+    group.measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(events.len() as u64));
     // Borrowed events: every text the state keeps is copied. The state is dropped inside the
     // measurement.
