@@ -9,6 +9,29 @@
 //! The rules are `FORMAT.md`'s exactly; `docs/recovery.md` states them. Nothing here does I/O,
 //! reads a clock or draws randomness: the same log, entry, registry and settings give the same
 //! plan.
+//!
+//! ```
+//! use stepjournal_codec::json::parse_event;
+//! use stepjournal_codec::{CheckpointId, Entry, Replay, RunId};
+//! use stepjournal_recovery::{Action, Config, MemoryRegistry, NewRun, fold, plan, rules};
+//!
+//! let log = [
+//!     r#"{"type":"reply_committed","step":1,"checkpoint":"cp-1","calls":[{"call":"c1","tool":"set_preference","replay":"safe"}]}"#,
+//!     r#"{"type":"dispatch_minted","call":"c1","dispatch":"d1"}"#,
+//!     r#"{"type":"attempt_started","call":"c1","attempt":1}"#,
+//! ];
+//! let events: Vec<_> = log.iter().map(|e| parse_event(e).unwrap()).collect();
+//! let registry = MemoryRegistry::new().with_tool("set_preference", Replay::Safe);
+//! let new_run = NewRun {
+//!     run: RunId::new("r2"),
+//!     entry: Entry::Wake,
+//!     commit_checkpoint: CheckpointId::new("cp-1-commit"),
+//! };
+//! let plan = plan(&fold(&events), &new_run, &registry, &Config::default());
+//! let c1 = &plan.calls[0];
+//! assert!(matches!(c1.action, Action::Run { attempt, .. } if attempt.get() == 2));
+//! assert_eq!(c1.rule.id, rules::SAFE_REPLAY);
+//! ```
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 #![cfg_attr(
     test,
