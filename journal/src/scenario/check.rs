@@ -111,30 +111,26 @@ pub fn check(plan: &Value, expect: &Value) -> Vec<String> {
     }
 
     if let Some(paired) = expect.get("paired")
-        && let Some(paired) = members(paired, "`expect.paired`", &mut out) {
-            for (id, want_members) in paired {
-                let found: Vec<&&Value> = plan_appends
-                    .iter()
-                    .filter(|e| {
-                        e.get("type").and_then(Value::as_str) == Some("paired")
-                            && e.get("call").and_then(Value::as_str) == Some(id)
-                    })
-                    .collect();
-                match found.as_slice() {
-                    [] => out.push(format!("paired: the plan appends no `paired` for `{id}`")),
-                    [one] => compare_members(
-                        &format!("the `paired` of `{id}`"),
-                        want_members,
-                        one,
-                        &mut out,
-                    ),
-                    _ => out.push(format!(
-                        "paired: the plan appends {} `paired` for `{id}`",
-                        found.len()
-                    )),
+        && let Some(paired) = members(paired, "`expect.paired`", &mut out)
+    {
+        for (id, want_members) in paired {
+            let found: Vec<&&Value> = plan_appends
+                .iter()
+                .filter(|e| {
+                    e.get("type").and_then(Value::as_str) == Some("paired")
+                        && e.get("call").and_then(Value::as_str) == Some(id)
+                })
+                .collect();
+            match found.as_slice() {
+                [] => out.push(format!("paired: the plan appends no `paired` for `{id}`")),
+                [one] => {
+                    compare_members(&format!("the `paired` of `{id}`"), want_members, one, &mut out)
                 }
+                _ => out
+                    .push(format!("paired: the plan appends {} `paired` for `{id}`", found.len())),
             }
         }
+    }
     out
 }
 
