@@ -4,7 +4,9 @@ use proptest::prelude::*;
 use stepjournal_codec::{
     CallId, CheckpointId, Entry, Event, Replay, ResumeMode, RunId, RunOutcome,
 };
-use stepjournal_recovery::{Action, NewRun, Plan, SessionState, ToolRegistry, fold, fold_owned, plan};
+use stepjournal_recovery::{
+    Action, NewRun, Plan, SessionState, ToolRegistry, fold, fold_owned, plan,
+};
 use stepjournal_tests::protocol_gen::{ProtocolCase, every_entry, protocol_case};
 
 fn config() -> ProptestConfig {
