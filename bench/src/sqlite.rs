@@ -1,39 +1,15 @@
-//! SQLite rows of the side-by-side table, and the append workload every backend's rows use.
-//!
-//! The workload: `sessions` threads, each appending one event at a time to its own session at
-//! the tail it holds (a compare-and-set, as a session writer does), at one durability level,
-//! for a time budget. Each event is a `message` with 256 bytes of text. Latency is measured
-//! per append, from the call to its acknowledgement.
+//! The SQLite backend's rows: synced appends from 1 and 16 sessions, buffered appends from 1
+//! and 16 sessions, each on a fresh database file in the run's directory.
 
-use std::path::Path;
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
-
-use hdrhistogram::Histogram;
+use stepjournal_backends::Durability;
 use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
-use stepjournal_backends::{Durability, JournalStore};
-use stepjournal_codec::{Message, Role, Seq, SessionId, Stamped, UnixMillis};
 
-/// One measured row.
-#[derive(Debug, Clone)]
-pub struct Row {
-    /// The backend's name.
-    pub backend: &'static str,
-    /// The durability each append asked for.
-    pub durability: Durability,
-    /// Concurrent sessions, one writer thread each.
-    pub sessions: usize,
-    /// Appends acknowledged.
-    pub appends: u64,
-    /// Appends acknowledged per second, over all sessions.
-    pub per_sec: f64,
-    /// Median append latency, microseconds.
-    pub p50_us: u64,
-    /// 99th-percentile append latency, microseconds.
-    pub p99_us: u64,
-}
+use crate::appends::measure;
+use crate::args::WorkDir;
+use crate::table::{Baseline, Row, Table};
 
-/// The workloads of a backend's rows: (durability, concurrent sessions).
+/// The workloads of the SQL backends' rows: (durability, concurrent sessions), one event of
+/// 256 bytes of text per append.
 pub const WORKLOADS: [(Durability, usize); 4] = [
     (Durability::Synced, 1),
     (Durability::Synced, 16),
@@ -41,88 +17,37 @@ pub const WORKLOADS: [(Durability, usize); 4] = [
     (Durability::Buffered, 16),
 ];
 
-/// The workload's event: a message with 256 bytes of text.
-pub fn event() -> Stamped {
-    Stamped::at(
-        UnixMillis(1_700_000_000_000),
-        Message {
-            role: Role::User,
-            text: "x".repeat(256),
-        },
-    )
-}
-
-/// Runs the append workload on `store` for about `budget` and measures it. Sessions are named
-/// `{prefix}-{i}` and must be empty.
-pub fn measure_appends(
-    backend: &'static str,
-    store: &dyn JournalStore,
-    prefix: &str,
-    sessions: usize,
-    durability: Durability,
-    budget: Duration,
-) -> Result<Row, String> {
-    let barrier = Barrier::new(sessions);
-    let started = Instant::now();
-    let per_thread: Vec<Result<Histogram<u64>, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..sessions)
-            .map(|i| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    let s = SessionId::from(format!("{prefix}-{i}").as_str());
-                    let batch = [event()];
-                    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-                    let mut next = Seq(0);
-                    barrier.wait();
-                    let until = Instant::now() + budget;
-                    while Instant::now() < until {
-                        let t = Instant::now();
-                        let ack = store
-                            .append(&s, next, &batch, durability)
-                            .map_err(|e| format!("{backend}: append to {s} at {next}: {e}"))?;
-                        let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
-                        hist.record(us.max(1)).map_err(|e| e.to_string())?;
-                        next = ack.next;
-                    }
-                    Ok(hist)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a writer thread panicked".to_owned()))
-            })
-            .collect()
-    });
-    let elapsed = started.elapsed().as_secs_f64();
-    let mut all = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    for h in per_thread {
-        all.add(h?).map_err(|e| e.to_string())?;
+/// A row's workload name, the file backend's way.
+pub fn workload(durability: Durability, sessions: usize) -> String {
+    let plural = if sessions == 1 { "" } else { "s" };
+    match durability {
+        Durability::Synced => format!("Synced, {sessions} session{plural}"),
+        _ => format!("Buffered, {sessions} session{plural}, 1 event/append"),
     }
-    let appends = all.len();
-    Ok(Row {
-        backend,
-        durability,
-        sessions,
-        appends,
-        per_sec: appends as f64 / elapsed,
-        p50_us: all.value_at_quantile(0.5),
-        p99_us: all.value_at_quantile(0.99),
-    })
 }
 
-/// The SQLite rows: each workload on a fresh database file in `dir`.
-pub fn rows(dir: &Path, budget: Duration) -> Result<Vec<Row>, String> {
-    let mut rows = Vec::new();
-    for (i, (durability, sessions)) in WORKLOADS.into_iter().enumerate() {
-        let path = dir.join(format!("bench-{i}.sqlite"));
-        let store = SqliteStore::open(&path, SqliteOptions::default())
+pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
+    for (durability, sessions) in WORKLOADS {
+        let dir = work.sub(&format!("sqlite-{}-{sessions}", durability.as_str()))?;
+        let store = SqliteStore::open(dir.join("journal.sqlite"), SqliteOptions::default())
             .map_err(|e| format!("sqlite: {e}"))?;
-        rows.push(measure_appends(
-            "sqlite", &store, "bench", sessions, durability, budget,
-        )?);
+        let m = measure(&store, "bench", sessions, 1, durability, work.budget())?;
+        let synced = durability == Durability::Synced;
+        table.push(Row {
+            group: "sqlite",
+            workload: workload(durability, sessions),
+            rate: if synced { m.appends_per_sec() } else { m.events_per_sec() },
+            unit: if synced { "appends/s" } else { "events/s" },
+            p50_us: Some(m.p50_us()),
+            p99_us: Some(m.p99_us()),
+            fsyncs_per_append: None,
+            baseline: Baseline::FsyncLoop,
+            note: if synced {
+                "WAL, synchronous=FULL; concurrent appends share a transaction".to_owned()
+            } else {
+                "WAL, synchronous=NORMAL: synced only at checkpoints".to_owned()
+            },
+        });
     }
-    Ok(rows)
+    Ok(())
 }
