@@ -126,26 +126,36 @@ pub enum Fault {
     LoseUnknown,
 }
 
+/// Which appends get a fault, and whether the store is poisoned.
+#[derive(Default)]
+struct Faults {
+    /// Appends made so far.
+    appends: u64,
+    /// (the append's number, its fault).
+    planned: Vec<(u64, Fault)>,
+    poisoned: bool,
+}
+
 /// A store that injects a fault into chosen appends (counted from 1 over the store's life).
 pub struct FaultyStore {
     inner: Arc<dyn JournalStore>,
-    plan: Mutex<(u64, Vec<(u64, Fault)>, bool)>,
+    plan: Mutex<Faults>,
 }
 
 impl FaultyStore {
     pub fn new(inner: Arc<dyn JournalStore>) -> Self {
-        FaultyStore { inner, plan: Mutex::new((0, Vec::new(), false)) }
+        FaultyStore { inner, plan: Mutex::default() }
     }
 
     /// Injects `fault` into the append that comes `n` appends from now (1: the next one).
     pub fn fault_in(&self, n: u64, fault: Fault) {
         let mut plan = self.plan.lock().unwrap();
-        let at = plan.0 + n;
-        plan.1.push((at, fault));
+        let at = plan.appends + n;
+        plan.planned.push((at, fault));
     }
 
     fn poisoned(&self) -> Result<(), StoreError> {
-        if self.plan.lock().unwrap().2 {
+        if self.plan.lock().unwrap().poisoned {
             return Err(StoreError::Poisoned { first_failure: "injected write failure".into() });
         }
         Ok(())
@@ -174,11 +184,11 @@ impl JournalStore for FaultyStore {
         self.poisoned()?;
         let fault = {
             let mut plan = self.plan.lock().unwrap();
-            plan.0 += 1;
-            let n = plan.0;
-            let fault = plan.1.iter().find(|(at, _)| *at == n).map(|(_, f)| *f);
+            plan.appends += 1;
+            let n = plan.appends;
+            let fault = plan.planned.iter().find(|(at, _)| *at == n).map(|(_, f)| *f);
             if fault == Some(Fault::Poison) {
-                plan.2 = true;
+                plan.poisoned = true;
             }
             fault
         };
