@@ -141,7 +141,7 @@ pub(super) fn append(
         context: format!("{}: {what}", store.location),
         source: format!(
             "gave up after {} attempts; nothing was written; the last failure: {last}",
-            store.options.max_retries + 1
+            u64::from(store.options.max_retries) + 1
         )
         .into(),
     }))
@@ -159,8 +159,8 @@ fn token_at(c: &mut Conn, session: &str, first: i64) -> Result<Option<Vec<u8>>, 
 /// store's resolve timeout.
 fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16]) -> Resolution {
     let limit = store.options.resolve_timeout;
-    let deadline = Instant::now() + limit;
-    let mut attempt = 0;
+    let deadline = super::deadline(limit);
+    let mut attempt: u32 = 0;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let error = match store.pool.connector.open(Some(remaining)) {
@@ -171,7 +171,7 @@ fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16])
             },
             Err(e) => format!("{}: {}", e.doing, e.source),
         };
-        attempt += 1;
+        attempt = attempt.saturating_add(1);
         let pause = backoff(attempt).max(Duration::from_millis(20));
         if Instant::now() + pause >= deadline {
             return Resolution::Unknown(format!(

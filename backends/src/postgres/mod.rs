@@ -254,6 +254,14 @@ pub(crate) fn store_error(location: &str, what: &str, e: PgError) -> StoreError 
     }
 }
 
+/// `after` from now, or a year from now for a timeout too large to add.
+pub(crate) fn deadline(after: Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(after)
+        .or_else(|| now.checked_add(Duration::from_secs(365 * 86_400)))
+        .unwrap_or(now)
+}
+
 /// The pause before retry `attempt` (from 1): doubling from 2 ms up to 200 ms, with jitter so
 /// that writers that failed together do not retry together.
 pub(crate) fn backoff(attempt: u32) -> Duration {

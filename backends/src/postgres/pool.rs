@@ -118,7 +118,7 @@ impl Pool {
     /// A connection: an idle one, a new one while fewer than `size` are open, or the first one
     /// freed within the pool timeout.
     pub(crate) fn get(&self) -> Result<Lease<'_>, Failure> {
-        let deadline = Instant::now() + self.wait;
+        let deadline = super::deadline(self.wait);
         let mut state = self.lock();
         loop {
             if let Some(conn) = state.idle.pop() {

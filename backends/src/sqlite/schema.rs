@@ -44,7 +44,9 @@ pub(crate) fn connect(
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| backend_error(format!("{location}: opening the database"), e))?;
-    conn.busy_timeout(busy_timeout)
+    // SQLite takes milliseconds as a C int: longer timeouts are capped (at about 24 days).
+    let max = Duration::from_millis(i32::MAX as u64);
+    conn.busy_timeout(busy_timeout.min(max))
         .map_err(|e| backend_error(format!("{location}: setting the busy timeout"), e))?;
     conn.set_prepared_statement_cache_capacity(16);
     Ok(conn)

@@ -190,6 +190,14 @@ fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
     }
 }
 
+#[test]
+fn an_enormous_busy_timeout_is_capped_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions { busy_timeout: Duration::MAX, ..Default::default() };
+    let store = SqliteStore::open(dir.path().join("db.sqlite"), options).unwrap();
+    assert_eq!(store.tail(&SessionId::from("s")).unwrap(), Seq(0));
+}
+
 trait IntoStore {
     fn into_store(self) -> StoreError;
 }
