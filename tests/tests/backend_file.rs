@@ -22,3 +22,302 @@ mod simulated_disk {
         FileOptions::new().segment_size(8192)
     ));
 }
+
+use std::sync::{Arc, Barrier};
+
+use stepjournal_backends::file::sim::SimDisk;
+use stepjournal_backends::file::{FileStore, LOCK_FILE};
+use stepjournal_backends::{AppendError, Durability, JournalStore, OpenError, StoreError};
+use stepjournal_codec::{Message, Role, Seq, SessionId, Stamped, UnixMillis};
+
+fn sid(s: &str) -> SessionId {
+    SessionId::from(s)
+}
+use stepjournal_tests::file_fixture::{
+    check_prefix, crash_event, crash_session, dir_size, open_sim,
+};
+use stepjournal_tests::sample::{numbered, stamped_numbered};
+
+fn append_events(store: &dyn JournalStore, s: usize, from: u64, n: u64) {
+    let events: Vec<Stamped> =
+        (from..from + n).map(|q| Stamped::at(UnixMillis(q), crash_event(s, q))).collect();
+    store.append(&crash_session(s), Seq(from), &events, Durability::Synced).unwrap();
+}
+
+#[test]
+fn rotation_seals_segments_and_reopening_rebuilds_every_session() {
+    let opts = FileOptions::new().segment_size(4096);
+    let mut f = RealFixture::new(opts);
+    let mut tails = [0u64; 6];
+    for round in 0..60u64 {
+        for (s, tail) in tails.iter_mut().enumerate() {
+            let n = 1 + (round + s as u64) % 4;
+            append_events(&*f, s, *tail, n);
+            *tail += n;
+        }
+    }
+    let segments = f.index_size().segments;
+    assert!(segments > 10, "4 KiB segments rotate: {segments}");
+    f.reopen(opts);
+    for (s, tail) in tails.iter().enumerate() {
+        assert_eq!(check_prefix(&*f, s, *tail, *tail), *tail);
+    }
+    assert_eq!(f.index_size().segments, segments);
+    // Appends continue after the reopen.
+    append_events(&*f, 0, tails[0], 2);
+    assert_eq!(f.tail(&crash_session(0)).unwrap(), Seq(tails[0] + 2));
+}
+
+#[test]
+fn the_index_keeps_one_entry_per_batch_not_per_event() {
+    let f = RealFixture::new(FileOptions::new());
+    append_events(&*f, 0, 0, 500);
+    append_events(&*f, 0, 500, 500);
+    append_events(&*f, 1, 0, 1);
+    let size = f.index_size();
+    assert_eq!((size.sessions, size.batches), (2, 3));
+    assert_eq!(f.read(&crash_session(0), Seq(499)..Seq(502)).unwrap().len(), 3);
+}
+
+#[test]
+fn a_second_writer_is_refused_naming_the_directory() {
+    let f = RealFixture::new(FileOptions::new());
+    let err = FileStore::open(f.dir.path(), FileOptions::new()).unwrap_err();
+    match &err {
+        OpenError::Locked { dir, lock } => {
+            assert_eq!(dir, f.dir.path());
+            assert_eq!(lock, &f.dir.path().join(LOCK_FILE));
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    assert!(err.to_string().contains(&f.dir.path().display().to_string()), "{err}");
+}
+
+#[test]
+fn the_lock_is_released_when_the_store_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    append_events(&store, 0, 0, 1);
+    drop(store);
+    let store = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    assert_eq!(check_prefix(&store, 0, 1, 1), 1);
+}
+
+#[test]
+fn a_read_only_store_takes_no_lock_reads_a_snapshot_and_refuses_writes() {
+    let f = RealFixture::new(FileOptions::new().segment_size(4096));
+    for q in 0..40 {
+        append_events(&*f, 0, q, 1);
+    }
+    let ro = FileStore::open_read_only(f.dir.path()).unwrap();
+    assert!(ro.is_read_only());
+    assert_eq!(check_prefix(&ro, 0, 40, 40), 40);
+    // The writer goes on; the read-only store keeps what it saw.
+    append_events(&*f, 0, 40, 1);
+    assert_eq!(ro.tail(&crash_session(0)).unwrap(), Seq(40));
+    let e = Stamped::at(UnixMillis(0), numbered(0));
+    let err = ro.append(&crash_session(0), Seq(40), &[e], Durability::Synced).unwrap_err();
+    assert!(matches!(err, AppendError::Store(StoreError::ReadOnly { .. })), "{err:?}");
+    assert!(matches!(ro.delete(&crash_session(0)), Err(StoreError::ReadOnly { .. })));
+    // A fresh read-only open sees the new append.
+    let ro = FileStore::open_read_only(f.dir.path()).unwrap();
+    assert_eq!(check_prefix(&ro, 0, 41, 41), 41);
+}
+
+#[test]
+fn a_read_only_open_of_a_missing_directory_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let err = FileStore::open_read_only(&missing).unwrap_err();
+    assert!(err.to_string().contains(&missing.display().to_string()), "{err}");
+    assert!(!missing.exists(), "a read-only open creates nothing");
+}
+
+#[test]
+fn disk_use_stays_bounded_when_sessions_are_created_and_deleted_forever() {
+    let opts = FileOptions::new().segment_size(8192);
+    let f = RealFixture::new(opts);
+    // One session lives through it all, written now and then.
+    let mut keeper = 0u64;
+    let mut peak = 0u64;
+    let mut sizes = Vec::new();
+    for round in 0..400usize {
+        let s = 1 + round;
+        for q in 0..6 {
+            append_events(&*f, s, q, 1);
+        }
+        if round % 10 == 0 {
+            append_events(&*f, 0, keeper, 1);
+            keeper += 1;
+        }
+        // Sessions live a while, then are deleted.
+        if round >= 3 {
+            assert!(f.delete(&crash_session(round - 2)).unwrap());
+        }
+        let size = dir_size(f.dir.path());
+        peak = peak.max(size);
+        sizes.push(size);
+    }
+    let written = f.stats().bytes;
+    assert!(written > 20 * 8192, "the workload wrote {written} bytes");
+    let late_peak = sizes[200..].iter().copied().max().unwrap();
+    assert!(
+        late_peak <= 12 * 8192,
+        "the directory holds {late_peak} bytes after {written} were written"
+    );
+    assert_eq!(check_prefix(&*f, 0, keeper, keeper), keeper);
+}
+
+/// The highest segment id in `dir`.
+fn newest_segment(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".seg").and_then(|d| d.parse().ok()))
+        .max()
+        .unwrap()
+}
+
+fn append_text(store: &dyn JournalStore, s: &SessionId, at: u64, bytes: usize) {
+    let e = Stamped::at(UnixMillis(at), Message { role: Role::User, text: "y".repeat(bytes) });
+    store.append(s, Seq(at), &[e], Durability::Synced).unwrap();
+}
+
+#[test]
+fn a_deleted_session_stays_deleted_after_the_segment_of_its_deletion_is_removed() {
+    // A deletion frame may be removed only once no older frame of its session remains, or the
+    // session would come back on the next open.
+    let opts = FileOptions::new().segment_size(4096);
+    let mut f = RealFixture::new(opts);
+    let (live, gone, filler) = (sid("live"), sid("gone"), sid("filler"));
+    // The first segment stays: more than a quarter of it is live.
+    for q in 0..3 {
+        append_text(&*f, &live, q, 600);
+    }
+    for q in 0..3 {
+        append_text(&*f, &gone, q, 10);
+    }
+    // Fill the rest of the first segment and a second one with a session deleted next, so the
+    // segment that takes the deletion frames holds nothing live.
+    let mut q = 0;
+    while newest_segment(f.dir.path()) < 3 {
+        append_text(&*f, &filler, q, 200);
+        q += 1;
+    }
+    assert!(f.delete(&gone).unwrap());
+    assert!(f.delete(&filler).unwrap());
+    let deletions_in = newest_segment(f.dir.path());
+    // Seal that segment (its frames all dead by then) so it can be removed.
+    let other = sid("other");
+    let mut r = 0;
+    while newest_segment(f.dir.path()) == deletions_in {
+        append_text(&*f, &other, r, 200);
+        r += 1;
+    }
+    assert!(f.delete(&other).unwrap());
+    let first = f.dir.path().join(format!("{:020}.seg", 1));
+    assert!(first.exists(), "the first segment holds live data");
+    f.reopen(opts);
+    assert!(f.read_all(&gone).unwrap().is_empty(), "a deleted session came back");
+    assert!(f.read_all(&filler).unwrap().is_empty(), "a deleted session came back");
+    assert_eq!(f.sessions().unwrap(), vec![live.clone()]);
+    assert_eq!(f.read_all(&live).unwrap().len(), 3);
+    // The id can start again, and stays its new self after another reopen.
+    append_text(&*f, &gone, 0, 5);
+    f.reopen(opts);
+    assert_eq!(f.read_all(&gone).unwrap().len(), 1);
+}
+
+#[test]
+fn compaction_moves_live_batches_out_of_mostly_dead_segments() {
+    let opts = FileOptions::new().segment_size(4096);
+    let mut f = RealFixture::new(opts);
+    let keep = sid("keep");
+    append_text(&*f, &keep, 0, 50);
+    let mut n = 0;
+    while newest_segment(f.dir.path()) < 4 {
+        let s = sid(&format!("temp-{n}"));
+        append_text(&*f, &s, 0, 300);
+        assert!(f.delete(&s).unwrap());
+        n += 1;
+    }
+    assert!(
+        !f.dir.path().join(format!("{:020}.seg", 1)).exists(),
+        "the first segment's one live batch was moved and the segment removed"
+    );
+    append_text(&*f, &keep, 1, 50);
+    f.reopen(opts);
+    let log = f.read_all(&keep).unwrap();
+    assert_eq!(log.iter().map(|r| r.seq.get()).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(f.sessions().unwrap(), vec![keep]);
+}
+
+#[test]
+fn concurrent_appenders_share_syncs() {
+    const THREADS: usize = 16;
+    const EACH: u64 = 10;
+    let disk = SimDisk::new();
+    disk.set_sync_delay(std::time::Duration::from_millis(5));
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    let barrier = Barrier::new(THREADS);
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let (store, barrier) = (&store, &barrier);
+            scope.spawn(move || {
+                barrier.wait();
+                for q in 0..EACH {
+                    append_events(store, t, q, 1);
+                }
+            });
+        }
+    });
+    let stats = store.stats();
+    let appends = THREADS as u64 * EACH;
+    assert_eq!(stats.appends, appends);
+    assert!(stats.syncs <= stats.groups && stats.groups <= appends, "{stats:?}");
+    assert!(
+        stats.syncs * 3 <= appends,
+        "appenders waiting on a slow sync share the next: {stats:?}"
+    );
+    for t in 0..THREADS {
+        assert_eq!(check_prefix(&store, t, EACH, EACH), EACH);
+    }
+}
+
+#[test]
+fn racing_appends_to_one_session_have_exactly_one_winner_even_while_a_sync_is_pending() {
+    let disk = SimDisk::new();
+    disk.set_sync_delay(std::time::Duration::from_millis(2));
+    let store = Arc::new(open_sim(&disk, FileOptions::new()).unwrap());
+    let s = SessionId::from("contested");
+    let barrier = Barrier::new(8);
+    let wins: usize = std::thread::scope(|scope| {
+        let hs: Vec<_> = (0..8u64)
+            .map(|t| {
+                let (store, s, barrier) = (&store, &s, &barrier);
+                scope.spawn(move || {
+                    let mut won = 0;
+                    barrier.wait();
+                    for round in 0..10u64 {
+                        // Everyone aims at the same position.
+                        let e = stamped_numbered(t, 1);
+                        match store.append(s, Seq(round), &e, Durability::Synced) {
+                            Ok(_) => won += 1,
+                            Err(AppendError::Conflict { actual, .. }) => {
+                                assert!(actual.get() > round)
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                        while store.tail(s).unwrap().get() <= round {
+                            std::thread::yield_now();
+                        }
+                    }
+                    won
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(wins, 10, "each position is won once");
+    assert_eq!(store.read_all(&s).unwrap().len(), 10);
+}

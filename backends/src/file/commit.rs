@@ -15,12 +15,14 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::index::Run;
+use super::index::{Reclaim, Run};
 use super::io::{Io, IoFile};
 use super::layout::{
     GROUP_HEADER_LEN, GroupHeader, SEGMENT_HEADER_LEN, SegmentId, encode_segment_header,
 };
 use super::store::{FileStore, Writer, lock};
+use stepjournal_codec::batch::Frame;
+
 use crate::StoreError;
 
 /// What a request does.
@@ -182,7 +184,12 @@ impl FileStore {
             }
             group
         };
-        let outcome = if group.is_empty() { None } else { Some(self.write_group(&group)) };
+        let outcome = if group.is_empty() {
+            None
+        } else {
+            let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
+            Some(self.write_frames(&frames, group.iter().any(|r| r.sync)))
+        };
 
         let mut st = lock(&self.state);
         let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
@@ -228,7 +235,7 @@ impl FileStore {
         }
         if purge && st.poisoned.is_none() {
             drop(st);
-            let purged = self.purge();
+            let purged = self.reclaim();
             st = lock(&self.state);
             if let Err(f) = purged {
                 st.poisoned.get_or_insert_with(|| f.to_string());
@@ -263,7 +270,9 @@ impl FileStore {
         }
     }
 
-    fn write_group(&self, group: &[Request]) -> Result<Written, Failure> {
+    /// Writes `frames` as one group at the end of the active segment (starting a new segment
+    /// first if this one is full), then syncs it if `sync`. Called only by the leader.
+    fn write_frames(&self, frames: &[&[u8]], sync: bool) -> Result<Written, Failure> {
         let mut w = lock(&self.writer);
         let Writer { active, buf } = &mut *w;
         let Some(a) = active.as_mut() else {
@@ -271,7 +280,7 @@ impl FileStore {
                 io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
             return Err(Failure::new(format!("appending to {}", self.dir.display()), e));
         };
-        let body: usize = group.iter().map(|r| r.frame.len()).sum();
+        let body: usize = frames.iter().map(|f| f.len()).sum();
         let total = (GROUP_HEADER_LEN + body) as u64;
         let mut new_segment = None;
         if a.len > SEGMENT_HEADER_LEN as u64 && a.len + total > self.options.segment_size {
@@ -279,12 +288,13 @@ impl FileStore {
         }
         buf.clear();
         buf.resize(GROUP_HEADER_LEN, 0);
-        let mut offsets = Vec::with_capacity(group.len());
-        for r in group {
+        let mut offsets = Vec::with_capacity(frames.len());
+        for f in frames {
             offsets.push(a.len + buf.len() as u64);
-            buf.extend_from_slice(&r.frame);
+            buf.extend_from_slice(f);
         }
-        let header = GroupHeader { len: body as u32, frames: group.len() as u32, synced: a.synced };
+        let header =
+            GroupHeader { len: body as u32, frames: frames.len() as u32, synced: a.synced };
         header.encode_into(buf);
         let path = self.segment_path(a.id);
         a.file.write_all_at(buf, a.len).map_err(|e| {
@@ -299,7 +309,7 @@ impl FileStore {
         a.len += buf.len() as u64;
         self.counters.groups.fetch_add(1, Ordering::Relaxed);
         self.counters.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        if group.iter().any(|r| r.sync) {
+        if sync {
             a.file
                 .sync_data()
                 .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
@@ -330,29 +340,101 @@ impl FileStore {
         Ok(file)
     }
 
-    /// Removes every segment that holds nothing needed, one at a time, each removal made durable
-    /// before the index forgets the segment (so a deletion frame is never removed before the
-    /// frames it hides).
-    pub(crate) fn purge(&self) -> Result<(), Failure> {
+    /// Frees space: removes every segment that holds nothing needed, and compacts sealed
+    /// segments that are mostly dead (their live batches copied to the active segment and synced,
+    /// then the segment removed). Each removal is made durable before the index forgets the
+    /// segment, so a deletion frame is never removed before the frames it hides. Called only by
+    /// the leader (or while opening).
+    pub(crate) fn reclaim(&self) -> Result<(), Failure> {
         loop {
-            let id = {
+            let next = {
                 let st = lock(&self.state);
-                match st.index.removable(st.active) {
-                    Some(id) => id,
-                    None => return Ok(()),
-                }
+                st.index.reclaim(st.active, self.options.segment_size)
             };
-            let path = self.segment_path(id);
-            self.io
-                .remove(&path)
-                .map_err(|e| Failure::new(format!("removing segment {}", path.display()), e))?;
-            self.io.sync_dir(&self.dir).map_err(|e| {
-                Failure::new(
-                    format!("syncing directory {} after removing {id}", self.dir.display()),
-                    e,
-                )
-            })?;
-            lock(&self.state).index.forget(id);
+            match next {
+                None => return Ok(()),
+                Some(Reclaim::Remove(id)) => self.remove_segment(id)?,
+                Some(Reclaim::Compact(id, live)) => self.compact(id, &live)?,
+            }
         }
+    }
+
+    fn remove_segment(&self, id: SegmentId) -> Result<(), Failure> {
+        let path = self.segment_path(id);
+        self.io
+            .remove(&path)
+            .map_err(|e| Failure::new(format!("removing segment {}", path.display()), e))?;
+        self.io.sync_dir(&self.dir).map_err(|e| {
+            Failure::new(format!("syncing directory {} after removing {id}", self.dir.display()), e)
+        })?;
+        lock(&self.state).index.forget(id);
+        Ok(())
+    }
+
+    /// Copies the live batches of segment `id` to the active segment, synced; afterwards the
+    /// segment holds nothing live and the next round removes it.
+    fn compact(&self, id: SegmentId, live: &[(String, Run)]) -> Result<(), Failure> {
+        let path = self.segment_path(id);
+        let file = lock(&self.state).index.segments.get(&id).map(|s| Arc::clone(&s.file));
+        let Some(file) = file else { return Ok(()) };
+        let mut frames = Vec::with_capacity(live.len());
+        for (session, run) in live {
+            let at = format!("segment {} at byte {}", path.display(), run.offset);
+            let mut frame = vec![0u8; run.len as usize];
+            file.read_exact_at(&mut frame, run.offset)
+                .map_err(|e| Failure::new(format!("reading {at} to compact it"), e))?;
+            match Frame::parse(&frame, &self.options.limits) {
+                Ok((f, len)) if f.count == run.count && len == frame.len() => {}
+                other => {
+                    let why = match other {
+                        Err(e) => e.to_string(),
+                        Ok(_) => format!("not the batch of {session} the index expects"),
+                    };
+                    let e = io::Error::new(io::ErrorKind::InvalidData, why);
+                    return Err(Failure::new(format!("compacting {at}: corrupt data"), e));
+                }
+            }
+            frames.push(frame);
+        }
+        // Groups of at most `max_group_bytes`, the last one synced.
+        let mut chunks: Vec<&[Vec<u8>]> = Vec::new();
+        let mut start = 0;
+        let mut bytes = 0u64;
+        for (i, f) in frames.iter().enumerate() {
+            if i > start && bytes + f.len() as u64 > self.options.max_group_bytes {
+                chunks.push(frames.get(start..i).unwrap_or_default());
+                start = i;
+                bytes = 0;
+            }
+            bytes += f.len() as u64;
+        }
+        chunks.push(frames.get(start..).unwrap_or_default());
+        let mut placed = Vec::with_capacity(frames.len());
+        let mut new_segments = Vec::new();
+        let last = chunks.len().saturating_sub(1);
+        for (k, chunk) in chunks.iter().enumerate() {
+            if chunk.is_empty() {
+                continue;
+            }
+            let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+            let w = self.write_frames(&refs, k == last)?;
+            if let Some(f) = w.new_segment {
+                new_segments.push((w.seg, f));
+            }
+            placed.extend(w.offsets.iter().map(|o| (w.seg, *o)));
+        }
+        let mut st = lock(&self.state);
+        for (seg, file) in new_segments {
+            st.index.add_segment(seg, file);
+            st.active = Some(seg);
+        }
+        for ((session, run), (seg, offset)) in live.iter().zip(placed) {
+            st.index.moved(session, run.first, seg, offset);
+        }
+        debug_assert!(
+            st.index.segments.get(&id).is_none_or(|s| s.live == 0),
+            "a compacted segment holds nothing live"
+        );
+        Ok(())
     }
 }

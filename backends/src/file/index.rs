@@ -1,9 +1,16 @@
 //! The in-memory index: where each session's batches are, and which segments still matter.
 //!
 //! Per session it keeps one [`Run`] per batch (not an entry per event). Per segment it keeps how
-//! many batches there are still live, and the deletion frames it holds that must stay on disk.
+//! many batches (and bytes) there are still live, and the deletion frames it holds that must
+//! stay on disk.
+//!
+//! A session's frames appear in the log in order, except for copies compaction made of live
+//! frames: those come later than frames with higher sequence numbers, and after a crash during
+//! compaction the original and the copy may both be on disk. So on open ([`Replay`]) a session's
+//! runs are collected, sorted and deduplicated (the latest copy wins), and checked to be dense at
+//! the end; a deletion frame drops every run collected for its session so far.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::io::IoFile;
@@ -36,6 +43,8 @@ pub(crate) struct SessionLog {
     // Invariant: dense from 0: runs[0].first == 0, runs[i + 1].first == runs[i].end(); never empty
     // while the session is in the index.
     pub runs: Vec<Run>,
+    /// Segments that still hold stale copies of this session's frames (left by compaction).
+    pub shadows: BTreeSet<SegmentId>,
 }
 
 impl SessionLog {
@@ -64,10 +73,18 @@ pub(crate) struct Guard {
 #[derive(Debug)]
 pub(crate) struct SegmentInfo {
     pub file: Arc<dyn IoFile>,
-    /// Events frames here whose session has not been deleted since.
+    /// Events frames here that are the current home of a live batch.
     pub live: u64,
+    /// Their bytes.
+    pub live_bytes: u64,
     /// Deletion frames here that must stay.
     pub guards: Vec<Guard>,
+}
+
+impl SegmentInfo {
+    fn new(file: Arc<dyn IoFile>) -> Self {
+        SegmentInfo { file, live: 0, live_bytes: 0, guards: Vec::new() }
+    }
 }
 
 /// Sessions and segments.
@@ -77,13 +94,35 @@ pub(crate) struct Index {
     pub segments: BTreeMap<SegmentId, SegmentInfo>,
 }
 
+/// What to do with a segment to free its space.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Reclaim {
+    /// Nothing in it is needed: remove it.
+    Remove(SegmentId),
+    /// Few of its batches are live: copy them to the active segment, then remove it.
+    Compact(SegmentId, Vec<(String, Run)>),
+}
+
 impl Index {
     pub(crate) fn tail(&self, session: &str) -> u64 {
         self.sessions.get(session).map_or(0, SessionLog::tail)
     }
 
     pub(crate) fn add_segment(&mut self, id: SegmentId, file: Arc<dyn IoFile>) {
-        self.segments.insert(id, SegmentInfo { file, live: 0, guards: Vec::new() });
+        self.segments.insert(id, SegmentInfo::new(file));
+    }
+
+    fn count_live(&mut self, run: &Run, add: bool) {
+        if let Some(seg) = self.segments.get_mut(&run.seg) {
+            if add {
+                seg.live += 1;
+                seg.live_bytes += u64::from(run.len);
+            } else {
+                debug_assert!(seg.live > 0, "a live run's segment counts it");
+                seg.live = seg.live.saturating_sub(1);
+                seg.live_bytes = seg.live_bytes.saturating_sub(u64::from(run.len));
+            }
+        }
     }
 
     /// Records a batch at the session's tail. `Err` (and nothing changed) when it does not start
@@ -96,12 +135,11 @@ impl Index {
         match self.sessions.get_mut(session) {
             Some(log) => log.runs.push(run),
             None => {
-                self.sessions.insert(session.to_owned(), SessionLog { runs: vec![run] });
+                let log = SessionLog { runs: vec![run], shadows: BTreeSet::new() };
+                self.sessions.insert(session.to_owned(), log);
             }
         }
-        if let Some(seg) = self.segments.get_mut(&run.seg) {
-            seg.live += 1;
-        }
+        self.count_live(&run, true);
         Ok(())
     }
 
@@ -109,29 +147,53 @@ impl Index {
     /// events.
     pub(crate) fn delete(&mut self, session: &str, at: SegmentId) -> bool {
         let Some(log) = self.sessions.remove(session) else { return false };
-        let mut older = BTreeSet::new();
         for run in &log.runs {
-            if let Some(seg) = self.segments.get_mut(&run.seg) {
-                debug_assert!(seg.live > 0, "a live run's segment counts it");
-                seg.live = seg.live.saturating_sub(1);
-            }
-            if run.seg != at {
-                older.insert(run.seg);
-            }
+            self.count_live(run, false);
         }
-        if let (false, Some(seg)) = (older.is_empty(), self.segments.get_mut(&at)) {
-            seg.guards.push(Guard { older });
-        }
+        let segs = log.runs.iter().map(|r| r.seg).chain(log.shadows.iter().copied());
+        self.guard(at, segs);
         true
     }
 
-    /// A segment other than `active` that holds nothing needed: no live batch, no deletion frame
-    /// that must stay.
-    pub(crate) fn removable(&self, active: Option<SegmentId>) -> Option<SegmentId> {
-        self.segments
-            .iter()
-            .find(|(id, s)| Some(**id) != active && s.live == 0 && s.guards.is_empty())
-            .map(|(id, _)| *id)
+    /// Makes the deletion frame in `at` stay while any of `segs` (other than `at`) exists.
+    fn guard(&mut self, at: SegmentId, segs: impl Iterator<Item = SegmentId>) {
+        let older: BTreeSet<SegmentId> =
+            segs.filter(|s| *s != at && self.segments.contains_key(s)).collect();
+        if let (false, Some(seg)) = (older.is_empty(), self.segments.get_mut(&at)) {
+            seg.guards.push(Guard { older });
+        }
+    }
+
+    /// The next thing to do to free space, if any: a segment other than `active` with nothing
+    /// needed in it, or else the oldest sealed segment whose live batches fill at most a quarter
+    /// of `segment_size` and that holds no deletion frame that must stay.
+    pub(crate) fn reclaim(&self, active: Option<SegmentId>, segment_size: u64) -> Option<Reclaim> {
+        let sealed = || self.segments.iter().filter(move |(id, _)| Some(**id) != active);
+        if let Some((id, _)) = sealed().find(|(_, s)| s.live == 0 && s.guards.is_empty()) {
+            return Some(Reclaim::Remove(*id));
+        }
+        let (id, _) = sealed()
+            .find(|(_, s)| s.guards.is_empty() && s.live_bytes.saturating_mul(4) <= segment_size)?;
+        let mut live = Vec::new();
+        for (name, log) in &self.sessions {
+            live.extend(log.runs.iter().filter(|r| r.seg == *id).map(|r| (name.clone(), *r)));
+        }
+        Some(Reclaim::Compact(*id, live))
+    }
+
+    /// A batch of `session` copied to a new place: the copy is its home from now on, and the old
+    /// segment holds a stale copy until it is removed.
+    pub(crate) fn moved(&mut self, session: &str, first: u64, seg: SegmentId, offset: u64) {
+        let Some(log) = self.sessions.get_mut(session) else { return };
+        let i = log.runs.partition_point(|r| r.first < first);
+        let Some(run) = log.runs.get_mut(i).filter(|r| r.first == first) else { return };
+        let old = *run;
+        run.seg = seg;
+        run.offset = offset;
+        log.shadows.insert(old.seg);
+        let new = *run;
+        self.count_live(&old, false);
+        self.count_live(&new, true);
     }
 
     /// Forgets a segment whose removal is durable: deletion frames that guarded it need it no
@@ -143,6 +205,97 @@ impl Index {
                 g.older.remove(&id);
             }
             seg.guards.retain(|g| !g.older.is_empty());
+        }
+        for log in self.sessions.values_mut() {
+            log.shadows.remove(&id);
+        }
+    }
+}
+
+/// A session's batches that do not fit together, found at the end of a replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Misfit {
+    /// The frame that does not fit.
+    pub seg: SegmentId,
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// Builds the index from the frames of a scan, in log order.
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    /// Each session's runs since its last deletion, in log order.
+    sessions: HashMap<String, Vec<Run>>,
+    index: Index,
+}
+
+impl Replay {
+    pub(crate) fn add_segment(&mut self, id: SegmentId, file: Arc<dyn IoFile>) {
+        self.index.add_segment(id, file);
+    }
+
+    /// Forgets a segment that is dropped whole (its header is torn).
+    pub(crate) fn drop_segment(&mut self, id: SegmentId) {
+        self.index.segments.remove(&id);
+    }
+
+    pub(crate) fn events(&mut self, session: &str, run: Run) {
+        match self.sessions.get_mut(session) {
+            Some(runs) => runs.push(run),
+            None => {
+                self.sessions.insert(session.to_owned(), vec![run]);
+            }
+        }
+    }
+
+    pub(crate) fn delete(&mut self, session: &str, at: SegmentId) {
+        if let Some(runs) = self.sessions.remove(session) {
+            self.index.guard(at, runs.iter().map(|r| r.seg));
+        }
+    }
+
+    /// The index, once every session is checked to be dense from 0. Otherwise the frame where
+    /// the earliest misfit (in log order) is.
+    pub(crate) fn finish(self) -> Result<Index, Misfit> {
+        let Replay { sessions, mut index } = self;
+        let mut misfits = Vec::new();
+        for (name, mut runs) in sessions {
+            // Stable: among copies of one batch, the latest stays last.
+            runs.sort_by_key(|r| r.first);
+            let mut log = SessionLog::default();
+            for run in runs {
+                match log.runs.last_mut() {
+                    Some(last) if last.first == run.first && last.count == run.count => {
+                        log.shadows.insert(last.seg);
+                        *last = run;
+                        continue;
+                    }
+                    _ => {}
+                }
+                let tail = log.tail();
+                if run.first != tail {
+                    misfits.push(Misfit {
+                        seg: run.seg,
+                        offset: run.offset,
+                        reason: format!(
+                            "a batch of session {name} starts at seq {}, but the session's \
+                             events before it end at seq {tail}",
+                            run.first
+                        ),
+                    });
+                    break;
+                }
+                log.runs.push(run);
+            }
+            log.shadows.retain(|s| log.runs.iter().all(|r| r.seg != *s));
+            for run in &log.runs {
+                index.count_live(run, true);
+            }
+            index.sessions.insert(name, log);
+        }
+        match misfits.into_iter().min_by_key(|m| (m.seg, m.offset)) {
+            Some(m) => Err(m),
+            None => Ok(index),
         }
     }
 }
@@ -160,7 +313,7 @@ mod tests {
     }
 
     fn run(first: u64, count: u32, seg: u64) -> Run {
-        Run { first, count, len: 100, seg: SegmentId(seg), offset: 32 }
+        Run { first, count, len: 100, seg: SegmentId(seg), offset: 32 + first }
     }
 
     #[test]
@@ -191,12 +344,70 @@ mod tests {
         assert!(ix.delete("s", SegmentId(3)));
         assert!(!ix.delete("s", SegmentId(3)));
         // Segment 2 holds only dead frames; 3 guards them and 1; 1 holds a live one.
-        assert_eq!(ix.removable(Some(SegmentId(3))), Some(SegmentId(2)));
+        assert_eq!(ix.reclaim(Some(SegmentId(3)), 1 << 20), Some(Reclaim::Remove(SegmentId(2))));
         ix.forget(SegmentId(2));
-        assert_eq!(ix.removable(None), None, "3 still guards 1");
+        assert_eq!(ix.reclaim(None, 0), None, "3 still guards 1, and 1 is not worth compacting");
+        let compact = ix.reclaim(None, 1 << 20);
+        assert_eq!(
+            compact,
+            Some(Reclaim::Compact(SegmentId(1), vec![("other".to_owned(), run(0, 1, 1))]))
+        );
         assert!(ix.delete("other", SegmentId(3)));
-        assert_eq!(ix.removable(None), Some(SegmentId(1)));
+        assert_eq!(ix.reclaim(None, 0), Some(Reclaim::Remove(SegmentId(1))));
         ix.forget(SegmentId(1));
-        assert_eq!(ix.removable(None), Some(SegmentId(3)));
+        assert_eq!(ix.reclaim(None, 0), Some(Reclaim::Remove(SegmentId(3))));
+    }
+
+    #[test]
+    fn a_moved_batch_leaves_a_shadow_that_a_later_deletion_guards() {
+        let mut ix = Index::default();
+        for id in 1..=3 {
+            ix.add_segment(SegmentId(id), file());
+        }
+        ix.push("s", run(0, 1, 1)).unwrap();
+        ix.moved("s", 0, SegmentId(2), 500);
+        assert_eq!(ix.sessions["s"].runs[0].seg, SegmentId(2));
+        assert_eq!((ix.segments[&SegmentId(1)].live, ix.segments[&SegmentId(2)].live), (0, 1));
+        assert!(ix.delete("s", SegmentId(3)));
+        let older: Vec<_> = ix.segments[&SegmentId(3)].guards[0].older.iter().copied().collect();
+        assert_eq!(older, vec![SegmentId(1), SegmentId(2)]);
+    }
+
+    #[test]
+    fn replay_sorts_copies_keeps_the_latest_and_forgives_gaps_a_deletion_covers() {
+        let mut r = Replay::default();
+        for id in 1..=4 {
+            r.add_segment(SegmentId(id), file());
+        }
+        // "s": 0..2 in 1, 2..3 in 2, then a copy of 0..2 in 4.
+        r.events("s", run(0, 2, 1));
+        r.events("s", run(2, 1, 2));
+        r.events("s", run(0, 2, 4));
+        // "d": a gap (its middle was purged), then deleted.
+        r.events("d", run(0, 1, 1));
+        r.events("d", run(5, 1, 3));
+        r.delete("d", SegmentId(3));
+        let ix = r.finish().unwrap();
+        let s = &ix.sessions["s"];
+        assert_eq!(
+            s.runs.iter().map(|r| (r.first, r.seg.0)).collect::<Vec<_>>(),
+            vec![(0, 4), (2, 2)]
+        );
+        assert!(s.shadows.contains(&SegmentId(1)));
+        assert!(!ix.sessions.contains_key("d"));
+        assert_eq!(ix.segments[&SegmentId(1)].live, 0);
+        assert_eq!(ix.segments[&SegmentId(3)].guards[0].older.iter().next(), Some(&SegmentId(1)));
+    }
+
+    #[test]
+    fn replay_reports_the_earliest_gap_no_deletion_covers() {
+        let mut r = Replay::default();
+        r.add_segment(SegmentId(1), file());
+        r.events("a", run(0, 1, 1));
+        r.events("a", run(3, 1, 1));
+        r.events("b", run(1, 1, 1));
+        let m = r.finish().unwrap_err();
+        assert_eq!((m.seg, m.offset), (SegmentId(1), 33), "{m:?}");
+        assert!(m.reason.contains("session b"), "{m:?}");
     }
 }

@@ -222,6 +222,17 @@ mod tests {
     }
 
     #[test]
+    fn segment_header_bytes_are_as_docs_format_md_draws_them() {
+        let expected: [u8; 32] = [
+            0x53, 0x4A, 0x4F, 0x55, 0x52, 0x4E, 0x41, 0x4C, 0x01, 0x00, 0x00, 0x00, 0xB7, 0x1D,
+            0xC1, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xDE, 0x5C, 0x3C, 0xF8,
+            0x00, 0x00, 0x00, 0x00,
+        ];
+        assert_eq!(encode_segment_header(SegmentId(1)), expected);
+        assert_eq!(GROUP_MAGIC.to_le_bytes(), *b"SJGP");
+    }
+
+    #[test]
     fn group_header_round_trips_and_every_flip_is_caught() {
         let g = GroupHeader { len: 300, frames: 2, synced: 4096 };
         let mut b = [0u8; GROUP_HEADER_LEN];

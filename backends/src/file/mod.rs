@@ -37,4 +37,4 @@ mod store;
 
 pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
-pub use store::{FileStats, FileStore};
+pub use store::{FileStats, FileStore, IndexSize};

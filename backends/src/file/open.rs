@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::commit::{Active, Failure, create_segment};
-use super::index::{Index, Run};
+use super::index::{Misfit, Replay, Run};
 use super::io::{Io, IoFile};
 use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
 use super::scan::{Damage, FrameKindInfo, GroupView, Verdict, classify, scan_segment};
 use super::store::{Counters, FileStore, State, Writer};
+use stepjournal_codec::DecodeError;
+
 use crate::{OpenError, StoreError};
 
 /// The writer lock's file name in the journal directory.
@@ -38,9 +40,7 @@ fn failure(f: Failure) -> OpenError {
 }
 
 fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
-    let why = if d.inconsistent {
-        "intact bytes that do not continue their session"
-    } else if !last {
+    let why = if !last {
         "inside a sealed segment"
     } else {
         "followed by data written after this point was durable"
@@ -56,65 +56,93 @@ fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
     })
 }
 
-/// Adds one group's frames to the index, all or none: a frame that does not continue its
-/// session refuses the group.
-fn apply_group(index: &mut Index, seg: SegmentId, g: GroupView<'_>) -> Result<(), (usize, String)> {
-    let mut after: Vec<(&str, u64)> = Vec::new();
-    for (i, f) in g.frames.iter().enumerate() {
-        let s = g.session(f);
-        let tail =
-            after.iter().rev().find(|(n, _)| *n == s).map_or_else(|| index.tail(s), |(_, t)| *t);
-        match f.kind {
-            FrameKindInfo::Events { first, count } => {
-                if first != tail {
-                    return Err((
-                        i,
-                        format!(
-                            "a batch of session {s} starts at seq {first}, but the session's \
-                             tail is {tail}"
-                        ),
-                    ));
-                }
-                if g.frames.len() > 1 {
-                    after.push((s, first + u64::from(count)));
-                }
-            }
-            FrameKindInfo::Delete => {
-                if g.frames.len() > 1 {
-                    after.push((s, 0));
-                }
-            }
-        }
+/// Adds one group's frames to the replay. With `stop` (salvage after a misfit), the group that
+/// holds the frame at `stop` and everything after it are refused.
+fn apply_group(
+    replay: &mut Replay,
+    seg: SegmentId,
+    g: GroupView<'_>,
+    stop: Option<&Misfit>,
+) -> Result<(), (usize, String)> {
+    if let Some(m) = stop.filter(|m| m.seg == seg)
+        && let Some(i) = g.frames.iter().position(|f| f.offset >= m.offset)
+    {
+        return Err((i, m.reason.clone()));
     }
     for f in g.frames {
         let s = g.session(f);
         match f.kind {
             FrameKindInfo::Events { first, count } => {
-                let run = Run { first, count, len: f.len, seg, offset: f.offset };
-                // Checked above.
-                let _ = index.push(s, run);
+                replay.events(s, Run { first, count, len: f.len, seg, offset: f.offset });
             }
-            FrameKindInfo::Delete => {
-                index.delete(s, seg);
-            }
+            FrameKindInfo::Delete => replay.delete(s, seg),
         }
     }
     Ok(())
 }
 
+/// Opens the journal; in salvage mode, a misfit found at the end of the scan makes the scan run
+/// again, stopping before it.
 pub(crate) fn open(
     io: Arc<dyn Io>,
     dir: &Path,
     options: FileOptions,
 ) -> Result<FileStore, OpenError> {
     options.validate()?;
+    let mut stop = None;
+    loop {
+        match open_at(Arc::clone(&io), dir, options, stop.as_ref())? {
+            Opened::Store(s) => return Ok(*s),
+            Opened::Misfit(m) => {
+                let earlier =
+                    stop.as_ref().is_none_or(|s: &Misfit| (m.seg, m.offset) < (s.seg, s.offset));
+                if options.on_corruption == OnCorruption::Refuse || !earlier {
+                    return Err(OpenError::Store(StoreError::Corrupt {
+                        context: format!(
+                            "segment {} at byte {} (intact batches that do not fit their \
+                             session: refusing to open; OnCorruption::TruncateAtCorruption \
+                             keeps what precedes it)",
+                            dir.join(m.seg.file_name()).display(),
+                            m.offset
+                        ),
+                        source: DecodeError::Malformed { reason: m.reason },
+                    }));
+                }
+                stop = Some(m);
+            }
+        }
+    }
+}
+
+enum Opened {
+    Store(Box<FileStore>),
+    /// Sessions do not fit together; nothing was changed on disk.
+    Misfit(Misfit),
+}
+
+fn open_at(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    options: FileOptions,
+    stop: Option<&Misfit>,
+) -> Result<Opened, OpenError> {
     let dir: PathBuf = dir.to_path_buf();
     let read_only = options.read_only;
     let dir_lock = if read_only {
         None
     } else {
+        let existed = io.list(&dir).is_ok();
         io.create_dir_all(&dir)
             .map_err(io_error(format!("creating the journal directory {}", dir.display())))?;
+        if !existed {
+            // The new directory's own entry must be durable before anything in it counts.
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            io.sync_dir(parent)
+                .map_err(io_error(format!("syncing directory {}", parent.display())))?;
+        }
         let lock_path = dir.join(LOCK_FILE);
         match io
             .try_lock(&lock_path)
@@ -131,7 +159,7 @@ pub(crate) fn open(
         names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
 
-    let mut index = Index::default();
+    let mut replay = Replay::default();
     let mut actions = Vec::new();
     let mut stopped = false;
     let mut buf = Vec::new();
@@ -148,10 +176,11 @@ pub(crate) fn open(
             Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
         };
-        index.add_segment(id, Arc::clone(&file));
-        let scan =
-            scan_segment(&*file, id, &options.limits, &mut buf, |g| apply_group(&mut index, id, g))
-                .map_err(io_error(format!("reading segment {}", path.display())))?;
+        replay.add_segment(id, Arc::clone(&file));
+        let scan = scan_segment(&*file, id, &options.limits, &mut buf, |g| {
+            apply_group(&mut replay, id, g, stop)
+        })
+        .map_err(io_error(format!("reading segment {}", path.display())))?;
         let last = k + 1 == ids.len();
         let Some(d) = &scan.damage else {
             kept = Some((id, file, scan.len, false));
@@ -165,7 +194,7 @@ pub(crate) fn open(
         }
         stopped = true;
         if d.cut < SEGMENT_HEADER_LEN as u64 {
-            index.segments.remove(&id);
+            replay.drop_segment(id);
             actions.push(Action::Remove { id });
         } else {
             actions.push(Action::Cut { id, file: Arc::clone(&file), at: d.cut });
@@ -173,21 +202,24 @@ pub(crate) fn open(
         }
     }
 
+    let mut index = match replay.finish() {
+        Ok(index) => index,
+        Err(m) => return Ok(Opened::Misfit(m)),
+    };
+
     let mut writer = Writer::default();
     let mut active = None;
     if !read_only {
-        let mut removed = false;
         for a in &actions {
             if let Action::Remove { id } = a {
                 let path = dir.join(id.file_name());
                 io.remove(&path)
                     .map_err(io_error(format!("removing segment {}", path.display())))?;
-                removed = true;
             }
         }
-        if removed {
-            io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
-        }
+        // Always: a process that died may have created or removed a segment without syncing
+        // the directory, and what it left is about to be counted on.
+        io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
         for a in &actions {
             if let Action::Cut { id, file, at } = a {
                 let path = dir.join(id.file_name());
@@ -230,7 +262,7 @@ pub(crate) fn open(
         _dir_lock: dir_lock,
     };
     if !read_only {
-        store.purge().map_err(failure)?;
+        store.reclaim().map_err(failure)?;
     }
-    Ok(store)
+    Ok(Opened::Store(Box::new(store)))
 }

@@ -139,6 +139,7 @@ struct State {
     crashed: bool,
     fail_at: Option<u64>,
     fail_next: Vec<OpKind>,
+    sync_delay: std::time::Duration,
 }
 
 /// A simulated disk. Cloning gives another handle to the same disk.
@@ -184,6 +185,12 @@ impl SimDisk {
     /// Fails the next operation of this kind with an I/O error; it has no effect.
     pub fn fail_next(&self, kind: OpKind) {
         self.lock().fail_next.push(kind);
+    }
+
+    /// Makes every [`IoFile::sync_data`] take at least `delay` (as a slow disk would), so that
+    /// concurrent appenders pile up behind a sync.
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.lock().sync_delay = delay;
     }
 
     /// Whether the power is out.
@@ -285,9 +292,28 @@ impl SimDisk {
         SimDisk { state: Arc::new(Mutex::new(next)) }
     }
 
-    /// A process crash: the operating system keeps everything written, synced or not.
+    /// A power loss in which every unsynced operation happened to land.
     pub fn crash_keep_written(&self) -> SimDisk {
         self.crash(|_| Fate::Keep)
+    }
+
+    /// A crash of the process, not of the machine: the operating system keeps everything
+    /// written, but what was not synced is still not synced (a later power loss can lose it).
+    /// Locks held by the process are released. This disk stays as it was, with the power out, for
+    /// the dead process's handles.
+    pub fn process_crash(&self) -> SimDisk {
+        let mut state = self.lock();
+        state.crashed = true;
+        let next = State {
+            inodes: state.inodes.clone(),
+            next_ino: state.next_ino,
+            dir: state.dir.clone(),
+            dir_synced: state.dir_synced.clone(),
+            dirs: state.dirs.clone(),
+            pending: state.pending.clone(),
+            ..State::default()
+        };
+        SimDisk { state: Arc::new(Mutex::new(next)) }
     }
 
     /// A power loss in which nothing unsynced survives.
@@ -377,6 +403,10 @@ impl IoFile for SimFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        let delay = self.disk.lock().sync_delay;
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         let mut state = self.disk.lock();
         SimDisk::begin(&mut state, OpKind::SyncData)?;
         let (mine, rest): (Vec<Op>, Vec<Op>) = std::mem::take(&mut state.pending)

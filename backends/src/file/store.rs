@@ -22,6 +22,17 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// How much the in-memory index holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexSize {
+    /// Sessions with at least one event.
+    pub sessions: u64,
+    /// Batches indexed: one entry per batch, however many events it holds.
+    pub batches: u64,
+    /// Segment files in use.
+    pub segments: u64,
+}
+
 /// Counters of what the store did since it was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FileStats {
@@ -135,6 +146,16 @@ impl FileStore {
             groups: c.groups.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
             bytes: c.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// How much the in-memory index holds.
+    pub fn index_size(&self) -> IndexSize {
+        let st = lock(&self.state);
+        IndexSize {
+            sessions: st.index.sessions.len() as u64,
+            batches: st.index.sessions.values().map(|l| l.runs.len() as u64).sum(),
+            segments: st.index.segments.len() as u64,
         }
     }
 

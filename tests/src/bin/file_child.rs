@@ -1,0 +1,87 @@
+//! A child process for the file backend's process tests.
+//!
+//! - `file_child append DIR SEGMENT_SIZE SESSIONS`: opens the journal in DIR as its writer, prints
+//!   `ready`, then appends synced batches to sessions 0..SESSIONS forever, each at the session's
+//!   tail, printing `S NEXT` (session number, its new tail) after each acknowledgement, flushed.
+//! - `file_child hold DIR`: opens the journal as its writer, prints `locked`, and keeps it until
+//!   its standard input closes.
+//! - `file_child try DIR`: tries to open the journal as its writer; prints `opened` (exit 0) or
+//!   `locked: MESSAGE` (exit 3).
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_backends::{Durability, JournalStore, OpenError};
+use stepjournal_codec::{Stamped, UnixMillis};
+use stepjournal_tests::file_fixture::{crash_event, crash_session};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let dir = PathBuf::from(arg(1));
+    match arg(0).as_str() {
+        "append" => {
+            let segment: u64 = arg(2).parse().unwrap_or(1 << 20);
+            let sessions: usize = arg(3).parse().unwrap_or(4);
+            append(dir, segment, sessions.max(1))
+        }
+        "hold" => {
+            let store = FileStore::open(&dir, FileOptions::new()).unwrap();
+            println!("locked");
+            std::io::stdout().flush().unwrap();
+            for _ in std::io::stdin().lock().lines() {}
+            drop(store);
+            ExitCode::SUCCESS
+        }
+        "try" => match FileStore::open(&dir, FileOptions::new()) {
+            Ok(_) => {
+                println!("opened");
+                ExitCode::SUCCESS
+            }
+            Err(e @ OpenError::Locked { .. }) => {
+                println!("locked: {e}");
+                ExitCode::from(3)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        other => {
+            eprintln!("unknown mode `{other}`");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn append(dir: PathBuf, segment: u64, sessions: usize) -> ExitCode {
+    let store = match FileStore::open(&dir, FileOptions::new().segment_size(segment)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready").unwrap();
+    out.flush().unwrap();
+    let mut tails: Vec<u64> =
+        (0..sessions).map(|s| store.tail(&crash_session(s)).unwrap().get()).collect();
+    let mut i = 0u64;
+    loop {
+        let s = (i % sessions as u64) as usize;
+        let n = 1 + i % 3;
+        let from = tails[s];
+        let events: Vec<Stamped> =
+            (from..from + n).map(|q| Stamped::at(UnixMillis(q), crash_event(s, q))).collect();
+        let ack = store
+            .append(&crash_session(s), stepjournal_codec::Seq(from), &events, Durability::Synced)
+            .unwrap();
+        tails[s] = ack.next.get();
+        writeln!(out, "{s} {}", ack.next).unwrap();
+        out.flush().unwrap();
+        i += 1;
+    }
+}

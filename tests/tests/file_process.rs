@@ -1,0 +1,171 @@
+//! The file backend across real processes: a writer killed with SIGKILL at random moments, a
+//! second writer refused, a read-only reader beside a live writer.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use stepjournal_backends::OpenError;
+use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_tests::file_fixture::check_prefix;
+
+const CHILD: &str = env!("CARGO_BIN_EXE_file_child");
+const SESSIONS: usize = 4;
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(CHILD)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the child's output lines on a thread, so it never blocks on a full pipe.
+fn collect(stdout: ChildStdout) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        let mut r = BufReader::new(stdout);
+        let mut line = String::new();
+        // A line cut off by the kill has no newline: it is not an acknowledgement.
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            if line.ends_with('\n') {
+                lines.push(line.trim_end().to_owned());
+            }
+            line.clear();
+        }
+        lines
+    })
+}
+
+fn wait_for_line(r: &mut BufReader<ChildStdout>, want: &str) -> String {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with(want), "the child said {line:?}, not {want:?}");
+    line
+}
+
+/// A small generator seeded from the clock; the seed is printed so a failure can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn from_clock() -> Rng {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        eprintln!("random seed {seed}");
+        Rng(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[test]
+fn a_writer_killed_at_random_moments_never_loses_an_acknowledged_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let mut rng = Rng::from_clock();
+    let mut acked = [0u64; SESSIONS];
+    let mut kills_after_appends = 0;
+    for round in 0..50 {
+        let mut child = spawn(&["append", path, "65536", &SESSIONS.to_string()]);
+        let lines = collect(child.stdout.take().unwrap());
+        // Sometimes while it opens (and repairs), mostly while it appends.
+        let delay = if round % 5 == 0 { rng.below(3) } else { 2 + rng.below(30) };
+        std::thread::sleep(Duration::from_millis(delay));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let lines = lines.join().unwrap();
+        let mut appended = false;
+        for l in lines.iter().filter(|l| *l != "ready") {
+            let mut it = l.split(' ');
+            let s: usize = it.next().unwrap().parse().unwrap();
+            let next: u64 = it.next().unwrap().parse().unwrap();
+            assert!(next > acked[s], "round {round}: tails only grow ({l})");
+            acked[s] = next;
+            appended = true;
+        }
+        kills_after_appends += usize::from(appended);
+        let store = FileStore::open(dir.path(), FileOptions::new().segment_size(65536))
+            .unwrap_or_else(|e| panic!("round {round}: reopening after SIGKILL failed: {e}"));
+        for (s, a) in acked.iter_mut().enumerate() {
+            // Synced appends the child wrote but was killed before reporting may be there too.
+            *a = check_prefix(&store, s, *a, u64::MAX);
+        }
+    }
+    assert!(kills_after_appends >= 25, "most kills landed while appending ({kills_after_appends})");
+    assert!(acked.iter().all(|a| *a > 0), "{acked:?}");
+}
+
+#[test]
+fn a_second_writer_process_is_refused_naming_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let mut holder = spawn(&["hold", path]);
+    let mut out = BufReader::new(holder.stdout.take().unwrap());
+    wait_for_line(&mut out, "locked");
+    let err = FileStore::open(dir.path(), FileOptions::new()).unwrap_err();
+    assert!(matches!(err, OpenError::Locked { .. }), "{err:?}");
+    assert!(err.to_string().contains(path), "{err}");
+    // Read-only opening needs no lock.
+    FileStore::open_read_only(dir.path()).unwrap();
+    // Once the holder is gone, the lock is free; then this process holds it and a child is
+    // refused.
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    let _store = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    let out = Command::new(CHILD).args(["try", path]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(said.starts_with("locked: ") && said.contains(path), "{said}");
+}
+
+fn seg_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "seg"))
+        .count()
+}
+
+#[test]
+fn a_read_only_reader_sees_a_consistent_prefix_while_another_process_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let mut child = spawn(&["append", path, "16384", &SESSIONS.to_string()]);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    wait_for_line(&mut out, "ready");
+    let drain = std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::copy(&mut out, &mut sink);
+    });
+    let mut seen = [0u64; SESSIONS];
+    let mut grew = 0;
+    let until = Instant::now() + Duration::from_millis(1500);
+    let mut snapshots = 0;
+    while Instant::now() < until || grew < 3 {
+        let ro = FileStore::open_read_only(dir.path()).unwrap();
+        let mut any = false;
+        for (s, len) in seen.iter_mut().enumerate() {
+            // A dense prefix of the writer's events, never shorter than an earlier snapshot.
+            let n = check_prefix(&ro, s, *len, u64::MAX);
+            any |= n > *len;
+            *len = n;
+        }
+        grew += usize::from(any);
+        snapshots += 1;
+        assert!(snapshots < 2000, "the writer made no progress");
+    }
+    assert!(seg_count(dir.path()) > 1, "the writer rotated segments while being read");
+    child.stdin.take().unwrap().write_all(b"").unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drain.join().unwrap();
+}
