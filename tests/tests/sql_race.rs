@@ -176,4 +176,28 @@ mod postgres {
         assert_eq!(wins.iter().map(Vec::len).sum::<usize>(), 1, "one writer creates the session");
         check(&*a, &fresh, &wins);
     }
+
+    #[test]
+    #[cfg_attr(
+        not(stepjournal_pg),
+        ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+    )]
+    fn serializable_isolation_failures_are_retried_and_each_seq_is_won_once() {
+        // What a Postgres-wire distributed database does by default: SERIALIZABLE, where a
+        // writer that loses a race on the head row gets SQLSTATE 40001.
+        let schema = pg::fresh_schema("serial");
+        let url = pg::with_param(
+            &pg::url(),
+            "options",
+            "-c%20default_transaction_isolation%3Dserializable",
+        );
+        let a = PgFixture::at(&url, &schema, PostgresOptions::default());
+        let b = PgFixture::guest(&url, &schema, PostgresOptions::default());
+        let s = SessionId::from("serial");
+        let stores: Vec<&dyn JournalStore> = vec![&*a, &*b, &*a, &*b, &*a, &*b];
+        let wins = race(&stores, &s, 150);
+        check(&*a, &s, &wins);
+        let retried = a.stats().retried + b.stats().retried;
+        assert!(retried > 0, "six writers on one head row never met a serialization failure");
+    }
 }
