@@ -8,7 +8,9 @@
 mod appends;
 mod args;
 mod file;
+mod postgres;
 mod raw;
+mod sqlite;
 mod table;
 
 use std::process::ExitCode;
@@ -35,6 +37,8 @@ fn run(args: &args::Args) -> Result<(), String> {
     let mut table = table::Table::new(work.path(), args.quick);
     raw::rows(&work, &mut table)?;
     file::rows(&work, &mut table)?;
+    sqlite::rows(&work, &mut table)?;
+    postgres::rows(&work, &mut table)?;
     print!("{}", table.render());
     if let Some(path) = &args.json {
         table.write_json(path)?;
