@@ -278,6 +278,17 @@ fn an_entry_whose_outcome_is_unknown_but_landed_begins_the_run_once() {
 }
 
 #[test]
+fn an_entry_whose_outcome_is_unknown_and_did_not_land_is_made_again() {
+    let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
+    let journal = journal_with(store.clone(), ids());
+    store.fault_in(1, Fault::LoseUnknown);
+    let run = journal.begin_run(&session(), new_turn()).unwrap();
+    assert_eq!(kinds(&*store, &session()), vec![EventKind::RunStarted, EventKind::Message]);
+    assert_eq!(run.begun_at(), stepjournal_codec::Seq(0));
+    run.end(RunOutcome::Completed).unwrap();
+}
+
+#[test]
 fn an_event_another_writer_appends_is_folded_and_the_append_made_at_the_new_tail() {
     let (journal, store) = memory_journal();
     let run = journal.begin_run(&session(), new_turn()).unwrap();

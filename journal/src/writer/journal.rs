@@ -4,12 +4,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use stepjournal_backends::{AppendError, JournalStore, StoreError};
-use stepjournal_codec::{Entry, Event, Seq, SessionId, Stamped};
+use stepjournal_codec::{Entry, Event, Record, RunOutcome, Seq, SessionId, Stamped};
 use stepjournal_recovery::{
     Config, NewRun, Plan, SessionState, ToolRegistry, TranscriptItem, plan, transcript,
 };
 
-use super::shared::{Inner, OpenStep, Shared};
+use super::shared::{Inner, OpenStep, Shared, fence_of};
 use super::{BeginError, JournalOptions, Run, RunStatus};
 
 /// The session writer: the API a runtime embeds. It makes the save-first protocol the only
@@ -59,7 +59,7 @@ impl Journal {
 
     /// The session folded from its whole log, as recovery sees it.
     pub fn state(&self, session: &SessionId) -> Result<SessionState, StoreError> {
-        Ok(read_state(&*self.store, session)?.0)
+        read_state(&*self.store, session)
     }
 
     /// What the model is shown for the session now (see [`stepjournal_recovery::transcript`]).
@@ -92,41 +92,53 @@ impl Journal {
             entry: entry.clone(),
             commit_checkpoint: ids.checkpoint_id(),
         };
-        for _ in 0..self.options.begin_attempts {
-            let (mut state, tail) = read_state(&*self.store, session)
-                .map_err(|source| BeginError::Read { session: session.clone(), source })?;
+        let read_error = |source| BeginError::Read { session: session.clone(), source };
+        // A batch whose append's outcome was unknown: where it was to land, and its plan. The
+        // next read tells whether it landed.
+        let mut unknown: Option<(Seq, Plan, AppendError)> = None;
+        let mut round = 0;
+        loop {
+            let records = self.store.read_all(session).map_err(read_error)?;
+            if let Some((at, plan, error)) = unknown.take() {
+                if holds_at(&records, at, &plan.appends) {
+                    return Ok(self.started(session, new_run, plan, &records, at));
+                }
+                if round == self.options.begin_attempts {
+                    return Err(BeginError::Append { session: session.clone(), source: error });
+                }
+            }
+            if round == self.options.begin_attempts {
+                return Err(BeginError::Contended { session: session.clone(), attempts: round });
+            }
+            round += 1;
+            let mut state = SessionState::default();
+            for record in &records {
+                state.apply(&record.event);
+            }
+            let tail = Seq(records.len() as u64);
             let plan = plan(&state, &new_run, &*self.registry, &self.options.config);
             if let Some(error) = plan.error {
                 return Err(BeginError::Refused(error));
             }
             let stamped: Vec<Stamped> = plan.appends.iter().cloned().map(Stamped::now).collect();
-            let landed = match self.store.append(session, tail, &stamped, self.options.durability) {
-                Ok(_) => true,
-                Err(AppendError::Conflict { .. }) => false,
-                Err(AppendError::OutcomeUnknown { .. }) => {
-                    let records = self
-                        .store
-                        .read(session, tail..tail.add(plan.appends.len() as u64))
-                        .map_err(|source| BeginError::Read { session: session.clone(), source })?;
-                    records.len() == plan.appends.len()
-                        && records.iter().zip(&plan.appends).all(|(r, e)| &r.event == e)
+            match self.store.append(session, tail, &stamped, self.options.durability) {
+                Ok(_) => {
+                    let mut records = records;
+                    records.extend(stamped.into_iter().enumerate().map(|(i, s)| Record {
+                        session: session.clone(),
+                        seq: tail.add(i as u64),
+                        at: s.at,
+                        event: s.event,
+                    }));
+                    return Ok(self.started(session, new_run, plan, &records, tail));
                 }
+                Err(AppendError::Conflict { .. }) => {}
+                Err(e @ AppendError::OutcomeUnknown { .. }) => unknown = Some((tail, plan, e)),
                 Err(source) => {
                     return Err(BeginError::Append { session: session.clone(), source });
                 }
-            };
-            if landed {
-                for event in &plan.appends {
-                    state.apply(event);
-                }
-                let tail = tail.add(plan.appends.len() as u64);
-                return Ok(self.started(session, new_run, plan, state, tail));
             }
         }
-        Err(BeginError::Contended {
-            session: session.clone(),
-            attempts: self.options.begin_attempts,
-        })
     }
 
     /// Stops `session`'s work: [`begin_run`](Self::begin_run) with [`Entry::Stop`]. Unresolved
@@ -137,20 +149,41 @@ impl Journal {
         Ok(self.begin_run(session, Entry::Stop)?.plan().clone())
     }
 
+    /// The run whose entry's batch (`plan.appends`) landed at `at` in `records` (the session's
+    /// log as read, the batch included). Events after the batch, written by other writers
+    /// before the run could see them, are folded as any append of the run would fold them: a
+    /// `run_started` or `run_ended` among them fences the run at once.
     fn started(
         &self,
         session: &SessionId,
         new_run: NewRun,
         plan: Plan,
-        state: SessionState,
-        tail: Seq,
+        records: &[Record],
+        at: Seq,
     ) -> Run {
         let stopped = matches!(new_run.entry, Entry::Stop);
-        let status = if stopped {
-            RunStatus::Ended { outcome: stepjournal_codec::RunOutcome::Stopped, error: None }
+        let end = at.add(plan.appends.len() as u64);
+        let mut state = SessionState::default();
+        let mut tail = Seq(0);
+        for record in records.iter().take_while(|r| r.seq < end) {
+            state.apply(&record.event);
+            tail = record.seq.next();
+        }
+        let mut status = if stopped {
+            RunStatus::Ended { outcome: RunOutcome::Stopped, error: None }
         } else {
             RunStatus::Open
         };
+        for record in records.iter().skip_while(|r| r.seq < end) {
+            if let Some(fence) = fence_of(record) {
+                if status == RunStatus::Open {
+                    status = RunStatus::Fenced(fence);
+                }
+                break;
+            }
+            state.apply(&record.event);
+            tail = record.seq.next();
+        }
         // A recovered saved step stays open for the runtime to act on and commit; a redirect or
         // a stop closed it in the entry's batch.
         let step = match state.saved_step() {
@@ -184,19 +217,23 @@ impl Journal {
             append_attempts: self.options.append_attempts,
             inner: Mutex::new(Inner { tail, state, status, step }),
         };
-        Run::new(Arc::new(shared), new_run.entry, plan)
+        Run::new(Arc::new(shared), new_run.entry, plan, at)
     }
 }
 
-/// The session's whole log folded, with its tail.
-fn read_state(
-    store: &dyn JournalStore,
-    session: &SessionId,
-) -> Result<(SessionState, Seq), StoreError> {
-    let records = store.read_all(session)?;
+/// Whether `records` hold `events` from `at` on.
+fn holds_at(records: &[Record], at: Seq, events: &[Event]) -> bool {
+    let start = usize::try_from(at.get()).unwrap_or(usize::MAX);
+    records.get(start..).is_some_and(|rest| {
+        rest.len() >= events.len() && rest.iter().zip(events).all(|(r, e)| &r.event == e)
+    })
+}
+
+/// The session's whole log folded.
+fn read_state(store: &dyn JournalStore, session: &SessionId) -> Result<SessionState, StoreError> {
     let mut state = SessionState::default();
-    for record in &records {
+    for record in store.read_all(session)? {
         state.apply(&record.event);
     }
-    Ok((state, Seq(records.len() as u64)))
+    Ok(state)
 }

@@ -58,11 +58,7 @@ pub struct Run {
 }
 
 impl Run {
-    pub(crate) fn new(shared: Arc<Shared>, entry: Entry, plan: Plan) -> Self {
-        let begun_at = {
-            let inner = shared.lock();
-            Seq(inner.tail.get().saturating_sub(plan.appends.len() as u64))
-        };
+    pub(crate) fn new(shared: Arc<Shared>, entry: Entry, plan: Plan, begun_at: Seq) -> Self {
         Run { shared, entry, plan, begun_at }
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use stepjournal_backends::{AppendError, Durability, JournalStore, StoreError};
 use stepjournal_codec::{
-    Attempt, CallId, CallKind, CheckpointId, Event, PairReason, Paired, RunEnded, RunId,
+    Attempt, CallId, CallKind, CheckpointId, Event, PairReason, Paired, Record, RunEnded, RunId,
     RunOutcome, Seq, SessionId, Stamped, StepNo,
 };
 use stepjournal_recovery::{ApprovalState, CallPlan, Config, SessionState};
@@ -224,19 +224,7 @@ impl Shared {
                     source: "the store broke its contract: sequence numbers are not dense".into(),
                 })));
             }
-            let fence = match &record.event {
-                Event::RunStarted(e) => Some(Fence::RunStarted {
-                    seq: record.seq,
-                    run: e.run.clone(),
-                    entry: e.entry.kind_str(),
-                }),
-                Event::RunEnded(e) => Some(Fence::RunEnded {
-                    seq: record.seq,
-                    run: e.run.clone(),
-                    outcome: e.outcome,
-                }),
-                _ => None,
-            };
+            let fence = fence_of(&record);
             if let Some(by) = fence {
                 inner.status = RunStatus::Fenced(by.clone());
                 return Err(Failure::Write(self.fenced(by)));
@@ -256,7 +244,9 @@ impl Shared {
         let then = if source.is_poisoned() {
             AfterFailure::Unwritable
         } else {
-            match self.append_loop(inner, |inner| Ok((failure_events(self, inner, &error), ()))) {
+            match self
+                .append_loop(inner, |inner| Ok((failure_events(self, inner, Some(&error)), ())))
+            {
                 Ok(()) => AfterFailure::EndedFailed,
                 Err(_) => AfterFailure::Unwritable,
             }
@@ -276,17 +266,24 @@ impl Shared {
 
     /// Ends the run `failed` naming `error`, pairing each open call of its step first.
     pub(crate) fn fail(&self, inner: &mut Inner, error: Option<String>) -> Result<(), WriteError> {
-        self.append(inner, |inner| {
-            let mut events = pairings_of_open_calls(inner);
-            events.push(Event::RunEnded(RunEnded {
-                run: self.run.clone(),
-                outcome: RunOutcome::Failed,
-                error: error.clone(),
-            }));
-            Ok((events, ()))
-        })?;
+        self.append(inner, |inner| Ok((failure_events(self, inner, error.as_deref()), ())))?;
         inner.status = RunStatus::Ended { outcome: RunOutcome::Failed, error };
         Ok(())
+    }
+}
+
+/// What fences a run when another writer appended `record`: a `run_started` or a `run_ended`.
+pub(crate) fn fence_of(record: &Record) -> Option<Fence> {
+    match &record.event {
+        Event::RunStarted(e) => Some(Fence::RunStarted {
+            seq: record.seq,
+            run: e.run.clone(),
+            entry: e.entry.kind_str(),
+        }),
+        Event::RunEnded(e) => {
+            Some(Fence::RunEnded { seq: record.seq, run: e.run.clone(), outcome: e.outcome })
+        }
+        _ => None,
     }
 }
 
@@ -299,12 +296,13 @@ fn apply(inner: &mut Inner, events: &[Event]) {
     debug_assert_eq!(inner.state.len(), inner.tail.get(), "the state is folded up to the tail");
 }
 
-fn failure_events(shared: &Shared, inner: &Inner, error: &str) -> Vec<Event> {
+/// The batch that ends a run `failed`: a pairing for each open call, then `run_ended`.
+fn failure_events(shared: &Shared, inner: &Inner, error: Option<&str>) -> Vec<Event> {
     let mut events = pairings_of_open_calls(inner);
     events.push(Event::RunEnded(RunEnded {
         run: shared.run.clone(),
         outcome: RunOutcome::Failed,
-        error: Some(error.to_owned()),
+        error: error.map(str::to_owned),
     }));
     events
 }
