@@ -22,4 +22,4 @@ mod url;
 
 pub use error::{AppendError, OpenError, StoreError};
 pub use store::{AppendAck, Durability, JournalStore};
-pub use url::StoreUrl;
+pub use url::{OpenOptions, StoreUrl, open_url};

@@ -66,10 +66,104 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_store_is_not_created_unless_asked() {
+        let dir = std::env::temp_dir().join(format!("sj-url-{}", std::process::id()));
+        let url = format!("file:{}", dir.display());
+        let err = open_url(&url, OpenOptions::read_only()).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("no journal directory"), "{err}");
+        let store = open_url(&url, OpenOptions::create()).unwrap();
+        assert_eq!(store.sessions().unwrap(), Vec::new());
+        drop(store);
+        let reader = open_url(&url, OpenOptions::read_only()).unwrap();
+        assert!(reader.sessions().unwrap().is_empty());
+        drop(reader);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn a_backend_left_out_of_the_build_names_its_feature() {
+        let err = open_url("postgres://x@127.0.0.1/db", OpenOptions::read_only())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.to_string().contains("`postgres` feature"), "{err}");
+    }
+
+    #[test]
     fn anything_else_is_a_clear_error() {
         for url in ["", "mysql://x", "file:", "/tmp/j", "sqlite://"] {
             let err = StoreUrl::parse(url).unwrap_err().to_string();
             assert!(err.contains(&format!("`{url}`")), "{err}");
         }
+    }
+}
+
+/// How [`open_url`] opens a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpenOptions {
+    /// Open for reading only (default `false`). A file journal is then opened without the
+    /// writer's lock, so it can be inspected while a runtime writes it.
+    pub read_only: bool,
+    /// Create the store when it does not exist (default `false`: a missing store is an error).
+    pub create: bool,
+}
+
+impl OpenOptions {
+    /// Open an existing store for reading only.
+    pub fn read_only() -> Self {
+        OpenOptions { read_only: true, create: false }
+    }
+
+    /// Open for writing, creating the store when absent.
+    pub fn create() -> Self {
+        OpenOptions { read_only: false, create: true }
+    }
+}
+
+/// Opens the store a URL names: `file:PATH`, `sqlite:PATH`, `postgres://...` or
+/// `postgresql://...`, each backend with its default options. A backend left out of this build
+/// is a clear error naming the feature that adds it.
+pub fn open_url(
+    url: &str,
+    options: OpenOptions,
+) -> Result<std::sync::Arc<dyn crate::JournalStore>, OpenError> {
+    let parsed = StoreUrl::parse(url)?;
+    let missing = |what: &str, path: &std::path::Path| OpenError::Url {
+        url: url.to_owned(),
+        reason: format!("no {what} at {}", path.display()),
+    };
+    match parsed {
+        StoreUrl::File(dir) => {
+            if !options.create && !dir.is_dir() {
+                return Err(missing("journal directory", &dir));
+            }
+            let file_options = crate::file::FileOptions::new().read_only(options.read_only);
+            Ok(std::sync::Arc::new(crate::file::FileStore::open(&dir, file_options)?))
+        }
+        #[cfg(feature = "sqlite")]
+        StoreUrl::Sqlite(path) => {
+            if !options.create && !path.is_file() {
+                return Err(missing("SQLite database", &path));
+            }
+            let sqlite_options = crate::sqlite::SqliteOptions::default();
+            Ok(std::sync::Arc::new(crate::sqlite::SqliteStore::open(&path, sqlite_options)?))
+        }
+        #[cfg(not(feature = "sqlite"))]
+        StoreUrl::Sqlite(_) => Err(OpenError::FeatureDisabled {
+            url: url.to_owned(),
+            backend: "sqlite",
+            feature: "sqlite",
+        }),
+        #[cfg(feature = "postgres")]
+        StoreUrl::Postgres(pg) => {
+            let pg_options = crate::postgres::PostgresOptions::default();
+            Ok(std::sync::Arc::new(crate::postgres::PostgresStore::connect(&pg, pg_options)?))
+        }
+        #[cfg(not(feature = "postgres"))]
+        StoreUrl::Postgres(_) => Err(OpenError::FeatureDisabled {
+            url: url.to_owned(),
+            backend: "postgres",
+            feature: "postgres",
+        }),
     }
 }
