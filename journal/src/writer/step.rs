@@ -21,7 +21,7 @@ use super::{Body, Order, Refusal, RunStatus, WriteError};
 /// made by the writer once the reply's batch (`reply_committed` and every `dispatch_minted`) has
 /// landed, and it has no public constructor:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0599
 /// use stepjournal::writer::{Body, Run};
 /// use stepjournal_codec::CallId;
 /// // A run has no way to start a body: only a Step, which a durable reply returns, does.
