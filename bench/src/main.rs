@@ -12,6 +12,7 @@ mod postgres;
 mod raw;
 mod sqlite;
 mod table;
+mod writer;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,7 @@ fn run(args: &args::Args) -> Result<(), String> {
     file::rows(&work, &mut table)?;
     sqlite::rows(&work, &mut table)?;
     postgres::rows(&work, &mut table)?;
+    writer::rows(&work, &mut table)?;
     print!("{}", table.render());
     if let Some(path) = &args.json {
         table.write_json(path)?;
