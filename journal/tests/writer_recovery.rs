@@ -268,6 +268,21 @@ fn an_append_whose_outcome_is_unknown_and_did_not_land_is_made_again() {
 }
 
 #[test]
+fn an_append_whose_outcome_is_unknown_and_that_lands_after_the_writer_looked_lands_once() {
+    let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
+    let journal = journal_with(store.clone(), ids());
+    let run = journal.begin_run(&session(), new_turn()).unwrap();
+    let step = run.commit_reply(Reply::new("").call(call("c1", "search"))).unwrap();
+    let body = step.start_body(&id("c1")).unwrap();
+    store.fault_in(1, Fault::LandLate);
+    body.finish(json("1"), false).unwrap();
+    step.commit().unwrap();
+    let log = events(&*store, &session());
+    assert_eq!(log.iter().filter(|e| e.kind() == EventKind::ToolResult).count(), 1);
+    assert!(verify(&log).is_empty(), "{:?}", verify(&log));
+}
+
+#[test]
 fn an_entry_whose_outcome_is_unknown_but_landed_begins_the_run_once() {
     let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
     let journal = journal_with(store.clone(), ids());

@@ -79,7 +79,7 @@ impl From<WriteError> for Failure {
 /// A batch whose append's outcome was unknown: it may still be found at `at`.
 struct Pending<T> {
     at: Seq,
-    events: Vec<Event>,
+    batch: Vec<Stamped>,
     out: T,
 }
 
@@ -87,8 +87,10 @@ struct Pending<T> {
 enum CaughtUp<T> {
     /// The pending batch is there: it landed.
     Landed(T),
-    /// Other writers' events, none of which fences the run, are folded; the tail moved on.
-    Moved,
+    /// Other writers' events, none of which fences the run, are folded and the tail moved on;
+    /// or nothing was there. A pending batch is handed back while it can still land (nothing
+    /// was at its place).
+    Moved(Option<Pending<T>>),
 }
 
 impl Shared {
@@ -146,27 +148,25 @@ impl Shared {
             self.status_allows_write(inner)?;
             let (events, out) = build(inner).map_err(|r| Failure::Write(r.into()))?;
             debug_assert!(!events.is_empty(), "every operation appends at least one event");
-            let stamped: Vec<Stamped> = events.iter().cloned().map(Stamped::now).collect();
-            match self.store.append(&self.session, inner.tail, &stamped, self.durability) {
+            let batch: Vec<Stamped> = events.into_iter().map(Stamped::now).collect();
+            match self.store.append(&self.session, inner.tail, &batch, self.durability) {
                 Ok(ack) => {
-                    apply(inner, &events);
+                    apply(inner, &batch);
                     debug_assert_eq!(inner.tail, ack.next, "the store's tail follows the batch");
                     return Ok(out);
                 }
-                Err(AppendError::Conflict { .. }) => {
-                    if let CaughtUp::Landed(out) = self.catch_up(inner, pending.take())? {
-                        return Ok(out);
-                    }
-                }
+                Err(AppendError::Conflict { .. }) => match self.catch_up(inner, pending.take())? {
+                    CaughtUp::Landed(out) => return Ok(out),
+                    CaughtUp::Moved(still) => pending = still,
+                },
                 Err(AppendError::OutcomeUnknown { .. }) => {
-                    let unknown = Pending { at: inner.tail, events, out };
+                    // Not found now, it may still land at its place: the next attempt, made at
+                    // the same tail with the same events (the build is deterministic), then
+                    // conflicts on it and recognises it.
+                    let unknown = Pending { at: inner.tail, batch, out };
                     match self.catch_up(inner, Some(unknown))? {
                         CaughtUp::Landed(out) => return Ok(out),
-                        // Not there: it did not land (yet). Should it land later, the next
-                        // attempt conflicts on it; without a known pending batch its events
-                        // are read as another writer's, which is what they then are to
-                        // every check.
-                        CaughtUp::Moved => {}
+                        CaughtUp::Moved(still) => pending = still,
                     }
                 }
                 Err(e @ (AppendError::Encode { .. } | AppendError::EmptyBatch)) => {
@@ -191,18 +191,19 @@ impl Shared {
     fn catch_up<T>(
         &self,
         inner: &mut Inner,
-        pending: Option<Pending<T>>,
+        mut pending: Option<Pending<T>>,
     ) -> Result<CaughtUp<T>, Failure> {
         let records = self
             .store
             .read(&self.session, inner.tail..Seq(u64::MAX))
             .map_err(|e| Failure::Store(AppendError::Store(e)))?;
-        if let Some(p) = pending
+        if let Some(p) = &pending
             && p.at == inner.tail
-            && records.len() >= p.events.len()
-            && records.iter().zip(&p.events).all(|(r, e)| &r.event == e)
+            && records.len() >= p.batch.len()
+            && records.iter().zip(&p.batch).all(|(r, s)| r.event == s.event)
+            && let Some(p) = pending.take()
         {
-            apply(inner, &p.events);
+            apply(inner, &p.batch);
             return Ok(CaughtUp::Landed(p.out));
         }
         if records.is_empty() {
@@ -232,7 +233,8 @@ impl Shared {
             inner.state.apply(&record.event);
             inner.tail = record.seq.next();
         }
-        Ok(CaughtUp::Moved)
+        // A pending batch can land only at its place, and only while nothing else is there.
+        Ok(CaughtUp::Moved(pending.filter(|p| p.at == inner.tail)))
     }
 
     /// The failure path after the store failed on an append: if the store still accepts
@@ -287,12 +289,12 @@ pub(crate) fn fence_of(record: &Record) -> Option<Fence> {
     }
 }
 
-/// Folds events that landed at the run's tail.
-fn apply(inner: &mut Inner, events: &[Event]) {
-    for event in events {
-        inner.state.apply(event);
+/// Folds a batch that landed at the run's tail.
+fn apply(inner: &mut Inner, batch: &[Stamped]) {
+    for stamped in batch {
+        inner.state.apply(&stamped.event);
     }
-    inner.tail = inner.tail.add(events.len() as u64);
+    inner.tail = inner.tail.add(batch.len() as u64);
     debug_assert_eq!(inner.state.len(), inner.tail.get(), "the state is folded up to the tail");
 }
 

@@ -124,6 +124,9 @@ pub enum Fault {
     LandUnknown,
     /// Write nothing and report `OutcomeUnknown`.
     LoseUnknown,
+    /// Report `OutcomeUnknown`, and write the batch just before the next append is made (a
+    /// commit that lands after the writer looked).
+    LandLate,
 }
 
 /// Which appends get a fault, and whether the store is poisoned.
@@ -134,6 +137,8 @@ struct Faults {
     /// (the append's number, its fault).
     planned: Vec<(u64, Fault)>,
     poisoned: bool,
+    /// A batch to write before the next append.
+    late: Option<(SessionId, Seq, Vec<Stamped>, Durability)>,
 }
 
 /// A store that injects a fault into chosen appends (counted from 1 over the store's life).
@@ -182,6 +187,10 @@ impl JournalStore for FaultyStore {
         durability: Durability,
     ) -> Result<AppendAck, AppendError> {
         self.poisoned()?;
+        let late = self.plan.lock().unwrap().late.take();
+        if let Some((s, at, batch, d)) = late {
+            self.inner.append(&s, at, &batch, d)?;
+        }
         let fault = {
             let mut plan = self.plan.lock().unwrap();
             plan.appends += 1;
@@ -205,6 +214,11 @@ impl JournalStore for FaultyStore {
                 Err(unknown())
             }
             Some(Fault::LoseUnknown) => Err(unknown()),
+            Some(Fault::LandLate) => {
+                self.plan.lock().unwrap().late =
+                    Some((session.clone(), expected, events.to_vec(), durability));
+                Err(unknown())
+            }
         }
     }
 
