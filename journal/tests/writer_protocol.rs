@@ -420,3 +420,13 @@ fn bodies_on_other_threads_append_concurrently_and_every_event_lands() {
     assert!(verify(&log).is_empty(), "{:?}", verify(&log));
     assert_eq!(run.tail(), Seq(log.len() as u64));
 }
+
+#[test]
+fn the_handles_can_move_to_other_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<stepjournal::Journal>();
+    send_sync::<stepjournal::Run>();
+    send_sync::<stepjournal::Step>();
+    send_sync::<stepjournal::Body>();
+    send_sync::<WriteError>();
+}
