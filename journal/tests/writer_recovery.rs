@@ -323,3 +323,47 @@ fn an_event_another_writer_appends_is_folded_and_the_append_made_at_the_new_tail
     run.end(RunOutcome::Completed).unwrap();
     assert!(verify(&events(&*store, &session())).is_empty());
 }
+
+#[test]
+fn a_recovered_call_with_no_dispatch_id_gets_one_minted_before_its_body() {
+    use stepjournal_codec::{ReplyCommitted, RunStarted};
+    let (journal, store) = memory_journal();
+    // A log from a writer that saved the reply but no dispatch id.
+    let log: Vec<Stamped> = vec![
+        Stamped::now(RunStarted { run: "r-old".into(), entry: Entry::Wake }),
+        Stamped::now(ReplyCommitted {
+            step: StepNo(1),
+            checkpoint: "cp-old".into(),
+            text: String::new(),
+            calls: vec![call("c1", "search")],
+        }),
+    ];
+    store
+        .append(
+            &session(),
+            stepjournal_codec::Seq(0),
+            &log,
+            stepjournal_backends::Durability::Synced,
+        )
+        .unwrap();
+    let run = journal.begin_run(&session(), Entry::Wake).unwrap();
+    assert_eq!(
+        run.plan().call(&id("c1")).unwrap().action,
+        Action::Run { dispatch: None, attempt: Attempt(1) }
+    );
+    let body = run.step().unwrap().start_body(&id("c1")).unwrap();
+    let dispatch = body.dispatch().clone();
+    let tail: Vec<Event> = events(&*store, &session()).into_iter().rev().take(2).collect();
+    assert_eq!(
+        tail,
+        vec![
+            Event::AttemptStarted(stepjournal_codec::AttemptStarted {
+                call: id("c1"),
+                attempt: Attempt(1)
+            }),
+            Event::DispatchMinted(stepjournal_codec::DispatchMinted { call: id("c1"), dispatch }),
+        ]
+    );
+    body.finish(json("1"), false).unwrap();
+    assert!(verify(&events(&*store, &session())).is_empty());
+}
