@@ -34,6 +34,7 @@ mod options;
 mod scan;
 pub mod sim;
 mod store;
+pub mod verify;
 
 pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};

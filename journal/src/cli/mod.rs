@@ -3,21 +3,45 @@
 //!
 //! A new subcommand is a file in this folder with its `Args` struct and its `run` function, and
 //! one variant of [`Command`].
+//!
+//! Every read command opens its store read-only (a file journal without the writer's lock), so
+//! each is safe on a journal a runtime is writing. Exit status: 0 on success, 1 when `verify`
+//! found a problem, 2 on an error (named on standard error), 74 when the output cannot be
+//! written.
 
+mod error;
+pub mod export;
+pub mod import;
 pub mod plan;
+mod progress;
+pub mod sessions;
+pub mod show;
+pub mod stats;
+mod store;
+pub mod time;
+pub mod verify;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use clap::{Parser, Subcommand};
 
-/// stepjournal: the recovery engine's command-line tool.
+pub use error::CliError;
+pub use store::{open_read, read_session};
+
+/// stepjournal: inspect, verify, explain, export and import agent-session journals.
 #[derive(Debug, Parser)]
 #[command(
     name = "stepjournal",
     version,
     about,
     long_about = None,
-    after_help = "Example:\n  stepjournal plan --scenario tests/conformance/cases/18-retry-rewinds.json"
+    after_help = "STORE is a URL: file:PATH (a journal directory), sqlite:PATH, or postgres://... \
+                  (postgresql://...).\n\n\
+Examples:\n  stepjournal sessions file:./stepjournal-demo --state open\n  \
+stepjournal show file:./stepjournal-demo SESSION\n  \
+stepjournal plan file:./stepjournal-demo SESSION --entry wake\n  \
+stepjournal verify file:./stepjournal-demo\n  \
+stepjournal export file:./stepjournal-demo > journal.jsonl"
 )]
 pub struct Cli {
     /// What to do.
@@ -28,54 +52,68 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print what recovery would do for an entry, as one JSON object.
+    /// List sessions: events, last append, state, unresolved calls.
+    Sessions(sessions::SessionsArgs),
+    /// Show one session's timeline: runs, steps, calls and what became of them.
+    Show(show::ShowArgs),
+    /// Print what recovery would do for an entry (a dry run: nothing is written).
     Plan(plan::PlanArgs),
+    /// Check records, checksums, sequence continuity and the protocol.
+    Verify(verify::VerifyArgs),
+    /// Write sessions as JSON lines (a header line, then one line per event).
+    Export(export::ExportArgs),
+    /// Append the sessions of an export to a store.
+    Import(import::ImportArgs),
+    /// Count sessions, events, bytes and events of each kind.
+    Stats(stats::StatsArgs),
 }
 
-/// A subcommand that failed: the message is printed on standard error.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CliError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A scenario file is malformed.
-    #[error("{path}: {source}")]
-    Scenario {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What is wrong, and where.
-        #[source]
-        source: crate::scenario::ScenarioError,
-    },
-    /// Standard output could not be written.
-    #[error("cannot write the output: {source}")]
-    Write {
-        /// Why.
-        #[from]
-        source: std::io::Error,
-    },
+/// What the command's output goes to: colour and progress bars only on a terminal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Terminal {
+    /// Standard output is a terminal (and `NO_COLOR` is not set): `show` may use colour.
+    pub colour: bool,
+    /// Standard error is a terminal: long scans may draw a progress bar there.
+    pub progress: bool,
 }
 
-impl CliError {
-    /// The process exit status for this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            CliError::Read { .. } | CliError::Scenario { .. } => 1,
-            CliError::Write { .. } => 74,
+impl Terminal {
+    /// What this process's standard output and error are.
+    pub fn detect() -> Self {
+        Terminal {
+            colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            progress: std::io::stderr().is_terminal(),
         }
     }
 }
 
-/// Runs a parsed command line, writing results to `out` and warnings to `err`.
+/// Runs a parsed command line, writing results to `out` and warnings to `err`, with colour and
+/// progress decided by what this process's standard streams are.
 pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
-    match cli.command {
+    run_with(cli, out, err, Terminal::detect())
+}
+
+/// Runs a parsed command line with the given terminal settings. An output closed by its reader
+/// (`stepjournal export ... | head`) ends the command quietly.
+pub fn run_with(
+    cli: Cli,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    term: Terminal,
+) -> Result<(), CliError> {
+    let result = match cli.command {
+        Command::Sessions(args) => sessions::run(&args, out),
+        Command::Show(args) => show::run(&args, out, term),
         Command::Plan(args) => plan::run(&args, out, err),
+        Command::Verify(args) => verify::run(&args, out, err, term),
+        Command::Export(args) => export::run(&args, out),
+        Command::Import(args) => import::run(&args, out),
+        Command::Stats(args) => stats::run(&args, out),
+    };
+    match result {
+        Err(CliError::Write { source }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(())
+        }
+        other => other,
     }
 }

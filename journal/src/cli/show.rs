@@ -1,0 +1,449 @@
+//! `stepjournal show`: one session's timeline, event by event: runs, steps, calls (tool, kind,
+//! policy), attempts, output (consecutive chunks folded), results, pairings and what voided them.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use clap::Args;
+use stepjournal_codec::json::record_to_export_line;
+use stepjournal_codec::{
+    Call, Entry, Event, PairReason, Record, ResumeMode, RunOutcome, Seq, SessionId,
+};
+use stepjournal_recovery::{SessionState, fold};
+
+use super::sessions::{SessionStatus, SessionSummary};
+use super::store::{open_read, read_session};
+use super::time::rfc3339;
+use super::{CliError, Terminal};
+
+/// Arguments of `stepjournal show`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  stepjournal show file:./stepjournal-demo SESSION\n  \
+stepjournal show sqlite:journal.db SESSION --json > session.jsonl\n\n\
+Each line is one event: its seq, its append time (UTC) and what it says, indented under its run \
+and step. Consecutive output chunks of one attempt are folded into one line. Colour is used only \
+when standard output is a terminal (and NO_COLOR is not set).")]
+pub struct ShowArgs {
+    /// The store: file:PATH, sqlite:PATH or postgres://...
+    #[arg(value_name = "STORE")]
+    pub store: String,
+    /// The session.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Print the session's export lines (JSON, one event per line) instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How text is painted: ANSI colours on a terminal, nothing otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    colour: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Paint {
+    Bold,
+    Dim,
+    Good,
+    Warn,
+    Bad,
+    Id,
+}
+
+impl Style {
+    /// Plain text.
+    pub const PLAIN: Style = Style { colour: false };
+    /// ANSI colours.
+    pub const COLOUR: Style = Style { colour: true };
+
+    fn paint(self, paint: Paint, text: &str) -> String {
+        if !self.colour {
+            return text.to_owned();
+        }
+        let code = match paint {
+            Paint::Bold => "1",
+            Paint::Dim => "2",
+            Paint::Good => "32",
+            Paint::Warn => "33",
+            Paint::Bad => "1;31",
+            Paint::Id => "36",
+        };
+        format!("\x1b[{code}m{text}\x1b[0m")
+    }
+}
+
+/// The longest text shown whole; longer text is cut, with its length given.
+const SHOWN: usize = 100;
+
+/// A string as a JSON string literal (quoted, escaped: one line), cut when long.
+fn quoted(text: &str) -> String {
+    let cut: String = text.chars().take(SHOWN).collect();
+    let lit = serde_json::Value::String(cut).to_string();
+    if text.chars().count() > SHOWN { format!("{lit}... ({} bytes)", text.len()) } else { lit }
+}
+
+/// JSON text, cut when long.
+fn json_text(text: &str) -> String {
+    if text.chars().count() > SHOWN {
+        let cut: String = text.chars().take(SHOWN).collect();
+        format!("{cut}... ({} bytes)", text.len())
+    } else {
+        text.to_owned()
+    }
+}
+
+fn entry_text(entry: &Entry) -> String {
+    match entry {
+        Entry::Wake => "wake".to_owned(),
+        Entry::Resume(ResumeMode::Continue) => "resume (continue)".to_owned(),
+        Entry::Resume(ResumeMode::WithMessage { message }) => {
+            format!("resume with message {}", quoted(message))
+        }
+        Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }) => {
+            format!("resume from checkpoint {checkpoint}")
+        }
+        Entry::Retry { checkpoint, message } => {
+            let mut s = "retry".to_owned();
+            if let Some(c) = checkpoint {
+                s.push_str(&format!(" from checkpoint {c}"));
+            }
+            if let Some(m) = message {
+                s.push_str(&format!(" with message {}", quoted(m)));
+            }
+            s
+        }
+        Entry::NewTurn { message } => format!("new turn {}", quoted(message)),
+        Entry::Stop => "stop".to_owned(),
+    }
+}
+
+/// A reply's calls, one line each, in aligned columns: id, tool, kind, policy, order, args.
+fn call_lines(calls: &[Call]) -> Vec<String> {
+    let width = |f: &dyn Fn(&Call) -> usize| calls.iter().map(f).max().unwrap_or(0);
+    let w_id = width(&|c| c.call.as_str().chars().count());
+    let w_tool = width(&|c| c.tool.as_str().chars().count());
+    let w_kind = width(&|c| c.kind.as_str().len());
+    let w_replay = width(&|c| c.replay.as_str().len());
+    calls
+        .iter()
+        .map(|c| {
+            let mut s = format!(
+                "{:<w_id$}  {:<w_tool$}  {:<w_kind$}  {:<w_replay$}",
+                c.call.as_str(),
+                c.tool.as_str(),
+                c.kind.as_str(),
+                c.replay.as_str()
+            );
+            if let Some(g) = &c.group {
+                s.push_str(&format!("  group {g}"));
+            }
+            if c.sequential {
+                s.push_str("  sequential");
+            }
+            s.push_str(&format!("  args {}", json_text(c.args.get())));
+            s
+        })
+        .collect()
+}
+
+/// What a later `rewound` voided: `paired` and `run_ended` events by seq, to the rewind's seq.
+fn voided_map(state: &SessionState) -> HashMap<Seq, Seq> {
+    let mut voided = HashMap::new();
+    for end in state.run_ends() {
+        if let Some(by) = end.voided_by {
+            voided.insert(end.seq, by);
+        }
+    }
+    for reply in state.replies() {
+        for call in state.calls_of(reply) {
+            for p in call.pairings() {
+                if let Some(by) = p.voided_by {
+                    voided.insert(p.seq, by);
+                }
+            }
+        }
+    }
+    voided
+}
+
+/// One line of the timeline before it is laid out.
+struct Line {
+    seq: String,
+    at: String,
+    depth: usize,
+    text: String,
+    /// Lines under it without a seq (a reply's calls).
+    more: Vec<String>,
+}
+
+/// Renders the timeline of a session from its records (in order).
+pub fn render(records: &[Record], style: Style, out: &mut dyn Write) -> std::io::Result<()> {
+    let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
+    let state = fold(&events);
+    let Some(first) = records.first() else { return Ok(()) };
+    let summary = SessionSummary::of_state(
+        first.session.clone(),
+        records.len() as u64,
+        records.last().map_or(first.at, |r| r.at),
+        &state,
+    );
+    header(&summary, &state, style, out)?;
+    let voided = voided_map(&state);
+    let lines = timeline(records, &voided, style);
+    let seq_w = lines.iter().map(|l| l.seq.len()).max().unwrap_or(3).max(3);
+    let at_w = 24;
+    writeln!(out)?;
+    let head = format!("{:>seq_w$}  {:<at_w$}  event", "seq", "time (UTC)");
+    writeln!(out, "{}", style.paint(Paint::Dim, &head))?;
+    for l in &lines {
+        let indent = "  ".repeat(l.depth);
+        let at = style.paint(Paint::Dim, &format!("{:<at_w$}", l.at));
+        writeln!(out, "{:>seq_w$}  {at}  {indent}{}", l.seq, l.text)?;
+        for m in &l.more {
+            writeln!(out, "{:>seq_w$}  {:<at_w$}  {indent}    {m}", "", "")?;
+        }
+    }
+    Ok(())
+}
+
+fn header(
+    s: &SessionSummary,
+    state: &SessionState,
+    style: Style,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let paint = match s.status {
+        SessionStatus::Failed => Paint::Bad,
+        SessionStatus::Open | SessionStatus::Stopped | SessionStatus::Suspended => Paint::Warn,
+        SessionStatus::Completed => Paint::Good,
+    };
+    let status = style.paint(paint, s.status.as_str());
+    writeln!(
+        out,
+        "session {}: {} events, state {status}, last append {}",
+        style.paint(Paint::Bold, s.session.as_str()),
+        s.events,
+        rfc3339(s.last_append)
+    )?;
+    let Some(reply) = state.saved_step() else {
+        return writeln!(out, "no saved step: every reply's step is committed");
+    };
+    let calls = state.calls_of(reply);
+    let open: Vec<String> = calls
+        .iter()
+        .filter(|c| !c.is_resolved())
+        .map(|c| {
+            let n = c.bodies();
+            let bodies = format!("{n} attempt{}", if n == 1 { "" } else { "s" });
+            let call = c.call();
+            format!(
+                "{} ({}, {}, {}, {bodies})",
+                c.id(),
+                call.tool,
+                call.kind.as_str(),
+                call.replay.as_str()
+            )
+        })
+        .collect();
+    if open.is_empty() {
+        writeln!(
+            out,
+            "saved step {} (reply at seq {}): every call is resolved",
+            reply.step, reply.seq
+        )
+    } else {
+        let n = open.len();
+        writeln!(
+            out,
+            "saved step {} (reply at seq {}): {} unresolved call{}: {}",
+            reply.step,
+            reply.seq,
+            style.paint(Paint::Warn, &n.to_string()),
+            if n == 1 { "" } else { "s" },
+            open.join(", ")
+        )
+    }
+}
+
+fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec<Line> {
+    let mut lines: Vec<Line> = Vec::with_capacity(records.len());
+    let mut i = 0;
+    while let Some(r) = records.get(i) {
+        let mut line = Line {
+            seq: r.seq.to_string(),
+            at: rfc3339(r.at),
+            depth: 2,
+            text: String::new(),
+            more: Vec::new(),
+        };
+        let void_note = |seq: Seq| {
+            voided.get(&seq).map_or(String::new(), |by| {
+                style.paint(Paint::Dim, &format!(" (voided by the rewound at seq {by})"))
+            })
+        };
+        line.text = match &r.event {
+            Event::RunStarted(e) => {
+                line.depth = 0;
+                style
+                    .paint(Paint::Bold, &format!("run {} started: {}", e.run, entry_text(&e.entry)))
+            }
+            Event::RunEnded(e) => {
+                line.depth = 0;
+                let paint = match e.outcome {
+                    RunOutcome::Completed => Paint::Good,
+                    RunOutcome::Failed => Paint::Bad,
+                    RunOutcome::Stopped | RunOutcome::Suspended => Paint::Warn,
+                };
+                let mut t = format!("run {} ended ", e.run);
+                t.push_str(&style.paint(paint, e.outcome.as_str()));
+                if let Some(err) = &e.error {
+                    t.push_str(&format!(": error {}", quoted(err)));
+                }
+                t.push_str(&void_note(r.seq));
+                t
+            }
+            Event::Rewound(e) => {
+                line.depth = 0;
+                format!(
+                    "rewound to checkpoint {}: pairings and run ends after it stop counting",
+                    e.to
+                )
+            }
+            Event::Message(e) => {
+                line.depth = 1;
+                format!("message from user: {}", quoted(&e.text))
+            }
+            Event::ReplyCommitted(e) => {
+                line.depth = 1;
+                line.more = call_lines(&e.calls);
+                let n = e.calls.len();
+                let mut t = style.paint(Paint::Bold, &format!("step {} reply", e.step));
+                t.push_str(&format!(
+                    ", checkpoint {}, {n} call{}",
+                    e.checkpoint,
+                    if n == 1 { "" } else { "s" }
+                ));
+                if !e.text.is_empty() {
+                    t.push_str(&format!(": {}", quoted(&e.text)));
+                }
+                t
+            }
+            Event::StepCommit(e) => {
+                line.depth = 1;
+                format!("step {} committed, checkpoint {}", e.step, e.checkpoint)
+            }
+            Event::Suspended(e) => {
+                line.depth = 1;
+                let ids: Vec<&str> = e.calls.iter().map(|c| c.as_str()).collect();
+                format!("suspended, waiting for {}", ids.join(", "))
+            }
+            Event::ModelAborted(e) => {
+                line.depth = 1;
+                format!("model answer cut off: partial {}", quoted(&e.partial))
+            }
+            Event::DispatchMinted(e) => {
+                format!("{} dispatch {}", id(style, e.call.as_str()), e.dispatch)
+            }
+            Event::AttemptStarted(e) => {
+                format!("{} attempt {} started", id(style, e.call.as_str()), e.attempt)
+            }
+            Event::OutputChunk(e) => {
+                // Fold the chunks of this attempt that follow each other.
+                let mut text = e.text.clone();
+                let mut n = 1;
+                while let Some(Record { event: Event::OutputChunk(next), seq, .. }) =
+                    records.get(i + 1)
+                    && next.call == e.call
+                    && next.attempt == e.attempt
+                {
+                    text.push_str(&next.text);
+                    n += 1;
+                    i += 1;
+                    line.seq = format!("{}-{seq}", r.seq);
+                }
+                let what = if n == 1 {
+                    "output".to_owned()
+                } else {
+                    format!("output, {n} chunks, {} bytes", text.len())
+                };
+                format!(
+                    "{} attempt {} {what}: {}",
+                    id(style, e.call.as_str()),
+                    e.attempt,
+                    quoted(&text)
+                )
+            }
+            Event::ToolResult(e) => {
+                let (paint, what) =
+                    if e.is_error { (Paint::Bad, "error result") } else { (Paint::Good, "result") };
+                format!(
+                    "{} {} of attempt {}: {}",
+                    id(style, e.call.as_str()),
+                    style.paint(paint, what),
+                    e.attempt,
+                    json_text(e.output.get())
+                )
+            }
+            Event::ApprovalDecided(e) => {
+                let what = if e.approved {
+                    style.paint(Paint::Good, "approved")
+                } else {
+                    style.paint(Paint::Warn, "denied")
+                };
+                format!("{} approval {what}", id(style, e.call.as_str()))
+            }
+            Event::ClientAnswer(e) => {
+                format!(
+                    "{} client answer: {}",
+                    id(style, e.call.as_str()),
+                    json_text(e.output.get())
+                )
+            }
+            Event::ChildAttached(e) => {
+                format!("{} child attached: session {}", id(style, e.call.as_str()), e.child)
+            }
+            Event::Paired(e) => {
+                let paint = match e.reason {
+                    PairReason::OutcomeUnknown | PairReason::ReplayLimitReached => Paint::Warn,
+                    PairReason::NotStarted | PairReason::RunStopped => Paint::Dim,
+                };
+                let mut t = format!(
+                    "{} paired {}",
+                    id(style, e.call.as_str()),
+                    style.paint(paint, e.reason.as_str())
+                );
+                if !e.partial.is_empty() {
+                    t.push_str(&format!(", partial output {}", quoted(&e.partial)));
+                }
+                t.push_str(&void_note(r.seq));
+                t
+            }
+        };
+        lines.push(line);
+        i += 1;
+    }
+    lines
+}
+
+fn id(style: Style, call: &str) -> String {
+    style.paint(Paint::Id, call)
+}
+
+/// Runs `stepjournal show`.
+pub fn run(args: &ShowArgs, out: &mut dyn Write, term: Terminal) -> Result<(), CliError> {
+    let store = open_read(&args.store)?;
+    let session = SessionId::from(args.session.as_str());
+    let records = read_session(&*store, &args.store, &session)?;
+    let mut out = std::io::BufWriter::new(out);
+    if args.json {
+        for r in &records {
+            writeln!(out, "{}", record_to_export_line(r))?;
+        }
+    } else {
+        let style = if term.colour { Style::COLOUR } else { Style::PLAIN };
+        render(&records, style, &mut out)?;
+    }
+    out.flush()?;
+    Ok(())
+}

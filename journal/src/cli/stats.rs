@@ -1,0 +1,140 @@
+//! `stepjournal stats`: sessions, events, bytes, and events of each kind.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use clap::Args;
+use serde_json::{Map, Value, json};
+use stepjournal_backends::file::layout::SegmentId;
+use stepjournal_backends::{JournalStore, StoreUrl};
+use stepjournal_codec::{EventKind, Limits};
+
+use super::CliError;
+use super::store::{list_sessions, open_read};
+
+/// Arguments of `stepjournal stats`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  stepjournal stats file:./stepjournal-demo\n  \
+stepjournal stats sqlite:journal.db --json\n\n\
+Bytes are the segment files' sizes on disk for a file journal (deleted sessions' frames \
+included until their space is reclaimed), and the stored records' sizes for other stores.")]
+pub struct StatsArgs {
+    /// The store: file:PATH, sqlite:PATH or postgres://...
+    #[arg(value_name = "STORE")]
+    pub store: String,
+    /// One JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a store holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Sessions with at least one event.
+    pub sessions: u64,
+    /// Events.
+    pub events: u64,
+    /// Bytes, as `bytes_of` says.
+    pub bytes: u64,
+    /// What `bytes` counts.
+    pub bytes_of: &'static str,
+    /// Events of each kind (kinds with none left out).
+    pub kinds: BTreeMap<EventKind, u64>,
+}
+
+impl Stats {
+    /// The stats as one JSON object.
+    pub fn to_json(&self, url: &str) -> Value {
+        let kinds: Map<String, Value> =
+            self.kinds.iter().map(|(k, n)| (k.name().to_owned(), json!(n))).collect();
+        json!({
+            "store": url,
+            "sessions": self.sessions,
+            "events": self.events,
+            "bytes": self.bytes,
+            "bytes_of": self.bytes_of,
+            "kinds": kinds,
+        })
+    }
+}
+
+fn segment_bytes(dir: &Path) -> Result<u64, CliError> {
+    let io = |source| CliError::Read { path: dir.to_path_buf(), source };
+    let mut total = 0u64;
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name();
+        if name.to_str().and_then(SegmentId::from_file_name).is_none() {
+            continue;
+        }
+        // A segment removed since the listing (a live writer's compaction) counts nothing.
+        if let Ok(meta) = entry.metadata() {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Counts what the store `url` names holds.
+pub fn collect(store: &dyn JournalStore, url: &str) -> Result<Stats, CliError> {
+    let file_dir = match StoreUrl::parse(url) {
+        Ok(StoreUrl::File(dir)) => Some(dir),
+        _ => None,
+    };
+    let limits = Limits::default();
+    let mut stats = Stats {
+        bytes_of: if file_dir.is_some() { "segment files on disk" } else { "stored records" },
+        ..Stats::default()
+    };
+    for s in list_sessions(store, url)? {
+        let records = store.read_all(&s).map_err(|source| CliError::Store {
+            url: url.to_owned(),
+            doing: format!("reading session {s}"),
+            source,
+        })?;
+        stats.sessions += u64::from(!records.is_empty());
+        stats.events += records.len() as u64;
+        for r in &records {
+            *stats.kinds.entry(r.event.kind()).or_default() += 1;
+            if file_dir.is_none() {
+                // The stored record is the codec's, byte for byte.
+                let len = stepjournal_codec::record::encode(r, &limits).map_or(0, |b| b.len());
+                stats.bytes += len as u64;
+            }
+        }
+    }
+    if let Some(dir) = file_dir {
+        stats.bytes = segment_bytes(&dir)?;
+    }
+    Ok(stats)
+}
+
+/// Writes the stats as lines.
+pub fn write_stats(stats: &Stats, url: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "store     {url}")?;
+    writeln!(out, "sessions  {}", stats.sessions)?;
+    writeln!(out, "events    {}", stats.events)?;
+    writeln!(out, "bytes     {} ({})", stats.bytes, stats.bytes_of)?;
+    if stats.kinds.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "events by kind:")?;
+    let width = stats.kinds.keys().map(|k| k.name().len()).max().unwrap_or(0);
+    for (kind, n) in &stats.kinds {
+        writeln!(out, "  {:<width$}  {n}", kind.name())?;
+    }
+    Ok(())
+}
+
+/// Runs `stepjournal stats`.
+pub fn run(args: &StatsArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let store = open_read(&args.store)?;
+    let stats = collect(&*store, &args.store)?;
+    if args.json {
+        writeln!(out, "{}", stats.to_json(&args.store))?;
+    } else {
+        write_stats(&stats, &args.store, out)?;
+    }
+    Ok(())
+}
