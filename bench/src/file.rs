@@ -13,7 +13,8 @@ use crate::args::WorkDir;
 use crate::table::{Baseline, RAW_READ, Row, Table};
 
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
-    for sessions in [1usize, 8, 64] {
+    table.push(single_appender(work)?);
+    for sessions in [8usize, 64] {
         let (m, fsyncs) = run(work, sessions, 1, Durability::Synced)?;
         table.push(Row {
             group: "file",
@@ -42,6 +43,57 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
         });
     }
     open_rows(work, table)
+}
+
+/// One session's synced appends, measured in slices taken in turn with slices of the raw loop
+/// on the same file system, so that both see the same disk (on a shared machine its speed
+/// drifts); the note gives the p50 ratio of the two.
+fn single_appender(work: &WorkDir) -> Result<Row, String> {
+    const SLICES: u32 = 6;
+    let dir = work.sub("file-synced-1")?;
+    let store =
+        FileStore::open(dir.join("journal"), FileOptions::new()).map_err(|e| e.to_string())?;
+    let mut raw = crate::raw::FsyncLoop::create(&dir.join("raw-loop"))?;
+    let slice = work.budget() / SLICES;
+    let before = store.stats();
+    let mut total: Option<Measured> = None;
+    for k in 0..SLICES {
+        raw.run(slice)?;
+        let m = measure(&store, &format!("bench-{k}"), 1, 1, Durability::Synced, slice)?;
+        total = Some(match total {
+            None => m,
+            Some(mut t) => {
+                t.appends += m.appends;
+                t.events += m.events;
+                t.elapsed += m.elapsed;
+                t.latency.add(&m.latency).map_err(|e| e.to_string())?;
+                t
+            }
+        });
+    }
+    let m = total.ok_or("no slice ran")?;
+    let after = store.stats();
+    let fsyncs = (after.syncs - before.syncs) as f64 / m.appends.max(1) as f64;
+    let raw_p50 = raw.hist.value_at_quantile(0.5) as f64 / 1000.0;
+    Ok(Row {
+        group: "file",
+        workload: "Synced, 1 session".to_owned(),
+        rate: m.appends_per_sec(),
+        unit: "appends/s",
+        p50_us: Some(m.p50_us()),
+        p99_us: Some(m.p99_us()),
+        fsyncs_per_append: Some(fsyncs),
+        baseline: Baseline::FsyncLoop,
+        note: format!(
+            "1 event of 256 bytes of text per append; in turn with the raw loop: p50 {:.2}x its {}",
+            m.p50_us() / raw_p50,
+            if raw_p50 >= 1000.0 {
+                format!("{:.2} ms", raw_p50 / 1000.0)
+            } else {
+                format!("{raw_p50:.0} µs")
+            }
+        ),
+    })
 }
 
 /// One timed append workload on a fresh journal; returns it and the fsyncs per append.

@@ -274,7 +274,7 @@ fn concurrent_appenders_share_syncs() {
     let stats = store.stats();
     let appends = THREADS as u64 * EACH;
     assert_eq!(stats.appends, appends);
-    assert!(stats.syncs <= stats.groups && stats.groups <= appends, "{stats:?}");
+    assert!(stats.groups <= appends, "{stats:?}");
     assert!(
         stats.syncs * 3 <= appends,
         "appenders waiting on a slow sync share the next: {stats:?}"

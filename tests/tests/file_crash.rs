@@ -291,7 +291,12 @@ fn crash_case() -> impl Strategy<Value = CrashCase> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, max_shrink_iters: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES raises it for a longer soak.
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(96),
+        max_shrink_iters: 64,
+        ..ProptestConfig::default()
+    })]
 
     /// Unsynced writes torn at any byte, dropped, or landing out of order (and a second power loss
     /// during recovery): the invariant holds and recovery never panics.
@@ -362,6 +367,11 @@ proptest! {
     }
 }
 
+/// Options without zeros ahead of the data, for tests that find groups by file length.
+fn exact() -> FileOptions {
+    FileOptions::new().preallocate(0)
+}
+
 fn segment_files(disk: &SimDisk) -> Vec<(std::path::PathBuf, u64)> {
     disk.files(&sim_dir())
         .into_iter()
@@ -372,7 +382,7 @@ fn segment_files(disk: &SimDisk) -> Vec<(std::path::PathBuf, u64)> {
 #[test]
 fn a_torn_tail_is_cut_before_the_next_append() {
     let disk = SimDisk::new();
-    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    let store = open_sim(&disk, exact()).unwrap();
     let s = crash_session(0);
     let ev = |q: u64| vec![Stamped::at(UnixMillis(q), crash_event(0, q))];
     store.append(&s, Seq(0), &ev(0), Durability::Synced).unwrap();
@@ -385,7 +395,7 @@ fn a_torn_tail_is_cut_before_the_next_append() {
     });
     drop(store);
     assert_eq!(after.read_file(&path).unwrap().len() as u64, full - 5);
-    let store = open_sim(&after, FileOptions::new()).unwrap();
+    let store = open_sim(&after, exact()).unwrap();
     assert_eq!(store.tail(&s).unwrap(), Seq(1), "the torn batch is dropped whole");
     let cut = after.read_file(&path).unwrap().len() as u64;
     assert!(cut < full - 5, "the torn bytes were cut on open");
@@ -393,14 +403,14 @@ fn a_torn_tail_is_cut_before_the_next_append() {
     store.append(&s, Seq(1), &ev(1), Durability::Synced).unwrap();
     let again = after.crash_lose_unsynced();
     drop(store);
-    let store = open_sim(&again, FileOptions::new()).unwrap();
+    let store = open_sim(&again, exact()).unwrap();
     assert_eq!(check_prefix(&store, 0, 2, 2), 2);
 }
 
 #[test]
 fn a_zero_filled_tail_is_a_torn_tail() {
     let disk = SimDisk::new();
-    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    let store = open_sim(&disk, exact()).unwrap();
     let s = crash_session(0);
     store
         .append(&s, Seq(0), &[Stamped::at(UnixMillis(0), crash_event(0, 0))], Durability::Synced)
@@ -413,7 +423,7 @@ fn a_zero_filled_tail_is_a_torn_tail() {
         let f = disk.open(&path, false).unwrap();
         f.set_len(len + 3000).unwrap();
     }
-    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    let store = open_sim(&disk, exact()).unwrap();
     assert_eq!(check_prefix(&store, 0, 1, 1), 1);
     assert_eq!(disk.read_file(&path).unwrap().len() as u64, len, "the zeros were cut");
 }
@@ -428,14 +438,20 @@ fn a_crash_while_creating_a_segment_leaves_a_partial_header_that_is_removed() {
     let opts = FileOptions::new().segment_size(4096);
     // Find the append that starts the second segment, and the operation that creates it.
     let disk = SimDisk::new();
+    disk.record_ops();
     let store = open_sim(&disk, opts).unwrap();
-    let (mut q, mut create_op) = (0u64, 0u64);
+    let mut q = 0u64;
     while segment_files(&disk).len() < 2 {
-        create_op = disk.ops();
         append_one(&store, q).unwrap();
         q += 1;
     }
     drop(store);
+    let second = sim_dir().join(format!("{:020}.seg", 2));
+    let create_op = disk
+        .op_log()
+        .iter()
+        .position(|(kind, path)| *kind == OpKind::Create && *path == second)
+        .unwrap() as u64;
     // Again, losing power after the header write (create, then header), with the header torn.
     let disk = SimDisk::new();
     disk.crash_at_op(create_op + 2);
@@ -478,7 +494,7 @@ fn an_empty_last_segment_opens_and_takes_appends() {
 /// Writes `n` synced single-event appends to session 0; returns the disk and the segment path.
 fn journal_of(n: u64, opts: FileOptions) -> (SimDisk, std::path::PathBuf) {
     let disk = SimDisk::new();
-    let store = open_sim(&disk, opts).unwrap();
+    let store = open_sim(&disk, opts.preallocate(0)).unwrap();
     for q in 0..n {
         append_one(&store, q).unwrap();
     }
@@ -487,7 +503,8 @@ fn journal_of(n: u64, opts: FileOptions) -> (SimDisk, std::path::PathBuf) {
     (disk, path)
 }
 
-fn corrupt_error(e: OpenError) -> String {
+fn corrupt_error(r: Result<FileStore, OpenError>) -> String {
+    let Err(e) = r else { panic!("a damaged journal opened") };
     match e {
         OpenError::Store(StoreError::Corrupt { .. }) => e.to_string(),
         other => panic!("expected a corruption error, got {other}"),
@@ -504,7 +521,7 @@ fn a_flipped_byte_inside_acknowledged_data_refuses_to_open_naming_segment_and_of
         let d = disk.crash_keep_written();
         assert!(d.flip_byte(&path, offset, 0x40));
         let before = d.read_file(&path).unwrap();
-        let err = corrupt_error(open_sim(&d, FileOptions::new()).unwrap_err());
+        let err = corrupt_error(open_sim(&d, FileOptions::new()));
         assert!(err.contains(&path.display().to_string()), "{err}");
         let group_start = 32 + (offset - 32) / per_group * per_group;
         let named: u64 = err
@@ -528,7 +545,7 @@ fn salvage_mode_truncates_at_the_corruption_only_when_asked() {
     let per_group = (len - 32) / 10;
     // Damage inside the fifth group.
     assert!(disk.flip_byte(&path, 32 + 4 * per_group + per_group / 2, 0x01));
-    corrupt_error(open_sim(&disk, FileOptions::new()).unwrap_err());
+    corrupt_error(open_sim(&disk, FileOptions::new()));
     // Read-only salvage stops reading there and changes nothing.
     let ro = open_sim(
         &disk,
@@ -561,7 +578,7 @@ fn damage_in_a_sealed_segment_is_corruption_even_at_its_end() {
     drop(store);
     let (first, len) = segment_files(&disk).into_iter().next().unwrap();
     assert!(disk.flip_byte(&first, len - 1, 0x80), "the last byte of a sealed segment");
-    let err = corrupt_error(open_sim(&disk, opts).unwrap_err());
+    let err = corrupt_error(open_sim(&disk, opts));
     assert!(err.contains(&first.display().to_string()) && err.contains("sealed"), "{err}");
 }
 
@@ -657,4 +674,27 @@ fn bytes_a_killed_process_left_unsynced_are_synced_before_later_groups_count_on_
     });
     let n = check_prefix(&store, 0, 2, 3);
     assert!(n >= 2, "the buffered append from before the kill was synced by the reopen");
+}
+
+#[test]
+fn zeros_ahead_of_the_data_keep_synced_appends_from_changing_the_file_length() {
+    let opts = FileOptions::new().segment_size(1 << 20).preallocate(64 << 10);
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, opts).unwrap();
+    append_one(&store, 0).unwrap();
+    let (path, len) = segment_files(&disk).pop().unwrap();
+    assert!(len >= 64 << 10, "the segment was extended ahead of the data: {len}");
+    for q in 1..50 {
+        append_one(&store, q).unwrap();
+    }
+    assert_eq!(disk.read_file(&path).unwrap().len() as u64, len, "appends wrote into the zeros");
+    // After a process crash the zeros are cut on open, and appends go on after the data.
+    let disk = disk.process_crash();
+    drop(store);
+    let store = open_sim(&disk, opts).unwrap();
+    assert_eq!(check_prefix(&store, 0, 50, 50), 50);
+    append_one(&store, 50).unwrap();
+    drop(store);
+    let store = open_sim(&disk.crash_lose_unsynced(), opts).unwrap();
+    assert_eq!(check_prefix(&store, 0, 51, 51), 51);
 }

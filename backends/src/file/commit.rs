@@ -103,11 +103,20 @@ impl Slot {
 pub(crate) struct Active {
     pub id: SegmentId,
     pub file: Arc<dyn IoFile>,
-    /// Bytes written.
-    // Invariant: synced <= len; every byte before `synced` is durable.
+    /// Bytes written: where the next group goes.
+    // Invariant: synced <= len <= allocated; every byte before `synced` is durable.
     pub len: u64,
     /// Bytes known durable.
     pub synced: u64,
+    /// The file's length: past `len` it holds zeros, written and synced ahead of the data so
+    /// that a synced append changes no file metadata.
+    pub allocated: u64,
+}
+
+impl Active {
+    pub(crate) fn new(id: SegmentId, file: Arc<dyn IoFile>, len: u64) -> Active {
+        Active { id, file, len, synced: len, allocated: len }
+    }
 }
 
 /// A failed write or sync: what was being done, and the OS error.
@@ -286,6 +295,7 @@ impl FileStore {
         if a.len > SEGMENT_HEADER_LEN as u64 && a.len + total > self.options.segment_size {
             new_segment = Some(self.rotate(a)?);
         }
+        self.preallocate(a, a.len + total)?;
         buf.clear();
         buf.resize(GROUP_HEADER_LEN, 0);
         let mut offsets = Vec::with_capacity(frames.len());
@@ -322,11 +332,49 @@ impl FileStore {
         Ok(Written { seg: a.id, offsets, new_segment })
     }
 
-    /// Seals the active segment (synced whole, so only the newest segment ever holds bytes that
-    /// were not durable) and starts the next.
+    /// Makes sure the file holds at least `need` bytes: when the data would pass the zeros
+    /// already there, writes `preallocate` more bytes of zeros (never past the segment size
+    /// unless one group needs it) and syncs them.
+    fn preallocate(&self, a: &mut Active, need: u64) -> Result<(), Failure> {
+        let step = self.options.preallocate;
+        if step == 0 || need <= a.allocated {
+            return Ok(());
+        }
+        let target =
+            need.max(a.allocated.max(a.len).saturating_add(step).min(self.options.segment_size));
+        let path = self.segment_path(a.id);
+        let zeros = vec![0u8; (target - a.allocated) as usize];
+        a.file.write_all_at(&zeros, a.allocated).map_err(|e| {
+            let what = format!(
+                "writing {} bytes of zeros at byte {} of segment {}",
+                zeros.len(),
+                a.allocated,
+                path.display()
+            );
+            Failure::new(what, e)
+        })?;
+        a.file
+            .sync_data()
+            .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        a.allocated = target;
+        a.synced = a.len;
+        Ok(())
+    }
+
+    /// Seals the active segment (its zeros cut off, synced whole, so only the newest segment
+    /// ever holds bytes that were not durable) and starts the next.
     fn rotate(&self, a: &mut Active) -> Result<Arc<dyn IoFile>, Failure> {
-        if a.synced < a.len {
-            let path = self.segment_path(a.id);
+        let path = self.segment_path(a.id);
+        let trimmed = a.allocated > a.len;
+        if trimmed {
+            a.file.set_len(a.len).map_err(|e| {
+                Failure::new(format!("cutting segment {} at byte {}", path.display(), a.len), e)
+            })?;
+            a.allocated = a.len;
+        }
+        // The cut is made durable with the data.
+        if trimmed || a.synced < a.len {
             a.file
                 .sync_data()
                 .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
@@ -335,8 +383,7 @@ impl FileStore {
         }
         let id = SegmentId(a.id.0 + 1);
         let file = create_segment(&*self.io, &self.dir, id)?;
-        let start = SEGMENT_HEADER_LEN as u64;
-        *a = Active { id, file: Arc::clone(&file), len: start, synced: start };
+        *a = Active::new(id, Arc::clone(&file), SEGMENT_HEADER_LEN as u64);
         Ok(file)
     }
 

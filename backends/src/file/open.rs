@@ -238,14 +238,13 @@ fn open_at(
                         dir.join(id.file_name()).display()
                     )))?;
                 }
-                Active { id, file, len, synced: len }
+                Active::new(id, file, len)
             }
             None => {
                 let id = SegmentId(ids.last().map_or(1, |l| l.0 + 1));
                 let file = create_segment(&*io, &dir, id).map_err(failure)?;
                 index.add_segment(id, Arc::clone(&file));
-                let start = SEGMENT_HEADER_LEN as u64;
-                Active { id, file, len: start, synced: start }
+                Active::new(id, file, SEGMENT_HEADER_LEN as u64)
             }
         };
         active = Some(a.id);

@@ -24,6 +24,7 @@ pub enum OnCorruption {
 pub struct FileOptions {
     pub(crate) segment_size: u64,
     pub(crate) max_group_bytes: u64,
+    pub(crate) preallocate: u64,
     pub(crate) on_corruption: OnCorruption,
     pub(crate) read_only: bool,
     pub(crate) limits: Limits,
@@ -34,6 +35,7 @@ impl Default for FileOptions {
         FileOptions {
             segment_size: 64 << 20,
             max_group_bytes: 4 << 20,
+            preallocate: 1 << 20,
             on_corruption: OnCorruption::Refuse,
             read_only: false,
             limits: Limits::default(),
@@ -45,8 +47,8 @@ impl Default for FileOptions {
 pub const MIN_SEGMENT_SIZE: u64 = 4096;
 
 impl FileOptions {
-    /// The defaults: 64 MiB segments, groups of up to 4 MiB, [`OnCorruption::Refuse`], read and
-    /// write, [`Limits::default`].
+    /// The defaults: 64 MiB segments, groups of up to 4 MiB, 1 MiB of zeros ahead of the data,
+    /// [`OnCorruption::Refuse`], read and write, [`Limits::default`].
     pub fn new() -> Self {
         Self::default()
     }
@@ -62,6 +64,15 @@ impl FileOptions {
     /// larger than this is written alone.
     pub fn max_group_bytes(mut self, bytes: u64) -> Self {
         self.max_group_bytes = bytes;
+        self
+    }
+
+    /// How far ahead of the data the active segment is extended with zeros, written and synced
+    /// once (default 1 MiB; 0 turns it off). Appends then overwrite blocks that already exist,
+    /// so their `fdatasync` changes no file metadata, which is markedly faster on most file
+    /// systems. The zeros are cut off when the segment is sealed, and on open.
+    pub fn preallocate(mut self, bytes: u64) -> Self {
+        self.preallocate = bytes;
         self
     }
 

@@ -140,12 +140,26 @@ struct State {
     fail_at: Option<u64>,
     fail_next: Vec<OpKind>,
     sync_delay: std::time::Duration,
+    /// Every counted operation and the file it named, when asked for.
+    log: Option<Vec<(OpKind, PathBuf)>>,
 }
 
 /// A simulated disk. Cloning gives another handle to the same disk.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for SimDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("SimDisk")
+            .field("files", &state.dir.len())
+            .field("unsynced_ops", &state.pending.len())
+            .field("ops", &state.ops)
+            .field("crashed", &state.crashed)
+            .finish()
+    }
 }
 
 fn power_lost() -> io::Error {
@@ -193,15 +207,30 @@ impl SimDisk {
         self.lock().sync_delay = delay;
     }
 
+    /// Starts recording every counted operation (its kind and the path it named), for tests that
+    /// look for one operation in a run.
+    pub fn record_ops(&self) {
+        self.lock().log.get_or_insert_with(Vec::new);
+    }
+
+    /// The operations recorded since [`SimDisk::record_ops`], in order; index `i` is operation
+    /// number `i` counted from when recording began.
+    pub fn op_log(&self) -> Vec<(OpKind, PathBuf)> {
+        self.lock().log.clone().unwrap_or_default()
+    }
+
     /// Whether the power is out.
     pub fn is_crashed(&self) -> bool {
         self.lock().crashed
     }
 
     /// Counts an operation and applies the faults. `Err` means the operation must not happen.
-    fn begin(state: &mut State, kind: OpKind) -> io::Result<()> {
+    fn begin(state: &mut State, kind: OpKind, path: &Path) -> io::Result<()> {
         if state.crashed {
             return Err(power_lost());
+        }
+        if let Some(log) = state.log.as_mut() {
+            log.push((kind, path.to_path_buf()));
         }
         let n = state.ops;
         state.ops += 1;
@@ -390,7 +419,7 @@ impl IoFile for SimFile {
             return Err(read_only_error());
         }
         let mut state = self.disk.lock();
-        SimDisk::begin(&mut state, OpKind::Write)?;
+        SimDisk::begin(&mut state, OpKind::Write, &self.path)?;
         let f = state.inodes.entry(self.ino).or_default();
         write_into(&mut f.written, offset, buf);
         state.pending.push(Op::Write {
@@ -408,7 +437,7 @@ impl IoFile for SimFile {
             std::thread::sleep(delay);
         }
         let mut state = self.disk.lock();
-        SimDisk::begin(&mut state, OpKind::SyncData)?;
+        SimDisk::begin(&mut state, OpKind::SyncData, &self.path)?;
         let (mine, rest): (Vec<Op>, Vec<Op>) = std::mem::take(&mut state.pending)
             .into_iter()
             .partition(|op| op.ino() == Some(self.ino));
@@ -430,7 +459,7 @@ impl IoFile for SimFile {
             return Err(read_only_error());
         }
         let mut state = self.disk.lock();
-        SimDisk::begin(&mut state, OpKind::SetLen)?;
+        SimDisk::begin(&mut state, OpKind::SetLen, &self.path)?;
         state.inodes.entry(self.ino).or_default().written.resize(len as usize, 0);
         state.pending.push(Op::SetLen { ino: self.ino, path: self.path.clone(), len });
         Ok(())
@@ -486,7 +515,7 @@ impl Io for SimDisk {
                 format!("{}: file exists", path.display()),
             ));
         }
-        SimDisk::begin(&mut state, OpKind::Create)?;
+        SimDisk::begin(&mut state, OpKind::Create, path)?;
         let ino = state.next_ino;
         state.next_ino += 1;
         state.inodes.insert(ino, Inode::default());
@@ -516,7 +545,7 @@ impl Io for SimDisk {
         if !state.dir.contains_key(path) {
             return Err(not_found(path));
         }
-        SimDisk::begin(&mut state, OpKind::Remove)?;
+        SimDisk::begin(&mut state, OpKind::Remove, path)?;
         state.dir.remove(path);
         state.pending.push(Op::Remove { path: path.to_path_buf() });
         Ok(())
@@ -540,7 +569,7 @@ impl Io for SimDisk {
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut state = self.lock();
-        SimDisk::begin(&mut state, OpKind::SyncDir)?;
+        SimDisk::begin(&mut state, OpKind::SyncDir, dir)?;
         let in_dir = |p: &Path| p.parent() == Some(dir);
         let (mine, rest): (Vec<Op>, Vec<Op>) =
             std::mem::take(&mut state.pending).into_iter().partition(|op| match op {
