@@ -1,8 +1,8 @@
 //! The session writer's rows: durable steps per second for a step of 4 calls through the writer
 //! (the reply with its 4 dispatch ids, 4 attempts, 4 results, the commit: 10 synced appends), on
 //! the file backend with 1 and 32 concurrent sessions, beside raw appends of the same events in
-//! the same batches at the same tails. The difference is the writer's own cost: folding, the
-//! run's lock, the protocol checks.
+//! the same batches at the same tails; and the same on the memory store, where no fsync hides
+//! the writer's own cost (folding, the run's lock, the protocol checks).
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -12,6 +12,7 @@ use stepjournal::recovery::MemoryRegistry;
 use stepjournal::writer::SequentialIds;
 use stepjournal::{Journal, JournalOptions, Reply};
 use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_backends::memory::MemoryStore;
 use stepjournal_backends::{Durability, JournalStore};
 use stepjournal_codec::{
     Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, DispatchId, DispatchMinted,
@@ -29,9 +30,10 @@ const CALLS: usize = 4;
 const APPENDS_PER_STEP: u64 = 2 + 2 * CALLS as u64;
 
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
-    for sessions in [1usize, 32] {
-        let raw = run(work, sessions, Mode::Raw)?;
-        let writer = run(work, sessions, Mode::Writer)?;
+    for (backend, sessions) in [(Backend::File, 1usize), (Backend::File, 32), (Backend::Memory, 1)]
+    {
+        let raw = run(work, sessions, Mode::Raw, backend)?;
+        let writer = run(work, sessions, Mode::Writer, backend)?;
         let plural = if sessions == 1 { "" } else { "s" };
         for (m, mode) in [(&raw, Mode::Raw), (&writer, Mode::Writer)] {
             let note = match mode {
@@ -47,22 +49,40 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
             table.push(Row {
                 group: "writer",
                 workload: format!(
-                    "{}, step of {CALLS} calls, Synced, {sessions} session{plural}",
-                    mode.name()
+                    "{}, step of {CALLS} calls, {}, {sessions} session{plural}",
+                    mode.name(),
+                    backend.name()
                 ),
                 rate: m.steps_per_sec(),
                 unit: "steps/s",
                 p50_us: Some(m.p50_us()),
                 p99_us: Some(m.p99_us()),
-                fsyncs_per_append: Some(
-                    m.fsyncs as f64 / (m.steps * APPENDS_PER_STEP).max(1) as f64,
-                ),
+                fsyncs_per_append: m
+                    .fsyncs
+                    .map(|f| f as f64 / (m.steps * APPENDS_PER_STEP).max(1) as f64),
                 baseline: Baseline::FsyncLoop,
                 note,
             });
         }
     }
     Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// The file backend, `Synced`.
+    File,
+    /// The memory store: no I/O.
+    Memory,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::File => "file, Synced",
+            Backend::Memory => "memory store",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +108,8 @@ struct Steps {
     elapsed: Duration,
     /// Latency per step, nanoseconds.
     latency: Histogram<u64>,
-    fsyncs: u64,
+    /// `fdatasync` calls made (the file backend only).
+    fsyncs: Option<u64>,
 }
 
 impl Steps {
@@ -124,20 +145,28 @@ fn output() -> RawJson {
 }
 
 /// One timed run on a fresh journal: each of `sessions` threads drives its own session.
-fn run(work: &WorkDir, sessions: usize, mode: Mode) -> Result<Steps, String> {
-    let dir = work.sub(&format!("writer-{}-{sessions}", mode.name().replace(' ', "-")))?;
-    let store = Arc::new(FileStore::open(&dir, FileOptions::new()).map_err(|e| e.to_string())?);
+fn run(work: &WorkDir, sessions: usize, mode: Mode, backend: Backend) -> Result<Steps, String> {
+    let (store, file): (Arc<dyn JournalStore>, Option<Arc<FileStore>>) = match backend {
+        Backend::File => {
+            let dir = work.sub(&format!("writer-{}-{sessions}", mode.name().replace(' ', "-")))?;
+            let file =
+                Arc::new(FileStore::open(&dir, FileOptions::new()).map_err(|e| e.to_string())?);
+            (file.clone(), Some(file))
+        }
+        Backend::Memory => (Arc::new(MemoryStore::new()), None),
+    };
     let registry = MemoryRegistry::new().with_tool("lookup", Replay::Safe);
     let options = JournalOptions::new().ids(Arc::new(SequentialIds::new()));
     let journal = Journal::new(store.clone(), Arc::new(registry), options);
     let budget = work.budget();
     let barrier = Barrier::new(sessions + 1);
-    let before = store.stats().syncs;
+    let syncs = || file.as_ref().map(|f| f.stats().syncs);
+    let before = syncs();
     let (per_thread, elapsed) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..sessions)
             .map(|i| {
                 let (barrier, journal, store) = (&barrier, &journal, &*store);
-                scope.spawn(move || -> Result<(u64, Histogram<u64>), String> {
+                scope.spawn(move || -> Result<(u64, Histogram<u64>, Driver<'_>), String> {
                     let session = SessionId::from(format!("writer-{i}").as_str());
                     let mut driver = match mode {
                         Mode::Raw => Driver::raw(store, session)?,
@@ -154,7 +183,8 @@ fn run(work: &WorkDir, sessions: usize, mode: Mode) -> Result<Steps, String> {
                         hist.record(ns.max(1)).map_err(|e| e.to_string())?;
                         steps += 1;
                     }
-                    Ok((steps, hist))
+                    // Handed back, so that dropping the run's folded state is not timed.
+                    Ok((steps, hist, driver))
                 })
             })
             .collect();
@@ -166,22 +196,22 @@ fn run(work: &WorkDir, sessions: usize, mode: Mode) -> Result<Steps, String> {
     let mut latency = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     let mut steps = 0;
     for r in per_thread {
-        let (n, h) = r.map_err(|_| "a session thread panicked".to_owned())??;
+        let (n, h, _driver) = r.map_err(|_| "a session thread panicked".to_owned())??;
         steps += n;
         latency.add(&h).map_err(|e| e.to_string())?;
     }
-    let fsyncs = store.stats().syncs - before;
+    let fsyncs = syncs().zip(before).map(|(after, before)| after - before);
     Ok(Steps { steps, elapsed, latency, fsyncs })
 }
 
 /// Drives one session, a step at a time.
 enum Driver<'a> {
-    Raw { store: &'a FileStore, session: SessionId, tail: Seq, calls: Vec<Call> },
+    Raw { store: &'a dyn JournalStore, session: SessionId, tail: Seq, calls: Vec<Call> },
     Writer { run: stepjournal::Run, calls: Vec<Call> },
 }
 
 impl<'a> Driver<'a> {
-    fn raw(store: &'a FileStore, session: SessionId) -> Result<Self, String> {
+    fn raw(store: &'a dyn JournalStore, session: SessionId) -> Result<Self, String> {
         let begin = [
             Stamped::now(RunStarted {
                 run: RunId::from("bench-run"),
