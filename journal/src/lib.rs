@@ -15,5 +15,12 @@ pub mod registry;
 pub mod scenario;
 pub mod writer;
 
+pub use stepjournal_backends as backends;
+pub use stepjournal_codec as codec;
 pub use stepjournal_recovery as recovery;
 pub use writer::{Body, Journal, JournalOptions, Reply, Run, Step};
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
