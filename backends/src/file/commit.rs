@@ -12,8 +12,9 @@
 //!   fails every queued request; nothing is retried.
 
 use std::io;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
 
 use super::index::{Reclaim, Run};
 use super::io::{Io, IoFile};
@@ -52,14 +53,6 @@ impl Request {
     }
 }
 
-#[derive(Debug, Default)]
-enum SlotState {
-    #[default]
-    Waiting,
-    Lead,
-    Done(Result<(), StoreError>),
-}
-
 /// Why a waiting caller woke.
 #[derive(Debug)]
 pub(crate) enum Wake {
@@ -69,32 +62,64 @@ pub(crate) enum Wake {
     Done(Result<(), StoreError>),
 }
 
-/// Where one caller waits: its own lock and condition variable, so waking it wakes no one else.
-#[derive(Debug, Default)]
+const WAITING: u8 = 0;
+const LEAD: u8 = 1;
+const DONE: u8 = 2;
+
+/// Where one caller waits: its own state, and its own thread to unpark, so waking it wakes no one
+/// else.
+#[derive(Debug)]
 pub(crate) struct Slot {
-    state: Mutex<SlotState>,
-    cv: Condvar,
+    /// WAITING, LEAD (lead the next group) or DONE (`result` is set).
+    state: AtomicU8,
+    result: Mutex<Option<Result<(), StoreError>>>,
+    /// The caller's thread.
+    thread: Thread,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            state: AtomicU8::new(WAITING),
+            result: Mutex::new(None),
+            thread: std::thread::current(),
+        }
+    }
 }
 
 impl Slot {
-    /// Blocks until the slot is told to lead or is done.
+    /// Blocks until the slot is told to lead or is done. Called only by the slot's own thread.
     pub(crate) fn wait(&self) -> Wake {
-        let mut s = lock(&self.state);
         loop {
-            match std::mem::take(&mut *s) {
-                SlotState::Waiting => {
-                    s = self.cv.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
+            match self.state.load(Ordering::Acquire) {
+                DONE => {
+                    let result = lock(&self.result).take();
+                    return Wake::Done(result.unwrap_or(Ok(())));
                 }
-                SlotState::Lead => return Wake::Lead,
-                SlotState::Done(r) => return Wake::Done(r),
+                LEAD => {
+                    if self
+                        .state
+                        .compare_exchange(LEAD, WAITING, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return Wake::Lead;
+                    }
+                }
+                // Parking may wake spuriously: the loop looks again.
+                _ => std::thread::park(),
             }
         }
     }
 
-    fn set(&self, to: SlotState) {
-        *lock(&self.state) = to;
-        // One thread waits on a slot: its owner.
-        self.cv.notify_one();
+    fn lead(&self) {
+        self.state.store(LEAD, Ordering::Release);
+        self.thread.unpark();
+    }
+
+    fn finish(&self, result: Result<(), StoreError>) {
+        *lock(&self.result) = Some(result);
+        self.state.store(DONE, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
@@ -265,17 +290,17 @@ impl FileStore {
         let poison = st.check_poison().err();
         drop(st);
         if let Some(next) = next {
-            next.set(SlotState::Lead);
+            next.lead();
         }
         for (req, result) in group.iter().zip(results) {
-            req.slot.set(SlotState::Done(result));
+            req.slot.finish(result);
         }
         for req in refused {
             let first_failure = match &poison {
                 Some(StoreError::Poisoned { first_failure }) => first_failure.clone(),
                 _ => String::new(),
             };
-            req.slot.set(SlotState::Done(Err(StoreError::Poisoned { first_failure })));
+            req.slot.finish(Err(StoreError::Poisoned { first_failure }));
         }
     }
 
