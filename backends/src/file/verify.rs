@@ -10,8 +10,11 @@
 //!
 //! Each [`FileFinding`] names the segment file, the byte offset (of the damaged record where the
 //! record can be told apart, else of the frame or group), the session and sequence number where
-//! intact bytes say them, and what is wrong. Damage that opening would cut as a torn tail (bytes
-//! a crash left half-written, never acknowledged) is marked [`FileFinding::torn_tail`].
+//! they can be told (from the intact records of the same batch, or from the damaged record's own
+//! header when it continues its session exactly where the session's intact events end), and what
+//! is wrong. Damage that opening would cut as a torn tail (bytes a crash left half-written, never
+//! acknowledged) is marked [`FileFinding::torn_tail`]. The zeros the writer puts ahead of its data
+//! at the newest segment's end are not damage.
 //!
 //! The batches that passed every check can be read back, per session, with
 //! [`VerifyReport::read_session`], for checks of the events themselves (the protocol).
@@ -323,12 +326,20 @@ pub fn verify_dir_with(
     let last = opened.last().map(|(id, _, _)| *id);
     for (id, file, len) in &opened {
         let path = dir.join(id.file_name());
-        let mut seg = SegmentCheck { path, id: *id, groups: Vec::new(), pending: Vec::new() };
+        let is_last = Some(*id) == last;
+        let mut seg = SegmentCheck {
+            path,
+            id: *id,
+            last: is_last,
+            groups: Vec::new(),
+            pending: Vec::new(),
+            marks: (0, 0),
+        };
         if let Err(e) = checker.segment(&mut seg, &**file, *len, &mut buf, progress) {
             let f = finding(&seg.path, 0, FileProblem::Unreadable(e.to_string()));
             seg.pending.push((f, 0));
         }
-        judge(&mut seg, Some(*id) == last);
+        judge(&mut seg, is_last);
         checker.findings.extend(seg.pending.into_iter().map(|(f, _)| f));
         checker.done = checker.done.saturating_add(*len);
         progress(checker.done, total);
@@ -394,8 +405,12 @@ struct ValidGroup {
 struct SegmentCheck {
     path: PathBuf,
     id: SegmentId,
+    /// The newest segment: the only one that may end in zeros written ahead of the data.
+    last: bool,
     groups: Vec<ValidGroup>,
     pending: Vec<(FileFinding, u64)>,
+    /// The lengths of `pending` and `groups` when the step being read began.
+    marks: (usize, usize),
 }
 
 /// Marks each finding of one segment as a torn tail or not, the way opening decides: by where
@@ -440,6 +455,23 @@ fn checksum_passed(e: &DecodeError) -> bool {
             | DecodeError::UnknownVersion { .. }
             | DecodeError::Malformed { .. }
     )
+}
+
+/// Whether every byte from `from` to the end of the file is zero.
+fn zeros_from(w: &mut Window<'_>, from: u64, len: u64) -> io::Result<bool> {
+    const CHUNK: usize = 1 << 20;
+    let mut pos = from;
+    while pos < len {
+        let bytes = w.bytes(pos, CHUNK)?;
+        if bytes.is_empty() {
+            break;
+        }
+        if bytes.iter().any(|b| *b != 0) {
+            return Ok(false);
+        }
+        pos += bytes.len() as u64;
+    }
+    Ok(true)
 }
 
 /// The next valid group header at or after `from`, if any.
@@ -520,52 +552,98 @@ impl Checker {
         buf: &mut Vec<u8>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> io::Result<()> {
-        let mut w = Window::new(file, len, buf);
-        let mut pos = SEGMENT_HEADER_LEN as u64;
-        if let Err(e) = check_segment_header(w.bytes(0, SEGMENT_HEADER_LEN)?, seg.id) {
-            let mut f = finding(&seg.path, 0, FileProblem::SegmentHeader(e));
-            f.len = Some(SEGMENT_HEADER_LEN as u64);
-            seg.pending.push((f, 0));
-            match next_group(&mut w, 1, len)? {
-                Some(at) => pos = at,
-                None => return Ok(()),
+        let mut len = len;
+        let mut pos = None;
+        loop {
+            match self.scan_from(seg, file, len, &mut pos, buf, progress) {
+                Ok(()) => return Ok(()),
+                // A writer sealing the segment cut the zeros ahead of its data off while it was
+                // read: the step that hit the new end is read again with the new length.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    let now = file.len()?;
+                    if now >= len {
+                        return Err(e);
+                    }
+                    len = now;
+                    let (pending, groups) = seg.marks;
+                    seg.pending.truncate(pending);
+                    seg.groups.truncate(groups);
+                }
+                Err(e) => return Err(e),
             }
         }
-        while pos < len {
-            let g = match GroupHeader::parse(w.bytes(pos, GROUP_HEADER_LEN)?) {
-                Ok(g) => g,
+    }
+
+    /// Scans the segment from `pos` (`None`: from its header), moving `pos` past each step
+    /// done; `seg.marks` is where the current step's findings begin.
+    fn scan_from(
+        &mut self,
+        seg: &mut SegmentCheck,
+        file: &dyn IoFile,
+        len: u64,
+        pos: &mut Option<u64>,
+        buf: &mut Vec<u8>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> io::Result<()> {
+        let mut w = Window::new(file, len, buf);
+        seg.marks = (seg.pending.len(), seg.groups.len());
+        let mut at = match *pos {
+            Some(at) => at,
+            None => match check_segment_header(w.bytes(0, SEGMENT_HEADER_LEN)?, seg.id) {
+                Ok(()) => SEGMENT_HEADER_LEN as u64,
                 Err(e) => {
-                    seg.pending.push((finding(&seg.path, pos, FileProblem::GroupHeader(e)), pos));
-                    match next_group(&mut w, pos + 1, len)? {
-                        Some(at) => {
-                            pos = at;
+                    let mut f = finding(&seg.path, 0, FileProblem::SegmentHeader(e));
+                    f.len = Some(SEGMENT_HEADER_LEN as u64);
+                    seg.pending.push((f, 0));
+                    match next_group(&mut w, 1, len)? {
+                        Some(at) => at,
+                        None => return Ok(()),
+                    }
+                }
+            },
+        };
+        *pos = Some(at);
+        while at < len {
+            seg.marks = (seg.pending.len(), seg.groups.len());
+            let g = match GroupHeader::parse(w.bytes(at, GROUP_HEADER_LEN)?) {
+                Ok(g) => g,
+                // The newest segment's space past its data is zeros written ahead of it.
+                Err(_) if seg.last && zeros_from(&mut w, at, len)? => break,
+                Err(e) => {
+                    seg.pending.push((finding(&seg.path, at, FileProblem::GroupHeader(e)), at));
+                    match next_group(&mut w, at + 1, len)? {
+                        Some(next) => {
+                            at = next;
+                            *pos = Some(at);
                             continue;
                         }
                         None => break,
                     }
                 }
             };
-            let body_at = pos + GROUP_HEADER_LEN as u64;
+            let body_at = at + GROUP_HEADER_LEN as u64;
             let end = body_at.saturating_add(u64::from(g.len));
             if end > len {
                 let available = len.saturating_sub(body_at);
                 let problem = FileProblem::GroupTruncated { len: u64::from(g.len), available };
-                let mut f = finding(&seg.path, pos, problem);
-                f.len = Some(len - pos);
-                seg.pending.push((f, pos));
-                match next_group(&mut w, pos + 1, len)? {
-                    Some(at) => {
-                        pos = at;
+                let mut f = finding(&seg.path, at, problem);
+                f.len = Some(len - at);
+                seg.pending.push((f, at));
+                match next_group(&mut w, at + 1, len)? {
+                    Some(next) => {
+                        at = next;
+                        *pos = Some(at);
                         continue;
                     }
                     None => break,
                 }
             }
-            seg.groups.push(ValidGroup { offset: pos, synced: g.synced });
             let body = w.bytes(body_at, g.len as usize)?;
-            self.group_body(seg, pos, body_at, body, g.frames);
-            pos = end;
-            progress(self.done.saturating_add(pos), self.total);
+            seg.groups.push(ValidGroup { offset: at, synced: g.synced });
+            self.group_body(seg, at, body_at, body, g.frames);
+            at = end;
+            *pos = Some(at);
+            progress(self.done.saturating_add(at), self.total);
         }
         Ok(())
     }
@@ -688,10 +766,18 @@ impl Checker {
         let body = rest.get(FRAME_HEADER_LEN..flen).unwrap_or_default();
         let walked = walk_records(body, &self.limits);
         let good = walked.iter().find_map(|w| w.found.as_ref().ok().map(|p| (w.index, *p)));
+        // With no intact record to go by, the first record's own header is believed when it
+        // continues its session exactly where the session's intact events end.
+        let anchor: Option<(u64, (SessionId, u64))> =
+            good.map(|(i, (s, q))| (i, (SessionId::from(s), q))).or_else(|| {
+                let (s, q) = peek_place(body)?;
+                let tail = self.sessions.get(s.as_str()).and_then(|b| b.last()).map(Batch::end);
+                (tail.unwrap_or(0) == q.get()).then_some((0, (s, q.get())))
+            });
         let place_of = |index: u64| {
-            let (gi, (s, q)) = good?;
-            let seq = (q + index).checked_sub(gi)?;
-            Some((SessionId::from(s), Seq(seq)))
+            let (gi, (s, q)) = anchor.as_ref()?;
+            let seq = (q + index).checked_sub(*gi)?;
+            Some((s.clone(), Seq(seq)))
         };
         let body_at = offset + FRAME_HEADER_LEN as u64;
         let mut reported = false;
@@ -709,7 +795,7 @@ impl Checker {
         if !reported {
             let mut f = finding(&seg.path, offset, FileProblem::Frame(error));
             f.len = header.map(|(n, _)| n as u64);
-            f.session = good.map(|(_, (s, _))| SessionId::from(s));
+            f.session = anchor.as_ref().map(|(_, (s, _))| s.clone());
             seg.pending.push((f, cut));
         }
         if let Some((s, first)) = place_of(0) {

@@ -309,7 +309,15 @@ pub fn explain(
     )?;
     for (i, e) in plan.appends.iter().enumerate() {
         let text = match e {
-            Event::Paired(p) => format!("paired {} {}", p.call, p.reason.as_str()),
+            Event::Paired(p) if p.partial.is_empty() => {
+                format!("paired {} {}", p.call, p.reason.as_str())
+            }
+            Event::Paired(p) => format!(
+                "paired {} {}, partial output {}",
+                p.call,
+                p.reason.as_str(),
+                serde_json::Value::String(p.partial.clone())
+            ),
             other => event_to_json(other),
         };
         writeln!(out, "  {}  {text}", at + i as u64)?;

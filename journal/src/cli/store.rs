@@ -1,8 +1,9 @@
 //! Opening a store from its URL and reading sessions, with errors that name the store.
 
+use std::io::ErrorKind;
 use std::sync::Arc;
 
-use stepjournal_backends::{JournalStore, OpenOptions, open_url};
+use stepjournal_backends::{JournalStore, OpenError, OpenOptions, StoreError, open_url};
 use stepjournal_codec::{Record, SessionId};
 
 use super::CliError;
@@ -10,9 +11,24 @@ use super::CliError;
 /// Opens the store `url` names for reading: a file journal without the writer's lock (safe on a
 /// journal a runtime is writing); a missing store is an error, never created.
 pub fn open_read(url: &str) -> Result<Arc<dyn JournalStore>, CliError> {
-    open_url(url, OpenOptions::read_only())
-        .map_err(|source| CliError::Open { url: url.to_owned(), source })
+    let mut tries = 0;
+    loop {
+        match open_url(url, OpenOptions::read_only()) {
+            // A file journal's writer sealed a segment while it was scanned, cutting off the
+            // zeros it had written ahead of its data: the scan found the file shorter than when
+            // it began. Opening again reads the sealed segment.
+            Err(OpenError::Store(StoreError::Io { source, .. }))
+                if source.kind() == ErrorKind::UnexpectedEof && tries < SHRUNK_RETRIES =>
+            {
+                tries += 1;
+            }
+            other => return other.map_err(|source| CliError::Open { url: url.to_owned(), source }),
+        }
+    }
 }
+
+/// How many times a read-only open is tried again when a file shrank under it.
+const SHRUNK_RETRIES: u32 = 5;
 
 /// Every event of `session`; a session with no events is [`CliError::NoSession`].
 pub fn read_session(
