@@ -17,8 +17,9 @@ use super::store::{list_sessions, open_read};
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  stepjournal stats file:./stepjournal-demo\n  \
 stepjournal stats sqlite:journal.db --json\n\n\
-Bytes are the segment files' sizes on disk for a file journal (deleted sessions' frames \
-included until their space is reclaimed), and the stored records' sizes for other stores.")]
+Bytes are the segment files' sizes on disk for a file journal (with the zeros its writer puts \
+ahead of the data, and deleted sessions' frames until their space is reclaimed), and the stored \
+records' sizes for other stores; `records` gives the records' sizes for a file journal too.")]
 pub struct StatsArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...
     #[arg(value_name = "STORE")]
@@ -35,10 +36,13 @@ pub struct Stats {
     pub sessions: u64,
     /// Events.
     pub events: u64,
-    /// Bytes, as `bytes_of` says.
+    /// Bytes, as `bytes_of` says: a file journal's segment files on disk, other stores'
+    /// records.
     pub bytes: u64,
     /// What `bytes` counts.
     pub bytes_of: &'static str,
+    /// Bytes of the events' records (the codec's binary form), on every backend.
+    pub record_bytes: u64,
     /// Events of each kind (kinds with none left out).
     pub kinds: BTreeMap<EventKind, u64>,
 }
@@ -54,6 +58,7 @@ impl Stats {
             "events": self.events,
             "bytes": self.bytes,
             "bytes_of": self.bytes_of,
+            "record_bytes": self.record_bytes,
             "kinds": kinds,
         })
     }
@@ -84,7 +89,11 @@ pub fn collect(store: &dyn JournalStore, url: &str) -> Result<Stats, CliError> {
     };
     let limits = Limits::default();
     let mut stats = Stats {
-        bytes_of: if file_dir.is_some() { "segment files on disk" } else { "stored records" },
+        bytes_of: if file_dir.is_some() {
+            "segment files on disk, zeros written ahead of the data included"
+        } else {
+            "stored records"
+        },
         ..Stats::default()
     };
     for s in list_sessions(store, url)? {
@@ -97,16 +106,15 @@ pub fn collect(store: &dyn JournalStore, url: &str) -> Result<Stats, CliError> {
         stats.events += records.len() as u64;
         for r in &records {
             *stats.kinds.entry(r.event.kind()).or_default() += 1;
-            if file_dir.is_none() {
-                // The stored record is the codec's, byte for byte.
-                let len = stepjournal_codec::record::encode(r, &limits).map_or(0, |b| b.len());
-                stats.bytes += len as u64;
-            }
+            // The stored record is the codec's, byte for byte.
+            let len = stepjournal_codec::record::encode(r, &limits).map_or(0, |b| b.len());
+            stats.record_bytes += len as u64;
         }
     }
-    if let Some(dir) = file_dir {
-        stats.bytes = segment_bytes(&dir)?;
-    }
+    stats.bytes = match file_dir {
+        Some(dir) => segment_bytes(&dir)?,
+        None => stats.record_bytes,
+    };
     Ok(stats)
 }
 
@@ -116,6 +124,9 @@ pub fn write_stats(stats: &Stats, url: &str, out: &mut dyn Write) -> std::io::Re
     writeln!(out, "sessions  {}", stats.sessions)?;
     writeln!(out, "events    {}", stats.events)?;
     writeln!(out, "bytes     {} ({})", stats.bytes, stats.bytes_of)?;
+    if stats.bytes != stats.record_bytes {
+        writeln!(out, "records   {} bytes", stats.record_bytes)?;
+    }
     if stats.kinds.is_empty() {
         return Ok(());
     }

@@ -43,7 +43,15 @@ pub fn call(id: &str, tool: &str, replay: Replay, kind: CallKind) -> Call {
     Call {
         call: CallId::from(id),
         tool: ToolName::from(tool),
-        args: RawJson::parse(r#"{"q":"thai","party":2}"#).unwrap(),
+        args: RawJson::parse(match tool {
+            "charge_card" => r#"{"cents":4200,"card":"visa-1234"}"#,
+            "set_preference" => r#"{"key":"cuisine","value":"thai"}"#,
+            "search_restaurants" => r#"{"near":"home","party":2}"#,
+            "ask_user" => r#"{"question":"Which day?"}"#,
+            "send_email" => r#"{"to":"group@example.com"}"#,
+            _ => "{}",
+        })
+        .unwrap(),
         kind,
         replay,
         group: None,
