@@ -698,3 +698,24 @@ fn zeros_ahead_of_the_data_keep_synced_appends_from_changing_the_file_length() {
     let store = open_sim(&disk.crash_lose_unsynced(), opts).unwrap();
     assert_eq!(check_prefix(&store, 0, 51, 51), 51);
 }
+
+#[test]
+fn damage_under_a_running_store_is_reported_by_the_read_that_meets_it() {
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, exact()).unwrap();
+    for q in 0..10 {
+        append_one(&store, q).unwrap();
+    }
+    let (path, len) = segment_files(&disk).pop().unwrap();
+    let per_group = (len - 32) / 10;
+    // A bad sector in the sixth batch, after the store indexed it.
+    assert!(disk.flip_byte(&path, 32 + 5 * per_group + per_group - 3, 0x04));
+    let err = store.read_all(&crash_session(0)).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    let frame_at = 32 + 5 * per_group + 24;
+    assert!(msg.contains(&format!("at byte {frame_at}")), "{msg}");
+    // The batches before it still read.
+    assert_eq!(store.read(&crash_session(0), Seq(0)..Seq(5)).unwrap().len(), 5);
+}

@@ -42,10 +42,26 @@ impl<'f> Window<'f> {
         if offset < self.start || end > have_end {
             let want = (n.max(CHUNK) as u64).min(self.len.saturating_sub(offset)) as usize;
             self.buf.resize(want, 0);
-            self.file.read_exact_at(self.buf, offset)?;
+            let mut got = 0;
+            while got < want {
+                let Some(rest) = self.buf.get_mut(got..) else { break };
+                match self.file.read_at(rest, offset + got as u64) {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.buf.truncate(got);
             self.start = offset;
+            if got < want {
+                // The file is shorter than when the scan began: a writer sealed it, cutting off
+                // the zeros ahead of its data. It ends here.
+                self.len = offset + got as u64;
+            }
         }
         let from = (offset - self.start) as usize;
+        let n = n.min(self.buf.len().saturating_sub(from));
         Ok(self.buf.get(from..from + n).unwrap_or_default())
     }
 }
@@ -111,7 +127,7 @@ pub(crate) struct Damage {
 /// What a scan of one segment found.
 #[derive(Debug, Clone)]
 pub(crate) struct SegmentScan {
-    /// The file's length.
+    /// The file's length (where the scan found it ending, if it shrank meanwhile).
     pub len: u64,
     /// The end of the last whole, valid group (the segment header's end if none).
     pub end: u64,
@@ -166,11 +182,12 @@ pub(crate) fn scan_segment(
         let damage = look_after(&mut w, 0, 0, error, false)?;
         scan.end = 0;
         scan.damage = Some(damage);
+        scan.len = w.len;
         return Ok(scan);
     }
     let mut frames: Vec<FrameAt> = Vec::new();
     let mut pos = SEGMENT_HEADER_LEN as u64;
-    while pos < len {
+    while pos < w.len {
         match check_group(&mut w, pos, limits, &mut frames) {
             Ok(next) => {
                 let body_at = pos + GROUP_HEADER_LEN as u64;
@@ -180,6 +197,7 @@ pub(crate) fn scan_segment(
                     frames.clear();
                     let error = DecodeError::Malformed { reason };
                     scan.damage = Some(look_after(&mut w, pos, at, error, true)?);
+                    scan.len = w.len;
                     return Ok(scan);
                 }
                 frames.clear();
@@ -191,10 +209,12 @@ pub(crate) fn scan_segment(
             Err(Bad::Data { at, error }) => {
                 frames.clear();
                 scan.damage = Some(look_after(&mut w, pos, at, error, false)?);
+                scan.len = w.len;
                 return Ok(scan);
             }
         }
     }
+    scan.len = w.len;
     Ok(scan)
 }
 
@@ -302,6 +322,24 @@ fn look_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::file::io::Io;
+    use crate::file::sim::SimDisk;
+
+    #[test]
+    fn a_file_that_shrinks_under_a_scan_ends_where_it_now_ends() {
+        // A read-only scan takes the newest segment's length; its writer may seal it meanwhile,
+        // cutting the zeros ahead of its data.
+        let disk = SimDisk::new();
+        disk.create_dir_all(std::path::Path::new("/d")).unwrap();
+        let f = disk.create_new(std::path::Path::new("/d/s")).unwrap();
+        f.write_all_at(&[7u8; 100], 0).unwrap();
+        let mut buf = Vec::new();
+        let mut w = Window::new(&*f, 100, &mut buf);
+        f.set_len(60).unwrap();
+        assert_eq!(w.bytes(10, 80).unwrap(), &[7u8; 50][..]);
+        assert_eq!(w.len, 60);
+        assert!(w.bytes(70, 10).unwrap().is_empty());
+    }
 
     fn damage(cut: u64, valid_after: bool, synced_after: u64) -> Damage {
         Damage {

@@ -187,25 +187,71 @@ impl FileStore {
         }
     }
 
-    fn read_run(
+    /// Reads `runs` (a session's batches in order, each with its segment's file). Batches close
+    /// together in one segment are read with one `pread`.
+    fn read_runs(
+        &self,
+        session: &str,
+        runs: &[(Run, Arc<dyn IoFile>)],
+        range: &Range<u64>,
+        out: &mut Vec<Record>,
+    ) -> Result<(), StoreError> {
+        /// The most bytes between two batches read together.
+        const MAX_GAP: u64 = 64 << 10;
+        /// The most bytes one read spans.
+        const MAX_SPAN: u64 = 1 << 20;
+        let mut buf = Vec::new();
+        let mut i = 0;
+        while let Some((head, file)) = runs.get(i) {
+            let start = head.offset;
+            let mut end = head.offset + u64::from(head.len);
+            let mut j = i + 1;
+            while let Some((r, _)) = runs.get(j) {
+                let r_end = r.offset + u64::from(r.len);
+                if r.seg != head.seg
+                    || r.offset < end
+                    || r.offset - end > MAX_GAP
+                    || r_end - start > MAX_SPAN
+                {
+                    break;
+                }
+                end = r_end;
+                j += 1;
+            }
+            buf.resize((end - start) as usize, 0);
+            file.read_exact_at(&mut buf, start).map_err(|source| StoreError::Io {
+                context: format!(
+                    "reading {} bytes at byte {start} of segment {}",
+                    end - start,
+                    self.segment_path(head.seg).display()
+                ),
+                source,
+            })?;
+            for (run, _) in runs.get(i..j).unwrap_or_default() {
+                let at = (run.offset - start) as usize;
+                let bytes = buf.get(at..at + run.len as usize).unwrap_or_default();
+                self.check_batch(session, run, bytes, range, out)?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Checks one batch's bytes against what the index says of them and decodes the events in
+    /// `range`.
+    fn check_batch(
         &self,
         session: &str,
         run: &Run,
-        file: &dyn IoFile,
+        bytes: &[u8],
         range: &Range<u64>,
         out: &mut Vec<Record>,
-        buf: &mut Vec<u8>,
     ) -> Result<(), StoreError> {
-        let path = self.segment_path(run.seg);
-        let place = || format!("segment {} at byte {}", path.display(), run.offset);
-        buf.resize(run.len as usize, 0);
-        file.read_exact_at(buf, run.offset).map_err(|source| StoreError::Io {
-            context: format!("reading {} bytes of {}", run.len, place()),
-            source,
-        })?;
+        let place =
+            || format!("segment {} at byte {}", self.segment_path(run.seg).display(), run.offset);
         let corrupt = |source: DecodeError| StoreError::Corrupt { context: place(), source };
-        let (frame, len) = Frame::parse(buf, &self.options.limits).map_err(corrupt)?;
-        if frame.kind != FrameKind::Events || frame.count != run.count || len != buf.len() {
+        let (frame, len) = Frame::parse(bytes, &self.options.limits).map_err(corrupt)?;
+        if frame.kind != FrameKind::Events || frame.count != run.count || len != bytes.len() {
             return Err(corrupt(DecodeError::Malformed {
                 reason: format!(
                     "the index expects a batch of {} events of {session} from seq {}",
@@ -267,7 +313,12 @@ impl JournalStore for FileStore {
         if actual != expected {
             return Err(AppendError::Conflict { expected, actual });
         }
-        st.pending.insert(session.as_str().to_owned(), next.get());
+        match st.pending.get_mut(session.as_str()) {
+            Some(tail) => *tail = next.get(),
+            None => {
+                st.pending.insert(session.as_str().to_owned(), next.get());
+            }
+        }
         self.submit(st, request)?;
         Ok(AppendAck { first: expected, next, durability })
     }
@@ -295,10 +346,7 @@ impl JournalStore for FileStore {
             runs
         };
         let mut out = Vec::new();
-        let mut buf = Vec::new();
-        for (run, file) in &runs {
-            self.read_run(session.as_str(), run, &**file, &range, &mut out, &mut buf)?;
-        }
+        self.read_runs(session.as_str(), &runs, &range, &mut out)?;
         Ok(out)
     }
 
