@@ -45,9 +45,9 @@ fn every_fixture_journal_is_clean_on_every_backend() {
     for place in populated() {
         let out = bin_ok(&["verify", &place.url], 0);
         assert!(out.lines().last().unwrap() == "clean: no problems found", "{}: {out}", place.name);
-        assert!(out.contains("6 sessions, 52 events"), "{}: {out}", place.name);
+        assert!(out.contains("6 sessions, 52 events read"), "{}: {out}", place.name);
         let one = bin_ok(&["verify", &place.url, "stuck"], 0);
-        assert!(one.contains("1 session, 8 events"), "{}: {one}", place.name);
+        assert!(one.contains("1 session, 8 events read"), "{}: {one}", place.name);
         let json: serde_json::Value =
             serde_json::from_str(&bin_ok(&["verify", &place.url, "--json"], 0)).unwrap();
         assert_eq!((json["clean"].as_bool(), json["problems"].as_u64()), (Some(true), Some(0)));
