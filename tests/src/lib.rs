@@ -7,3 +7,4 @@ pub mod conformance;
 pub mod file_fixture;
 pub mod sample;
 pub mod protocol_gen;
+pub mod checks;

@@ -1,0 +1,187 @@
+//! Replays the fuzz corpora on stable `cargo test`: every file of `fuzz/corpus/<target>/` and
+//! `fuzz/regressions/<target>/` goes through the same check the fuzz target runs (structured
+//! inputs decoded the same way, with `arbitrary::Unstructured`), and must pass. The seeds made
+//! from real encodings (`checks::seeds`) are replayed as well.
+//!
+//! Regression inputs for bugs the fuzzers found are kept in `fuzz/regressions/<target>/`; each
+//! has a test below naming the bug.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use stepjournal_tests::checks::{self, TARGETS, run_target, seeds::seed_inputs};
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("fuzz")
+}
+
+/// Runs one input; a panic counts as a failure naming the input.
+fn run(target: &str, name: &str, data: &[u8]) -> Result<(), String> {
+    match catch_unwind(AssertUnwindSafe(|| run_target(target, data))) {
+        Ok(Some(result)) => result.map_err(|e| format!("{name}: {e}")),
+        Ok(None) => Err(format!("{target} is not a fuzz target")),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            Err(format!("{name}: panicked: {what}"))
+        }
+    }
+}
+
+/// The files of `dir`, sorted (none if it does not exist).
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn replay(target: &str) {
+    let corpus = files(&fuzz_dir().join("corpus").join(target));
+    assert!(!corpus.is_empty(), "fuzz/corpus/{target} holds no inputs");
+    let regressions = files(&fuzz_dir().join("regressions").join(target));
+    let mut failures = Vec::new();
+    for path in corpus.iter().chain(&regressions) {
+        let data = std::fs::read(path).unwrap();
+        if let Err(e) = run(target, &path.display().to_string(), &data) {
+            failures.push(e);
+        }
+    }
+    for (name, data) in seed_inputs(target) {
+        if let Err(e) = run(target, &format!("seed {name}"), &data) {
+            failures.push(e);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} inputs of {target} fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_record_batch_corpus_replays_clean() {
+    replay("record_batch");
+}
+
+#[test]
+fn the_file_journal_corpus_replays_clean() {
+    replay("file_journal");
+}
+
+#[test]
+fn the_scenario_json_corpus_replays_clean() {
+    replay("scenario_json");
+}
+
+#[test]
+fn the_fold_plan_corpus_replays_clean() {
+    replay("fold_plan");
+}
+
+#[test]
+fn the_file_ops_corpus_replays_clean() {
+    replay("file_ops");
+}
+
+#[test]
+fn every_target_has_a_corpus_directory_and_a_fuzz_target() {
+    for target in TARGETS {
+        assert!(fuzz_dir().join("corpus").join(target).is_dir(), "no corpus for {target}");
+        let source = fuzz_dir().join("fuzz_targets").join(format!("{target}.rs"));
+        assert!(source.is_file(), "no fuzz target {}", source.display());
+    }
+}
+
+#[test]
+fn seeds_from_real_encodings_exist_for_the_byte_targets() {
+    for target in ["record_batch", "file_journal", "scenario_json"] {
+        assert!(seed_inputs(target).len() >= 3, "{target} has too few seeds");
+    }
+}
+
+/// Writes the seeds into the corpus directories (run by hand before `cargo fuzz cmin`).
+#[test]
+#[ignore = "writes fuzz/corpus; run by hand, see fuzz/README.md"]
+fn write_seed_corpora() {
+    for target in TARGETS {
+        let dir = fuzz_dir().join("corpus").join(target);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, data) in seed_inputs(target) {
+            std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
+        }
+    }
+}
+
+mod the_checks_catch_violations {
+    use stepjournal_codec::{Attempt, CallId, Entry, Event};
+    use stepjournal_recovery::{Action, Config, NewRun, fold, plan};
+
+    use super::checks;
+
+    fn log() -> Vec<Event> {
+        let lines = [
+            r#"{"type":"run_started","run":"r1","entry":{"kind":"new_turn","message":"hi"}}"#,
+            r#"{"type":"reply_committed","step":1,"checkpoint":"cp-1","calls":[{"call":"c1","tool":"t","replay":"safe"},{"call":"c2","tool":"t","replay":"safe"}]}"#,
+            r#"{"type":"dispatch_minted","call":"c1","dispatch":"d1"}"#,
+            r#"{"type":"attempt_started","call":"c1","attempt":1}"#,
+        ];
+        lines.iter().map(|l| stepjournal_codec::json::parse_event(l).unwrap()).collect()
+    }
+
+    fn planned() -> (stepjournal_recovery::SessionState, stepjournal_recovery::Plan) {
+        let registry = stepjournal_recovery::MemoryRegistry::new()
+            .with_tool("t", stepjournal_codec::Replay::Safe);
+        let state = fold(&log());
+        let run = NewRun { run: "r2".into(), entry: Entry::Wake, commit_checkpoint: "cp-c".into() };
+        let p = plan(&state, &run, &registry, &Config::new(2).unwrap());
+        (state, p)
+    }
+
+    fn check(p: &stepjournal_recovery::Plan) -> Result<(), String> {
+        let registry = stepjournal_recovery::MemoryRegistry::new()
+            .with_tool("t", stepjournal_codec::Replay::Safe);
+        let state = fold(&log());
+        checks::check_plan(&state, p, &Entry::Wake, &registry, &Config::new(2).unwrap())
+    }
+
+    #[test]
+    fn the_real_plan_passes() {
+        let (_, p) = planned();
+        assert!(p.error.is_none(), "{p:?}");
+        check(&p).unwrap();
+    }
+
+    #[test]
+    fn an_attempt_past_max_bodies_is_caught() {
+        let (_, mut p) = planned();
+        let c1 = p.calls.iter_mut().find(|c| c.call == CallId::from("c1")).unwrap();
+        c1.action = Action::Run { dispatch: None, attempt: Attempt(3) };
+        let err = check(&p).unwrap_err();
+        assert!(err.contains("attempt 3"), "{err}");
+    }
+
+    #[test]
+    fn a_call_left_out_of_the_plan_is_caught() {
+        let (_, mut p) = planned();
+        p.calls.pop();
+        assert!(check(&p).unwrap_err().contains("planned calls"));
+    }
+
+    #[test]
+    fn a_rerun_of_an_unsafe_call_is_caught() {
+        let registry = stepjournal_recovery::MemoryRegistry::new()
+            .with_tool("t", stepjournal_codec::Replay::Unsafe);
+        let (state, mut p) = planned();
+        let c1 = p.calls.iter_mut().find(|c| c.call == CallId::from("c1")).unwrap();
+        c1.action = Action::Run { dispatch: None, attempt: Attempt(2) };
+        let err = checks::check_plan(&state, &p, &Entry::Wake, &registry, &Config::new(2).unwrap())
+            .unwrap_err();
+        assert!(err.contains("current policy"), "{err}");
+    }
+}
