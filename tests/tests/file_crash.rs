@@ -719,3 +719,38 @@ fn damage_under_a_running_store_is_reported_by_the_read_that_meets_it() {
     // The batches before it still read.
     assert_eq!(store.read(&crash_session(0), Seq(0)..Seq(5)).unwrap().len(), 5);
 }
+
+#[test]
+fn a_torn_length_claiming_gigabytes_is_a_torn_tail_not_an_allocation() {
+    use stepjournal_backends::file::io::Io;
+    use stepjournal_backends::file::layout::{GROUP_HEADER_LEN, GroupHeader};
+    let (disk, path) = journal_of(3, FileOptions::new());
+    let end = disk.read_file(&path).unwrap().len() as u64;
+    // A whole group header (its checksum right) claiming ~4 GiB of frames that never came.
+    let mut huge = [0u8; GROUP_HEADER_LEN];
+    GroupHeader { len: u32::MAX - 7, frames: 1, synced: end }.encode_into(&mut huge);
+    let f = disk.open(&path, false).unwrap();
+    f.write_all_at(&huge, end).unwrap();
+    f.write_all_at(&[0xAB; 100], end + GROUP_HEADER_LEN as u64).unwrap();
+    drop(f);
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    assert_eq!(check_prefix(&store, 0, 3, 3), 3);
+    assert_eq!(
+        disk.read_file(&path).unwrap().len() as u64,
+        end,
+        "cut back to the last whole group"
+    );
+    drop(store);
+    // A small group whose one frame's own length field claims 4 GiB.
+    let mut frame = vec![0u8; 40];
+    frame[4..8].copy_from_slice(&(u32::MAX - 16).to_le_bytes());
+    let mut header = [0u8; GROUP_HEADER_LEN];
+    GroupHeader { len: frame.len() as u32, frames: 1, synced: end }.encode_into(&mut header);
+    let f = disk.open(&path, false).unwrap();
+    f.write_all_at(&header, end).unwrap();
+    f.write_all_at(&frame, end + GROUP_HEADER_LEN as u64).unwrap();
+    drop(f);
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    assert_eq!(check_prefix(&store, 0, 3, 3), 3);
+    assert_eq!(disk.read_file(&path).unwrap().len() as u64, end);
+}
