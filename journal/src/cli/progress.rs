@@ -68,3 +68,31 @@ impl<'w> Progress<'w> {
         self.drawn = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_bar_is_drawn_only_when_enabled_and_after_a_while_and_is_cleared() {
+        let mut out = Vec::new();
+        let mut bar = Progress::new(true, &mut out, "verify", true);
+        bar.update(1 << 20, 4 << 20);
+        assert!(bar.drawn.is_none(), "not before the scan has run for a while");
+        bar.start -= AFTER;
+        bar.update(1 << 20, 4 << 20);
+        bar.finish();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("\rverify [#######......"), "{text:?}");
+        assert!(text.contains(" 25% 1 MiB/4 MiB"), "{text:?}");
+        assert!(text.ends_with("\r\x1b[2K"), "{text:?}");
+        let mut quiet = Vec::new();
+        let mut bar = Progress::new(false, &mut quiet, "verify", false);
+        bar.start -= AFTER;
+        bar.update(1, 2);
+        bar.finish();
+        assert!(quiet.is_empty());
+    }
+}
