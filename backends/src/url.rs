@@ -145,7 +145,8 @@ pub fn open_url(
             if !options.create && !path.is_file() {
                 return Err(missing("SQLite database", &path));
             }
-            let sqlite_options = crate::sqlite::SqliteOptions::default();
+            let sqlite_options =
+                crate::sqlite::SqliteOptions::default().read_only(options.read_only);
             Ok(std::sync::Arc::new(crate::sqlite::SqliteStore::open(&path, sqlite_options)?))
         }
         #[cfg(not(feature = "sqlite"))]
@@ -156,7 +157,8 @@ pub fn open_url(
         }),
         #[cfg(feature = "postgres")]
         StoreUrl::Postgres(pg) => {
-            let pg_options = crate::postgres::PostgresOptions::default();
+            let mut pg_options = crate::postgres::PostgresOptions::default();
+            pg_options.read_only = options.read_only;
             Ok(std::sync::Arc::new(crate::postgres::PostgresStore::connect(&pg, pg_options)?))
         }
         #[cfg(not(feature = "postgres"))]

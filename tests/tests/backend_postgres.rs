@@ -104,3 +104,29 @@ fn a_pool_of_one_serves_many_threads_in_turn() {
     });
     assert_eq!(store.sessions().unwrap().len(), 6);
 }
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn a_read_only_store_creates_no_schema_and_refuses_writes() {
+    let mut read_only = PostgresOptions::default();
+    read_only.read_only = true;
+    // A schema that does not exist is an error.
+    let absent = pg::fresh_schema("absent");
+    let url = pg::with_param(&pg::url(), "schema", &absent);
+    let err = PostgresStore::connect(&url, read_only.clone()).map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("holds no stepjournal store"), "{err}");
+    // On an existing store it reads, and refuses appends and deletes.
+    let writer = PgFixture::new("ro");
+    let s = SessionId::from("s");
+    writer.append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
+    let url = pg::with_param(&pg::url(), "schema", writer.schema());
+    let reader = PostgresStore::connect(&url, read_only).unwrap();
+    assert_eq!(reader.read_all(&s).unwrap().len(), 2);
+    let err = reader.append(&s, Seq(2), &stamped_numbered(2, 1), Durability::Synced).unwrap_err();
+    assert!(err.to_string().contains("read-only"), "{err}");
+    assert!(reader.delete(&s).is_err());
+    assert_eq!(writer.tail(&s).unwrap(), Seq(2));
+}

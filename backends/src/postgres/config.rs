@@ -37,6 +37,10 @@ pub struct PostgresOptions {
     pub max_retries: u32,
     /// Record and batch size bounds. Default [`Limits::default`].
     pub limits: Limits,
+    /// Open an existing store for reading only (default `false`): the schema is checked, never
+    /// created or migrated; appends and deletes return
+    /// [`StoreError::ReadOnly`](crate::StoreError::ReadOnly).
+    pub read_only: bool,
 }
 
 impl Default for PostgresOptions {
@@ -50,6 +54,7 @@ impl Default for PostgresOptions {
             resolve_timeout: Duration::from_secs(10),
             max_retries: 10,
             limits: Limits::default(),
+            read_only: false,
         }
     }
 }

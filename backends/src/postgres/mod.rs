@@ -152,7 +152,7 @@ impl PostgresStore {
             .config
             .connect(postgres::NoTls)
             .map_err(|e| open_err(PgError::new("connecting", e)))?;
-        schema::migrate(&mut client, &resolved.options.schema, &quoted).map_err(|e| match e {
+        let migrate_err = |e| match e {
             schema::MigrateError::Driver(doing, e) => open_err(PgError::new(doing, e)),
             schema::MigrateError::Newer(v) => OpenError::Options {
                 reason: format!(
@@ -160,7 +160,30 @@ impl PostgresStore {
                      this build knows versions up to {SCHEMA_VERSION}"
                 ),
             },
-        })?;
+        };
+        if resolved.options.read_only {
+            let schema = &resolved.options.schema;
+            match schema::check(&mut client, schema, &quoted).map_err(migrate_err)? {
+                Some(SCHEMA_VERSION) => {}
+                Some(v) if v > SCHEMA_VERSION => {
+                    return Err(migrate_err(schema::MigrateError::Newer(v)));
+                }
+                found => {
+                    let what = match found {
+                        None => "holds no stepjournal store".to_owned(),
+                        Some(v) => format!(
+                            "is at version {v}, older than this build's {SCHEMA_VERSION}; open \
+                             it once for writing to migrate it"
+                        ),
+                    };
+                    return Err(OpenError::Options {
+                        reason: format!("{location}: schema `{schema}` {what}"),
+                    });
+                }
+            }
+        } else {
+            schema::migrate(&mut client, &resolved.options.schema, &quoted).map_err(migrate_err)?;
+        }
         // The migration's connection has no prepared statements yet: let the pool open its own.
         drop(client);
         let pool = Pool::new(connector, resolved.options.pool_size, resolved.options.pool_timeout);
@@ -170,6 +193,13 @@ impl PostgresStore {
             location,
             counters: Counters::default(),
         })
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.options.read_only {
+            return Err(StoreError::ReadOnly { location: self.location.clone() });
+        }
+        Ok(())
     }
 
     /// The schema holding the store's tables.
@@ -284,6 +314,7 @@ impl JournalStore for PostgresStore {
         events: &[Stamped],
         durability: Durability,
     ) -> Result<AppendAck, AppendError> {
+        self.check_writable()?;
         append::append(self, session, expected, events, durability)
     }
 
@@ -329,6 +360,7 @@ impl JournalStore for PostgresStore {
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
+        self.check_writable()?;
         // Repeating a delete is harmless; a session seen by any attempt existed.
         let mut existed = false;
         self.run(&format!("deleting {session}"), |c| {

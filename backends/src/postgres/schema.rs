@@ -66,6 +66,32 @@ pub(crate) fn migrate(client: &mut Client, schema: &str, quoted: &str) -> Result
     tx.commit().map_err(|e| Driver("committing the migration", e))
 }
 
+/// For a read-only store: checks that the schema exists at this build's version, changing
+/// nothing. `Ok(None)` when the schema or its version table is missing.
+pub(crate) fn check(
+    client: &mut Client,
+    schema: &str,
+    quoted: &str,
+) -> Result<Option<i32>, MigrateError> {
+    use MigrateError::Driver;
+    let exists: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
+             WHERE table_schema = $1 AND table_name = 'schema_version')",
+            &[&schema],
+        )
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| Driver("looking for the schema", e))?;
+    if !exists {
+        return Ok(None);
+    }
+    let current: Option<i32> = client
+        .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| Driver("reading the schema version", e))?;
+    Ok(Some(current.unwrap_or(0)))
+}
+
 /// The statements of one connection, prepared when it opens.
 #[derive(Debug)]
 pub(crate) struct Statements {

@@ -47,6 +47,10 @@ pub struct SqliteOptions {
     pub readers: usize,
     /// Record and batch size bounds. Default [`Limits::default`].
     pub limits: Limits,
+    /// Open an existing database for reading only (default `false`): no schema change, no write
+    /// lock taken, so it can be inspected while another process writes it. Appends and deletes
+    /// return [`StoreError::ReadOnly`].
+    pub read_only: bool,
 }
 
 impl Default for SqliteOptions {
@@ -55,7 +59,16 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             readers: 4,
             limits: Limits::default(),
+            read_only: false,
         }
+    }
+}
+
+impl SqliteOptions {
+    /// These options, reading only (see [`SqliteOptions::read_only`]).
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
     }
 }
 
@@ -108,12 +121,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, puts it in WAL mode and brings its
-    /// schema up to date.
+    /// schema up to date; or, with [`SqliteOptions::read_only`], opens an existing database
+    /// and only checks its schema.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         let location = format!("sqlite:{}", path.display());
-        let conn = schema::connect(&path, &location, options.busy_timeout)?;
-        schema::prepare(&conn, &location)?;
+        let conn = schema::connect(&path, &location, options.busy_timeout, options.read_only)?;
+        if options.read_only {
+            schema::check(&conn, &location)?;
+        } else {
+            schema::prepare(&conn, &location)?;
+        }
         Ok(SqliteStore {
             path,
             location,
@@ -128,6 +146,13 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.options.read_only {
+            return Err(StoreError::ReadOnly { location: self.location.clone() });
+        }
+        self.check_poison()
     }
 
     fn check_poison(&self) -> Result<(), StoreError> {
@@ -149,7 +174,12 @@ impl SqliteStore {
         let idle = lock(&self.readers).pop();
         let conn = match idle {
             Some(c) => c,
-            None => schema::connect(&self.path, &self.location, self.options.busy_timeout)?,
+            None => schema::connect(
+                &self.path,
+                &self.location,
+                self.options.busy_timeout,
+                self.options.read_only,
+            )?,
         };
         let result = f(&conn);
         if result.is_ok() {
@@ -168,7 +198,7 @@ impl SqliteStore {
         what: &str,
         body: impl FnOnce(&Connection) -> rusqlite::Result<Step<T>>,
     ) -> Result<T, WriteFailure> {
-        self.check_poison().map_err(WriteFailure::Failed)?;
+        self.check_writable().map_err(WriteFailure::Failed)?;
         let mut writer = lock(&self.writer);
         let fail = |store: &Self, doing: &str, e: rusqlite::Error, poison: bool| {
             let err = backend_error(format!("{}: {what}: {doing}", store.location), e);
@@ -319,7 +349,7 @@ impl JournalStore for SqliteStore {
         let Some(place @ Place { next, .. }) = place else {
             return Err(self.conflict_past_range(session, expected));
         };
-        self.check_poison()?;
+        self.check_writable()?;
         let durability = durability.min(Durability::Synced);
         let request = Request { session: session.clone(), place, batch, durability };
         match self.queue.submit(request, |group| self.commit_group(group)) {

@@ -38,10 +38,15 @@ pub(crate) fn connect(
     path: &Path,
     location: &str,
     busy_timeout: Duration,
+    read_only: bool,
 ) -> Result<Connection, StoreError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| backend_error(format!("{location}: opening the database"), e))?;
     // SQLite takes milliseconds as a C int: longer timeouts are capped (at about 24 days).
@@ -74,6 +79,31 @@ pub(crate) fn prepare(conn: &Connection, location: &str) -> Result<(), OpenError
         .execute_batch(end)
         .map_err(|e| open_error(location, "committing the schema migration", e));
     result.and(ended)
+}
+
+/// For a read-only store: checks, without taking the write lock or changing anything, that the
+/// database holds this build's schema.
+pub(crate) fn check(conn: &Connection, location: &str) -> Result<(), OpenError> {
+    let current: Option<i64> = conn
+        .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+        .map_err(|e| {
+            open_error(location, "reading the schema version (is this a stepjournal database?)", e)
+        })?;
+    match current.unwrap_or(0) {
+        SCHEMA_VERSION => Ok(()),
+        v if v > SCHEMA_VERSION => Err(OpenError::Options {
+            reason: format!(
+                "{location}: the schema is at version {v}, written by a newer stepjournal; \
+                 this build knows versions up to {SCHEMA_VERSION}"
+            ),
+        }),
+        v => Err(OpenError::Options {
+            reason: format!(
+                "{location}: the schema is at version {v}, older than this build's \
+                 {SCHEMA_VERSION}; open it once for writing to migrate it"
+            ),
+        }),
+    }
 }
 
 fn migrate(conn: &Connection, location: &str) -> Result<(), OpenError> {

@@ -210,3 +210,37 @@ impl IntoStore for AppendError {
         }
     }
 }
+
+#[test]
+fn a_read_only_store_reads_behind_a_held_write_lock_and_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from("s");
+    let writer = store(&dir);
+    writer.append(&s, Seq(0), &events(0, 3), Durability::Synced).unwrap();
+    // Another connection holds the write lock for as long as the reader works.
+    let other = raw(&dir);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let options = SqliteOptions { busy_timeout: Duration::from_millis(50), ..Default::default() };
+    let reader = SqliteStore::open(dir.path().join("db.sqlite"), options.read_only(true)).unwrap();
+    assert_eq!(reader.read_all(&s).unwrap().len(), 3);
+    assert_eq!(reader.sessions().unwrap(), vec![s.clone()]);
+    let err = reader.append(&s, Seq(3), &events(3, 1), Durability::Synced).unwrap_err();
+    assert!(matches!(err, AppendError::Store(StoreError::ReadOnly { .. })), "{err:?}");
+    assert!(matches!(reader.delete(&s), Err(StoreError::ReadOnly { .. })));
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(writer.tail(&s).unwrap(), Seq(3), "the refused writes wrote nothing");
+}
+
+#[test]
+fn a_read_only_open_creates_nothing_and_names_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.sqlite");
+    let options = SqliteOptions::default().read_only(true);
+    let err = SqliteStore::open(&missing, options.clone()).map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("missing.sqlite"), "{err}");
+    assert!(!missing.exists(), "a read-only open created the file");
+    let other = dir.path().join("other.sqlite");
+    Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x)").unwrap();
+    let err = SqliteStore::open(&other, options).map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("is this a stepjournal database"), "{err}");
+}
