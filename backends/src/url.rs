@@ -157,8 +157,10 @@ pub fn open_url(
         }),
         #[cfg(feature = "postgres")]
         StoreUrl::Postgres(pg) => {
-            let mut pg_options = crate::postgres::PostgresOptions::default();
-            pg_options.read_only = options.read_only;
+            let pg_options = crate::postgres::PostgresOptions {
+                read_only: options.read_only,
+                ..Default::default()
+            };
             Ok(std::sync::Arc::new(crate::postgres::PostgresStore::connect(&pg, pg_options)?))
         }
         #[cfg(not(feature = "postgres"))]
