@@ -2,6 +2,8 @@
 //!
 //! - [`registry`]: the tool registry as JSON Schemas, for recovery's argument checks.
 //! - [`scenario`]: FORMAT.md's recovery conformance scenarios: read, plan, check.
+//! - [`sim`]: the crash simulator: a scripted session through the writer, faults injected at
+//!   every append and inside bodies, invariants checked after each.
 //! - [`writer`]: the session writer a runtime embeds ([`Journal`], [`Run`], [`Step`], [`Body`]).
 //! - [`cli`] (feature `cli`, on by default): the `stepjournal` command's subcommands, each a
 //!   library function.
@@ -13,6 +15,7 @@
 pub mod cli;
 pub mod registry;
 pub mod scenario;
+pub mod sim;
 pub mod writer;
 
 pub use stepjournal_backends as backends;

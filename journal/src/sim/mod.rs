@@ -1,0 +1,175 @@
+//! The crash simulator: property-test a runtime's tools, and the journal under them, against
+//! crashes.
+//!
+//! A simulation runs a scripted session through the session writer on a store, injects faults,
+//! enters the session again after each (through the entry the case names), and checks the
+//! invariants after every fault and at the end:
+//!
+//! - a [`Script`]: the user's message and the model's replies, each with its calls (kinds
+//!   `tool`, `client`, `approval`, `remote_agent`, `local_agent`; groups; the sequential chain);
+//! - a [`ToolSet`]: each tool's replay policy and its body ([`SimTool`]), whose external effects
+//!   go to a [`Ledger`] kept outside the journal ([`LedgerTool`] by default; plug a runtime's own
+//!   tools in, their outside world replaced by ledger records);
+//! - a [`Case`]: the [`Fault`]s, in order: a crash at any append (the batch lands, is lost, or is
+//!   torn by the medium), a store failure (poisoning or not), a crash inside any body, a run
+//!   abandoned while its body keeps running (its late output and result must be refused), a run
+//!   the runtime fails; and after each, the [`Recovery`] entry: `wake`, `resume` (continue,
+//!   from a checkpoint, with a message), `retry` (with nothing or a message), `new_turn`, `stop`;
+//! - a [`Medium`]: what the store lives on and what a crash leaves of it ([`MemoryMedium`],
+//!   [`SimDiskMedium`]: the file backend on a simulated disk, or a runtime's own).
+//!
+//! The driver acts on each entry's plan as a runtime must: a call the plan runs starts exactly
+//! the planned attempt under its dispatch id; bodies start in reply order, each only once every
+//! call it is behind is resolved (a call behind one in doubt is skipped); client calls and
+//! approvals are answered (or the run suspends for them); each step is committed; the run ends
+//! once the script is done.
+//!
+//! [`check`] states the invariants; [`simulate`] returns a [`Report`] with every violation
+//! found, the trace of what happened, the log and the ledger.
+//!
+//! ```
+//! use stepjournal::sim::{
+//!     AppendFault, Case, Fault, Landing, MemoryMedium, Recovery, Script, ScriptCall,
+//!     ScriptStep, ToolSet, Trigger, simulate,
+//! };
+//! use stepjournal_codec::Replay;
+//!
+//! let tools = ToolSet::new().tool("search", Replay::Safe).tool("send_email", Replay::Unsafe);
+//! let script = Script::new("Find the report and mail it to Ann")
+//!     .step(
+//!         ScriptStep::new("On it.")
+//!             .call(ScriptCall::tool("c1", "search"))
+//!             .call(ScriptCall::tool("c2", "send_email")),
+//!     )
+//!     .step(ScriptStep::new("Done."));
+//! // The process dies inside the second body, after its first action (its output chunk), and
+//! // the session is woken; then a crash at the third append after that, whose batch lands.
+//! let case = Case::new()
+//!     .fault(Fault::crash_in_body(1, 1).then(Recovery::Wake))
+//!     .fault(Fault::crash_at_append(2, Landing::Lands).then(Recovery::Continue));
+//! let report = simulate(&script, &tools, &case, &mut MemoryMedium::new()).unwrap();
+//! assert!(report.is_ok(), "{}", report.summary());
+//! assert_eq!(report.faults_fired, 2);
+//! ```
+
+mod check;
+mod driver;
+mod fault;
+mod ledger;
+mod medium;
+mod run;
+mod script;
+mod store;
+#[cfg(test)]
+mod tests;
+mod tools;
+mod violation;
+
+use std::fmt::Write as _;
+
+use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, ToolName};
+
+pub use check::{FencedWrite, History, Violation, check};
+pub use fault::{AppendFault, BodyFault, Case, Fault, Landing, Recovery, Trigger};
+pub use ledger::{Ledger, LedgerEntry};
+pub use medium::{Medium, MemoryMedium, SimDiskMedium, TearHook};
+pub use script::{Script, ScriptCall, ScriptStep};
+pub use store::Acked;
+pub use tools::{BodyRun, Interrupted, LedgerTool, SimTool, ToolOutput, ToolSet, ToolSpec};
+
+/// A script the simulator cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScriptError {
+    /// Two calls of the script share an id (they must be unique across the session).
+    #[error("the script uses call id `{call}` twice; call ids must be unique across the script")]
+    RepeatedCall {
+        /// The id.
+        call: CallId,
+    },
+    /// A call names a tool the tool set does not have.
+    #[error("call `{call}` names tool `{tool}`, which the tool set does not have")]
+    UnknownTool {
+        /// The call.
+        call: CallId,
+        /// The tool.
+        tool: ToolName,
+    },
+    /// A `companion` call: not simulated.
+    #[error("call `{call}` is a companion call, which the simulator does not run")]
+    Companion {
+        /// The call.
+        call: CallId,
+    },
+}
+
+/// What a simulation found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The medium's name.
+    pub medium: String,
+    /// The simulated session.
+    pub session: SessionId,
+    /// Every invariant broken (empty: none).
+    pub violations: Vec<Violation>,
+    /// How many faults fired.
+    pub faults_fired: u32,
+    /// How many runs were begun (entries made).
+    pub runs: u32,
+    /// How the session ended: `completed` or `stopped`; `None` if it did not end.
+    pub outcome: Option<RunOutcome>,
+    /// What happened, in order: each run's entry, each fault, each late write's refusal.
+    pub trace: Vec<String>,
+    /// The session's log, read back after a clean restart at the end.
+    pub log: Vec<Record>,
+    /// The ledger.
+    pub ledger: Vec<LedgerEntry>,
+}
+
+impl Report {
+    /// Whether no invariant was broken and the session ended.
+    pub fn is_ok(&self) -> bool {
+        self.violations.is_empty() && self.outcome.is_some()
+    }
+
+    /// The violations, the trace and the log, for a failure message.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        let ended = self.outcome.map_or("did not end", RunOutcome::as_str);
+        let _ = writeln!(
+            out,
+            "simulation on {}: {} violation(s), {} fault(s) fired, {} run(s), session {ended}",
+            self.medium,
+            self.violations.len(),
+            self.faults_fired,
+            self.runs
+        );
+        for v in &self.violations {
+            let _ = writeln!(out, "  violation: {v}");
+        }
+        let _ = writeln!(out, "trace:");
+        for line in &self.trace {
+            let _ = writeln!(out, "  {line}");
+        }
+        let _ = writeln!(out, "log:");
+        for record in &self.log {
+            let json = stepjournal_codec::json::event_to_json(&record.event);
+            let _ = writeln!(out, "  {:>3} {json}", record.seq);
+        }
+        out
+    }
+}
+
+/// Runs `script` with `tools` on `medium`, injecting `case`'s faults, and reports what it
+/// found. Deterministic: the same inputs make the same appends, ids and faults.
+///
+/// Fails only when the script cannot be simulated (see [`ScriptError`]); everything the
+/// simulation finds wrong is in [`Report::violations`].
+pub fn simulate(
+    script: &Script,
+    tools: &ToolSet,
+    case: &Case,
+    medium: &mut dyn Medium,
+) -> Result<Report, ScriptError> {
+    Ok(driver::Sim::new(script, tools, case, medium)?.run())
+}

@@ -1,0 +1,265 @@
+//! Acting on one step: answering client calls and approvals, starting bodies in reply order,
+//! running the tools, and firing a body fault where the case puts one.
+
+use stepjournal_codec::{CallId, CallKind, Event, OutputChunk, RawJson, StepNo, ToolResult};
+use stepjournal_recovery::Action;
+
+use super::check::FencedWrite;
+use super::driver::{Fired, Sim};
+use super::fault::{BodyFault, Fault, Trigger};
+use super::ledger::LedgerEntry;
+use super::script::ScriptCall;
+use super::tools::{BodyRun, Cause};
+use crate::writer::{Fence, Refusal, WriteError};
+use crate::{Body, Run, Step};
+
+/// Why a run stopped going on.
+pub(super) enum Halt {
+    /// A fault fired.
+    Fault(Fired),
+    /// The simulation cannot go on; a violation says why.
+    Broken,
+}
+
+/// What became of a step (or a call).
+pub(super) enum Flow {
+    /// Done: go on.
+    Next,
+    /// The run suspended.
+    Suspended,
+    /// A call cannot be finished.
+    Stuck,
+}
+
+/// A body whose run was abandoned: it goes on once a newer entry has landed.
+pub(super) struct Zombie {
+    pub(super) body: Body,
+    pub(super) call: ScriptCall,
+    pub(super) step: StepNo,
+    pub(super) effect_done: bool,
+}
+
+impl Sim<'_> {
+    /// Acts on every unresolved call of `step` in reply order: the entry's plan for a recovered
+    /// step, the call's kind for a new one.
+    pub(super) fn act(&mut self, run: &Run, step: &Step, recovered: bool) -> Result<Flow, Halt> {
+        let number = step.number();
+        let script = self.script;
+        let Some(spec) = usize::try_from(number.get())
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| script.steps.get(i))
+        else {
+            let what = format!("step {number} is not in the script");
+            self.violate(super::Violation::Unexpected { what });
+            return Err(Halt::Broken);
+        };
+        if self.case.suspend {
+            let awaiting: Vec<CallId> =
+                spec.calls.iter().filter(|c| Self::awaits(run, c)).map(|c| c.id.clone()).collect();
+            if !awaiting.is_empty() && self.note_suspended(number) {
+                step.suspend(&awaiting)
+                    .map_err(|e| self.halt(format!("suspending step {number}"), e))?;
+                self.trace.push(format!("step {number} suspended for {awaiting:?}"));
+                return Ok(Flow::Suspended);
+            }
+        }
+        for call in &spec.calls {
+            if step.is_resolved(&call.id) {
+                continue;
+            }
+            let action = if recovered { step.action(&call.id).map(|p| p.action) } else { None };
+            match action {
+                Some(Action::Keep | Action::Pair { .. }) => continue,
+                Some(Action::ReenterChild { .. }) => {
+                    let what = format!("call {} is a companion, which is not simulated", call.id);
+                    self.violate(super::Violation::Unexpected { what });
+                    return Err(Halt::Broken);
+                }
+                _ => {}
+            }
+            let flow = match call.kind {
+                CallKind::Client => {
+                    let output = RawJson::from_value(&serde_json::json!({ "client": "done" }))
+                        .unwrap_or_else(|_| RawJson::null());
+                    step.client_answer(&call.id, output)
+                        .map_err(|e| self.halt(format!("answering client call {}", call.id), e))?;
+                    Flow::Next
+                }
+                CallKind::Approval if Self::awaits(run, call) => {
+                    step.approval(&call.id, call.approve)
+                        .map_err(|e| self.halt(format!("deciding approval {}", call.id), e))?;
+                    if call.approve { self.start(run, step, call)? } else { Flow::Next }
+                }
+                _ => self.start(run, step, call)?,
+            };
+            if let Flow::Stuck = flow {
+                return Ok(Flow::Stuck);
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    /// Starts a body of `call` and runs its tool to its result, firing the armed body fault if
+    /// this is its body.
+    fn start(&mut self, run: &Run, step: &Step, call: &ScriptCall) -> Result<Flow, Halt> {
+        let body = match step.start_body(&call.id) {
+            Ok(body) => body,
+            Err(WriteError::Refused(Refusal::BehindBlocked { .. })) => {
+                step.skip(&call.id)
+                    .map_err(|e| self.halt(format!("skipping call {}", call.id), e))?;
+                self.trace.push(format!("{} skipped: behind a call in doubt", call.id));
+                return Ok(Flow::Next);
+            }
+            Err(WriteError::Refused(Refusal::MaxBodies { .. }))
+                if call.kind == CallKind::RemoteAgent =>
+            {
+                return Ok(Flow::Stuck);
+            }
+            Err(e) => return Err(self.halt(format!("starting a body of {}", call.id), e)),
+        };
+        let number = step.number();
+        self.ledger.record(LedgerEntry::BodyStarted {
+            step: number,
+            call: call.id.clone(),
+            dispatch: body.dispatch().clone(),
+            attempt: body.attempt(),
+        });
+        let fault = match self.armed {
+            Some(Fault { trigger: Trigger::Body { n, point, fault }, .. })
+                if n == self.bodies_since =>
+            {
+                Some((point, fault))
+            }
+            _ => None,
+        };
+        self.bodies_since = self.bodies_since.saturating_add(1);
+        let child = run.with_state(|s| s.call(&call.id).and_then(|r| r.child().cloned()));
+        let tools = self.tools;
+        let Some(tool) = tools.get(call.tool.as_str()) else {
+            let what = format!("tool {} of call {} is not in the tool set", call.tool, call.id);
+            self.violate(super::Violation::Unexpected { what });
+            return Err(Halt::Broken);
+        };
+        let ledger = self.ledger.clone();
+        let mut ctx = BodyRun {
+            body: &body,
+            step,
+            ledger: &ledger,
+            call,
+            child,
+            fault_at: fault.map(|(point, _)| point),
+            actions: 0,
+            effects: 0,
+        };
+        let result = ctx
+            .before()
+            .and_then(|()| tool.behaviour.run(&mut ctx))
+            .and_then(|out| ctx.before_result().map(|()| out));
+        let effect_done = ctx.effects > 0;
+        drop(ctx);
+        let interrupted = match result {
+            Ok(out) => {
+                body.finish(out.output, out.is_error)
+                    .map_err(|e| self.halt(format!("finishing a body of {}", call.id), e))?;
+                return Ok(Flow::Next);
+            }
+            Err(interrupted) => interrupted,
+        };
+        let kind = match (interrupted.cause, fault) {
+            (Cause::Fault, Some((_, kind))) => kind,
+            (Cause::Write(e), _) => return Err(self.halt(format!("a body of {}", call.id), e)),
+            (Cause::Fault, None) => {
+                let what = format!("a body of {} was interrupted with no fault armed", call.id);
+                self.violate(super::Violation::Unexpected { what });
+                return Err(Halt::Broken);
+            }
+        };
+        match kind {
+            BodyFault::Crash => {
+                if let Some(store) = &self.store {
+                    store.kill();
+                }
+                Err(Halt::Fault(Fired::Body(BodyFault::Crash, None)))
+            }
+            BodyFault::Abandon => {
+                let zombie =
+                    Box::new(Zombie { body, call: call.clone(), step: number, effect_done });
+                Err(Halt::Fault(Fired::Body(BodyFault::Abandon, Some(zombie))))
+            }
+            BodyFault::FailRun => {
+                drop(body);
+                run.fail(Some(format!("the runtime gave up on a body of {}", call.id)))
+                    .map_err(|e| self.halt("failing the run", e))?;
+                Err(Halt::Fault(Fired::Body(BodyFault::FailRun, None)))
+            }
+        }
+    }
+}
+
+impl Sim<'_> {
+    /// The abandoned body goes on after the newer entry landed: it performs its effect if it
+    /// had not, then tries to write its output and its result. Both must be refused.
+    pub(super) fn late_writes(&mut self, zombie: Zombie) -> Result<(), Halt> {
+        let Zombie { body, call, step, effect_done } = zombie;
+        let (id, attempt) = (call.id.clone(), body.attempt());
+        if !effect_done && call.kind != CallKind::RemoteAgent {
+            self.ledger.record(LedgerEntry::Effect {
+                step,
+                call: id.clone(),
+                dispatch: body.dispatch().clone(),
+                attempt,
+                what: format!("{} for {} (late)", call.tool, body.idempotency_key()),
+                late: true,
+            });
+        }
+        let text = format!("late output of {id} attempt {attempt}");
+        let chunk = body.output_chunk(text.clone());
+        self.fenced.push(FencedWrite {
+            call: id.clone(),
+            attempt,
+            event: Event::OutputChunk(OutputChunk { call: id.clone(), attempt, text }),
+            accepted: chunk.is_ok(),
+        });
+        self.expect_fenced(&id, "output_chunk", chunk)?;
+        let output = RawJson::from_value(&serde_json::json!({ "late": id.as_str() }))
+            .unwrap_or_else(|_| RawJson::null());
+        let result = body.finish(output.clone(), false);
+        self.fenced.push(FencedWrite {
+            call: id.clone(),
+            attempt,
+            event: Event::ToolResult(ToolResult {
+                call: id.clone(),
+                attempt,
+                output,
+                is_error: false,
+            }),
+            accepted: result.is_ok(),
+        });
+        self.expect_fenced(&id, "tool_result", result)
+    }
+
+    fn expect_fenced(
+        &mut self,
+        call: &stepjournal_codec::CallId,
+        what: &str,
+        result: Result<(), WriteError>,
+    ) -> Result<(), Halt> {
+        match result {
+            // Reported by the check (`FencedWriteAccepted`).
+            Ok(()) => Ok(()),
+            Err(WriteError::Fenced { by, .. }) => {
+                let by = match by {
+                    Fence::RunStarted { run, .. } => format!("run_started of {run}"),
+                    Fence::RunEnded { run, outcome, .. } => {
+                        format!("run_ended {} of {run}", outcome.as_str())
+                    }
+                    other => format!("{other:?}"),
+                };
+                self.trace.push(format!("late {what} of {call}: fenced by {by}"));
+                Ok(())
+            }
+            Err(e) => Err(self.halt(format!("a late {what} of {call} was not fenced"), e)),
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The crash simulator (`stepjournal::sim`) driven by proptest: generated scripts (replies with
+//! calls of every simulated kind, safe and unsafe, in groups and the sequential chain) and
+//! generated cases (crashes at appends with the batch landed, lost or torn; store failures,
+//! poisoning or not; crashes inside bodies; runs abandoned with a body still running; runs
+//! failed by the runtime; each followed by a random entry), over the memory store, the file
+//! backend on a simulated disk and (feature `sqlite`) SQLite on temporary files.
+//!
+//! Every invariant of `sim::check` is asserted after every fault and at the end of every
+//! simulation; each suite also asserts that most of its scripts really had a fault fire.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
+use stepjournal::recovery::Config as RecoveryConfig;
+use stepjournal::sim::{
+    AppendFault, BodyFault, Case, Fault, Landing, LedgerTool, Medium, MemoryMedium, Recovery,
+    Script, ScriptCall, ScriptStep, SimDiskMedium, ToolSet, Trigger, simulate,
+};
+use stepjournal_codec::{CallKind, Replay};
+
+/// The tools scripts call: two safe (one committing two chunks), two unsafe (one committing no
+/// output before its effect).
+fn tools() -> ToolSet {
+    ToolSet::new()
+        .tool("search", Replay::Safe)
+        .with("write_file", Replay::Safe, LedgerTool { chunks: 2 })
+        .tool("send_email", Replay::Unsafe)
+        .with("charge_card", Replay::Unsafe, LedgerTool { chunks: 0 })
+}
+
+const TOOLS: [&str; 4] = ["search", "write_file", "send_email", "charge_card"];
+
+/// A call's shape, before it gets its id.
+fn call_shape() -> impl Strategy<Value = (CallKind, usize, Option<&'static str>, bool, bool)> {
+    let kind = prop_oneof![
+        6 => Just(CallKind::Tool),
+        1 => Just(CallKind::Client),
+        1 => Just(CallKind::Approval),
+        1 => Just(CallKind::RemoteAgent),
+        1 => Just(CallKind::LocalAgent),
+    ];
+    let group = prop_oneof![3 => Just(None), 1 => Just(Some("g1")), 1 => Just(Some("g2"))];
+    (kind, 0..TOOLS.len(), group, prop::bool::weighted(0.3), prop::bool::weighted(0.8))
+}
+
+/// One to three replies (the first with one to four calls, the others with up to four), then
+/// (sometimes) a reply with no calls; call ids unique across the script.
+fn script() -> impl Strategy<Value = Script> {
+    let first = prop::collection::vec(call_shape(), 1..=4);
+    let rest = prop::collection::vec(prop::collection::vec(call_shape(), 0..=4), 0..=2);
+    (first, rest, any::<bool>()).prop_map(|(first, rest, closing)| {
+        let steps = std::iter::once(first).chain(rest);
+        let mut script = Script::new("Please do the things.");
+        for (s, calls) in steps.enumerate() {
+            let mut reply = ScriptStep::new(format!("Reply {}.", s + 1));
+            for (i, (kind, tool, group, sequential, approve)) in calls.into_iter().enumerate() {
+                let mut call = ScriptCall::tool(format!("s{}c{}", s + 1, i + 1), TOOLS[tool]);
+                call = call.kind(kind);
+                if let Some(group) = group {
+                    call = call.group(group);
+                }
+                if sequential {
+                    call = call.sequential();
+                }
+                if !approve {
+                    call = call.denied();
+                }
+                reply = reply.call(call);
+            }
+            script = script.step(reply);
+        }
+        if closing {
+            script = script.step(ScriptStep::new("All done."));
+        }
+        script
+    })
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    let landing = prop_oneof![Just(Landing::Lands), Just(Landing::Lost), Just(Landing::Torn)];
+    let body_fault =
+        prop_oneof![Just(BodyFault::Crash), Just(BodyFault::Abandon), Just(BodyFault::FailRun)];
+    let trigger = prop_oneof![
+        3 => (0..14u32, landing)
+            .prop_map(|(n, l)| Trigger::Append { n, fault: AppendFault::Crash(l) }),
+        1 => (0..14u32, any::<bool>())
+            .prop_map(|(n, poisoned)| Trigger::Append { n, fault: AppendFault::Fail { poisoned } }),
+        3 => (0..3u32, 0..5u32, body_fault)
+            .prop_map(|(n, point, fault)| Trigger::Body { n, point, fault }),
+    ];
+    (trigger, prop::sample::select(Recovery::ALL.to_vec()), any::<u64>())
+        .prop_map(|(trigger, then, seed)| Fault { trigger, then, seed })
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (prop::collection::vec(fault(), 1..=3), 1..=3u32, any::<bool>()).prop_map(
+        |(faults, max_bodies, suspend)| Case {
+            faults,
+            config: RecoveryConfig::new(max_bodies).unwrap(),
+            suspend,
+        },
+    )
+}
+
+/// Runs `cases` generated simulations on the media `medium` makes, asserting every invariant,
+/// and that at least `min_fired` of the scripts had a fault fire.
+fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
+    let config = Config {
+        cases,
+        max_shrink_iters: 64,
+        max_shrink_time: 5_000,
+        source_file: Some(file!()),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..Config::default()
+    };
+    let fired = AtomicU32::new(0);
+    let ran = AtomicU32::new(0);
+    let tools = tools();
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&(script(), case()), |(script, case)| {
+        let mut medium = medium();
+        let report = simulate(&script, &tools, &case, &mut *medium).unwrap();
+        ran.fetch_add(1, Ordering::Relaxed);
+        if report.faults_fired > 0 {
+            fired.fetch_add(1, Ordering::Relaxed);
+        }
+        prop_assert!(report.is_ok(), "{script:#?}\n{case:#?}\n{}", report.summary());
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let (fired, ran) = (fired.into_inner(), ran.into_inner());
+    assert!(ran >= cases, "only {ran} of {cases} simulations ran");
+    eprintln!("{ran} simulations, {fired} with a fault that fired");
+    assert!(fired >= min_fired, "only {fired} of {ran} simulations had a fault fire");
+}
+
+#[test]
+fn generated_scripts_with_crashes_keep_every_invariant_on_the_memory_store() {
+    run_suite(400, 340, || Box::new(MemoryMedium::new()));
+}
+
+#[test]
+fn generated_scripts_with_crashes_keep_every_invariant_on_the_file_backend_on_a_simulated_disk() {
+    run_suite(200, 170, || Box::new(SimDiskMedium::new()));
+}
+
+#[cfg(feature = "sqlite")]
+mod sqlite {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use stepjournal::sim::Medium;
+    use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
+    use stepjournal_backends::{JournalStore, OpenError};
+
+    /// SQLite on a temporary file: a crash drops the handle; committed transactions survive it.
+    struct SqliteMedium {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+    }
+
+    impl Medium for SqliteMedium {
+        fn name(&self) -> String {
+            "sqlite".to_owned()
+        }
+
+        fn open(&mut self) -> Result<Arc<dyn JournalStore>, OpenError> {
+            Ok(Arc::new(SqliteStore::open(&self.path, SqliteOptions::default())?))
+        }
+
+        fn crash(&mut self, _seed: u64) {}
+    }
+
+    #[test]
+    fn generated_scripts_with_crashes_keep_every_invariant_on_sqlite() {
+        super::run_suite(80, 64, || {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("journal.sqlite");
+            Box::new(SqliteMedium { _dir: dir, path })
+        });
+    }
+}
