@@ -124,6 +124,9 @@ pub enum CliError {
         #[source]
         source: Box<AppendError>,
     },
+    /// `stepjournal demo` could not run.
+    #[error("demo: {0}")]
+    Demo(#[source] Box<super::demo::DemoError>),
     /// `verify` found problems (they are printed on standard output).
     #[error("verify found {count} problem{s} in {url}", s = if *.count == 1 { "" } else { "s" })]
     Findings {

@@ -9,6 +9,7 @@
 //! found a problem, 2 on an error (named on standard error), 74 when the output cannot be
 //! written.
 
+pub mod demo;
 mod error;
 pub mod export;
 pub mod import;
@@ -66,6 +67,11 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Count sessions, events, bytes and events of each kind.
     Stats(stats::StatsArgs),
+    /// Run an agent session, kill it with SIGKILL mid-step, recover it, and say what happened.
+    Demo(demo::DemoArgs),
+    /// The demo's crashing child process.
+    #[command(name = "demo-child", hide = true)]
+    DemoChild(demo::DemoChildArgs),
 }
 
 /// What the command's output goes to: colour and progress bars only on a terminal.
@@ -109,6 +115,8 @@ pub fn run_with(
         Command::Export(args) => export::run(&args, out),
         Command::Import(args) => import::run(&args, out),
         Command::Stats(args) => stats::run(&args, out),
+        Command::Demo(args) => demo::run(&args, out),
+        Command::DemoChild(args) => demo::run_child(&args, out),
     };
     match result {
         Err(CliError::Write { source }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
