@@ -185,3 +185,82 @@ mod the_checks_catch_violations {
         assert!(err.contains("current policy"), "{err}");
     }
 }
+
+mod handwritten_inputs {
+    use stepjournal_tests::checks::{FileOp, FileOpsInput, check_file_ops};
+
+    fn append(session: u8, synced: bool) -> FileOp {
+        FileOp::Append { session, events: 2, size: 40, synced }
+    }
+
+    #[test]
+    fn appends_deletes_faults_and_crashes_keep_the_model() {
+        let ops = vec![
+            append(0, true),
+            append(1, false),
+            append(2, true),
+            FileOp::Read { session: 0, from: 0, len: 7 },
+            FileOp::PowerLoss { fates: vec![2 + 3 * 40, 0, 1], reorder: true },
+            append(1, false),
+            FileOp::Delete { session: 0 },
+            FileOp::Fail { kind: 2, after: 0 },
+            append(2, true),
+            FileOp::Read { session: 2, from: 1, len: 3 },
+            FileOp::ProcessCrash,
+            append(0, false),
+            FileOp::PowerAt { after: 1 },
+            append(1, true),
+            append(1, true),
+            FileOp::Reopen,
+            FileOp::Read { session: 1, from: 0, len: 7 },
+        ];
+        let ops = std::iter::repeat_n(ops, 4).flatten().collect();
+        check_file_ops(&FileOpsInput { segment: 0, preallocate: true, ops }).unwrap();
+    }
+}
+
+mod regressions {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use stepjournal_backends::file::io::Io;
+    use stepjournal_backends::file::sim::SimDisk;
+    use stepjournal_backends::file::verify::verify_dir_with;
+    use stepjournal_backends::file::{FileOptions, FileStore};
+    use stepjournal_codec::Limits;
+
+    use super::fuzz_dir;
+
+    /// A journal of one segment holding the input's bytes after its flags byte.
+    fn one_segment(input: &str) -> (SimDisk, PathBuf) {
+        let data = std::fs::read(fuzz_dir().join("regressions").join(input)).unwrap();
+        let (disk, dir) = (SimDisk::new(), PathBuf::from("/j"));
+        disk.create_dir_all(&dir).unwrap();
+        let file = disk.create_new(&dir.join("00000000000000000001.seg")).unwrap();
+        file.write_all_at(&data[1..], 0).unwrap();
+        file.sync_data().unwrap();
+        disk.sync_dir(&dir).unwrap();
+        (disk, dir)
+    }
+
+    /// Found by the `file_journal` target. Damage at byte 453 is followed by a group header
+    /// whose frames run past the end of the file; the header is intact and says 539 bytes were
+    /// durable when it was written, so the damage is inside acknowledged data and opening
+    /// refuses. `verify_dir` counted only whole groups' durable points, called the damage a torn
+    /// tail and the journal clean: the two disagreed. Verify now counts an intact header of a
+    /// truncated group as opening does.
+    #[test]
+    fn verify_counts_the_durable_point_of_a_truncated_groups_intact_header() {
+        let (disk, dir) =
+            one_segment("file_journal/verify-ignored-durable-claim-of-truncated-group");
+        let report =
+            verify_dir_with(Arc::new(disk.clone()), &dir, &Limits::default(), &mut |_, _| {})
+                .unwrap();
+        let at_453 = report.findings.iter().find(|f| f.offset == 453).unwrap();
+        assert!(!at_453.torn_tail, "{at_453}");
+        assert!(!report.is_clean());
+        let options = FileOptions::new().read_only(true);
+        let err = FileStore::open_with(Arc::new(disk), &dir, options).unwrap_err();
+        assert!(err.to_string().contains("at byte 453"), "{err}");
+    }
+}

@@ -629,6 +629,8 @@ impl Checker {
                 let mut f = finding(&seg.path, at, problem);
                 f.len = Some(len - at);
                 seg.pending.push((f, at));
+                // The header is intact: what it says was durable counts, as it does on open.
+                seg.groups.push(ValidGroup { offset: at, synced: g.synced });
                 match next_group(&mut w, at + 1, len)? {
                     Some(next) => {
                         at = next;
