@@ -104,8 +104,22 @@ fn case() -> impl Strategy<Value = Case> {
     )
 }
 
+/// Paths each suite must exercise at least once, found in the simulations' traces: what the
+/// generated cases reach, so that a change to the generators cannot quietly stop covering one.
+const PATHS: [(&str, &str); 8] = [
+    ("a late body's writes fenced", "fenced by run_"),
+    ("a crash inside a body", "crash inside a body"),
+    ("a run the runtime failed", "failed the run inside a body"),
+    ("a store failure", "the store failed an append"),
+    ("a retry", "begins: retry"),
+    ("a step closed by a redirect", "closed by a redirect"),
+    ("a stop", "begins: stop"),
+    ("a suspension", "suspended for"),
+];
+
 /// Runs `cases` generated simulations on the media `medium` makes, asserting every invariant,
-/// and that at least `min_fired` of the scripts had a fault fire.
+/// that at least `min_fired` of the scripts had a fault fire, and that every path of [`PATHS`]
+/// was taken.
 fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
     let config = Config {
         cases,
@@ -118,6 +132,7 @@ fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
         ..Config::default()
     };
     let fired = AtomicU32::new(0);
+    let taken: [AtomicU32; PATHS.len()] = Default::default();
     let ran = AtomicU32::new(0);
     let tools = tools();
     let mut runner = TestRunner::new(config);
@@ -127,6 +142,11 @@ fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
         ran.fetch_add(1, Ordering::Relaxed);
         if report.faults_fired > 0 {
             fired.fetch_add(1, Ordering::Relaxed);
+        }
+        for ((_, needle), n) in PATHS.iter().zip(&taken) {
+            if report.trace.iter().any(|l| l.contains(needle)) {
+                n.fetch_add(1, Ordering::Relaxed);
+            }
         }
         prop_assert!(report.is_ok(), "{script:#?}\n{case:#?}\n{}", report.summary());
         Ok(())
@@ -138,6 +158,11 @@ fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
     assert!(ran >= cases, "only {ran} of {cases} simulations ran");
     eprintln!("{ran} simulations, {fired} with a fault that fired");
     assert!(fired >= min_fired, "only {fired} of {ran} simulations had a fault fire");
+    for ((path, _), n) in PATHS.iter().zip(&taken) {
+        let n = n.load(Ordering::Relaxed);
+        eprintln!("  {path}: {n}");
+        assert!(n > 0, "no simulation took this path: {path}");
+    }
 }
 
 #[test]

@@ -397,6 +397,8 @@ impl<'a> Sim<'a> {
                     run.plan().appends.iter().find(|e| matches!(e, Event::StepCommit(_)))
                 {
                     self.ledger.record(LedgerEntry::StepClosed { step: commit.step, entry: kind });
+                    let by = if kind == "stop" { "a stop" } else { "a redirect" };
+                    self.trace.push(format!("step {} closed by {by} ({kind})", commit.step));
                 }
                 Ok(run)
             }
