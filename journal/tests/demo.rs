@@ -170,3 +170,33 @@ fn the_demo_child_is_not_listed_in_the_help() {
     assert!(help.lines().any(|l| l.trim_start().starts_with("demo ")), "{help}");
     assert!(!help.contains("demo-child"), "{help}");
 }
+
+#[test]
+fn no_recover_leaves_the_session_stuck_where_the_crash_left_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let out = Command::new(env!("CARGO_BIN_EXE_stepjournal"))
+        .args(["demo", "--no-recover", "--dir"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("SIGKILL") && text.contains("--no-recover"), "{text}");
+    let stuck = events(&journal, "demo-1");
+    assert!(verify(&stuck).is_empty(), "{:?}", verify(&stuck));
+    let state = fold(&stuck);
+    assert_eq!(state.runs().len(), 1, "no recovery run began");
+    assert_eq!(state.last_run_outcome(), None, "the crashed run never ended");
+    let saved = state.saved_step().expect("the step the crash interrupted");
+    let open: Vec<String> = state
+        .calls_of(saved)
+        .iter()
+        .filter(|c| !c.is_resolved())
+        .map(|c| c.id().to_string())
+        .collect();
+    assert_eq!(open, ["c2", "c3", "c4"], "c1 finished; c2 and c3 were running; c4 waited");
+    // A later demo leaves the stuck session alone and recovers a new one.
+    let text = stdout(&demo(&journal));
+    check_session(&journal, "demo-2", &text);
+    assert_eq!(fold(&events(&journal, "demo-1")).runs().len(), 1);
+}

@@ -51,6 +51,11 @@ pub struct DemoArgs {
     /// The journal's directory: created if missing, reused if an earlier demo wrote it.
     #[arg(long, value_name = "DIR", default_value = "./stepjournal-demo")]
     pub dir: PathBuf,
+    /// Stop after the crash: leave the session stuck mid-step, as a lost process leaves it, to
+    /// inspect with `sessions`, `show` and `plan` (docs/cli.md walks through it). A later
+    /// `stepjournal demo` leaves it as it is and runs a new session.
+    #[arg(long)]
+    pub no_recover: bool,
 }
 
 /// Arguments of the hidden `stepjournal demo-child` (the demo's crashing process).
@@ -207,7 +212,7 @@ fn journal(dir: &Path, ids: &str) -> Result<Journal, DemoError> {
 
 /// Runs `stepjournal demo`.
 pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    demo(&args.dir, out)
+    demo(&args.dir, !args.no_recover, out)
 }
 
 /// Runs the hidden `stepjournal demo-child`: the session up to two running bodies, then a line
@@ -298,7 +303,7 @@ impl Drop for Guard {
     }
 }
 
-fn demo(dir: &Path, out: &mut dyn Write) -> Result<(), CliError> {
+fn demo(dir: &Path, recover: bool, out: &mut dyn Write) -> Result<(), CliError> {
     prepare(dir)?;
     let url = format!("file:{}", dir.display());
     let session = {
@@ -325,6 +330,13 @@ fn demo(dir: &Path, out: &mut dyn Write) -> Result<(), CliError> {
     let (pid, status) = crash_a_child(dir, &session)?;
     writeln!(out, "   With c2 and c3 both running, the child (pid {pid}) is killed with SIGKILL:")?;
     writeln!(out, "   {}. Nothing was finished, committed or closed.\n", died(status))?;
+    if !recover {
+        writeln!(out, "The session is left as the crash left it (--no-recover). Inspect it:")?;
+        writeln!(out, "  stepjournal sessions {url} --state open")?;
+        writeln!(out, "  stepjournal show {url} {session}")?;
+        writeln!(out, "  stepjournal plan {url} {session} --entry wake")?;
+        return Ok(());
+    }
 
     let journal = journal(dir, &format!("{session}-recovery"))?;
     let state = journal.state(&session).map_err(|source| DemoError::Store { source })?;
