@@ -29,15 +29,9 @@ fn bench(c: &mut Criterion) {
     let limits = Limits::default();
     let events = events();
     let mut one = Vec::new();
-    let size = record::encode_into(
-        &mut one,
-        &session,
-        Seq(0),
-        events[0].at,
-        &events[0].event,
-        &limits,
-    )
-    .unwrap();
+    let size =
+        record::encode_into(&mut one, &session, Seq(0), events[0].at, &events[0].event, &limits)
+            .unwrap();
     let mut group = c.benchmark_group(format!("record_{size}B"));
     group.throughput(Throughput::Elements(EVENTS as u64));
     let mut buf = Vec::with_capacity(EVENTS * 256);
@@ -53,7 +47,8 @@ fn bench(c: &mut Criterion) {
     });
     let mut encoded = Vec::new();
     for (i, e) in events.iter().enumerate() {
-        record::encode_into(&mut encoded, &session, Seq(i as u64), e.at, &e.event, &limits).unwrap();
+        record::encode_into(&mut encoded, &session, Seq(i as u64), e.at, &e.event, &limits)
+            .unwrap();
     }
     group.bench_function("decode_verify", |b| {
         b.iter(|| {

@@ -116,14 +116,23 @@ pub fn event() -> impl Strategy<Value = Event> {
             }
             .into()
         ),
-        (call_id(), id())
-            .prop_map(|(call, d)| DispatchMinted { call, dispatch: DispatchId::from(d) }.into()),
+        (call_id(), id()).prop_map(|(call, d)| DispatchMinted {
+            call,
+            dispatch: DispatchId::from(d)
+        }
+        .into()),
         (call_id(), attempt()).prop_map(|(call, attempt)| AttemptStarted { call, attempt }.into()),
-        (call_id(), attempt(), text())
-            .prop_map(|(call, attempt, text)| OutputChunk { call, attempt, text }.into()),
-        (call_id(), attempt(), json(), any::<bool>()).prop_map(|(call, attempt, output, is_error)| {
-            ToolResult { call, attempt, output, is_error }.into()
-        }),
+        (call_id(), attempt(), text()).prop_map(|(call, attempt, text)| OutputChunk {
+            call,
+            attempt,
+            text
+        }
+        .into()),
+        (call_id(), attempt(), json(), any::<bool>()).prop_map(
+            |(call, attempt, output, is_error)| {
+                ToolResult { call, attempt, output, is_error }.into()
+            }
+        ),
         (call_id(), any::<bool>())
             .prop_map(|(call, approved)| ApprovalDecided { call, approved }.into()),
         (call_id(), json()).prop_map(|(call, output)| ClientAnswer { call, output }.into()),

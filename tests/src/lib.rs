@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
 
 pub mod arb;
+pub mod checks;
 pub mod conformance;
 pub mod file_fixture;
-pub mod sample;
 pub mod protocol_gen;
-pub mod checks;
+pub mod sample;
