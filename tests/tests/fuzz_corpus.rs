@@ -263,4 +263,23 @@ mod regressions {
         let err = FileStore::open_with(Arc::new(disk), &dir, options).unwrap_err();
         assert!(err.to_string().contains("at byte 453"), "{err}");
     }
+
+    /// Found by the `file_journal` target. The group at byte 115 is whole but its frame at
+    /// byte 139 is damaged; an intact group header lies at byte 194, inside that group's extent,
+    /// saying 539 bytes were durable. Opening looks for intact headers anywhere after damage and
+    /// refuses; `verify_dir` resumed at the damaged group's end, never saw the header, and called
+    /// the damage a torn tail. Verify now looks inside a damaged group for intact headers too.
+    #[test]
+    fn verify_sees_an_intact_header_inside_a_damaged_group() {
+        let (disk, dir) =
+            one_segment("file_journal/verify-ignored-intact-header-inside-damaged-group");
+        let report =
+            verify_dir_with(Arc::new(disk.clone()), &dir, &Limits::default(), &mut |_, _| {})
+                .unwrap();
+        let at_139 = report.findings.iter().find(|f| f.offset == 139).unwrap();
+        assert!(!at_139.torn_tail, "{at_139}");
+        let options = FileOptions::new().read_only(true);
+        let err = FileStore::open_with(Arc::new(disk), &dir, options).unwrap_err();
+        assert!(err.to_string().contains("at byte 139"), "{err}");
+    }
 }

@@ -642,7 +642,19 @@ impl Checker {
             }
             let body = w.bytes(body_at, g.len as usize)?;
             seg.groups.push(ValidGroup { offset: at, synced: g.synced });
+            let found = seg.pending.len();
             self.group_body(seg, at, body_at, body, g.frames);
+            if seg.pending.len() > found {
+                // Opening looks for intact group headers anywhere after damage, inside the
+                // damaged group too: what they say was durable counts here as well.
+                let mut from = at + 1;
+                while let Some(next) = next_group(&mut w, from, len)?.filter(|n| *n < end) {
+                    if let Ok(h) = GroupHeader::parse(w.bytes(next, GROUP_HEADER_LEN)?) {
+                        seg.groups.push(ValidGroup { offset: next, synced: h.synced });
+                    }
+                    from = next + 1;
+                }
+            }
             at = end;
             *pos = Some(at);
             progress(self.done.saturating_add(at), self.total);
