@@ -364,8 +364,12 @@ fn a_body_is_refused_past_max_bodies() {
     assert!(matches!(run.plan().call(&id("c1")).unwrap().action, Action::Reattach { .. }));
     let step = run.step().unwrap();
     let r = refused_without_writing(&*store, || step.start_body(&id("c1")));
-    assert_eq!(r, Refusal::MaxBodies { call: id("c1"), bodies: 1, max: 1 });
+    assert_eq!(
+        r,
+        Refusal::MaxBodies { call: id("c1"), bodies: 1, max: 1, child: Some("child-1".into()) }
+    );
     assert!(r.to_string().contains("at most 1"), "{r}");
+    assert!(r.to_string().contains("Step::reattach"), "{r}");
     // With room for one more, the re-attached child's body starts as attempt 2.
     let journal = journal_max_bodies(store.clone(), ids(), 2);
     let run = journal.begin_run(&session(), Entry::Wake).unwrap();

@@ -245,7 +245,8 @@ fn calls_by_step(state: &SessionState) -> HashMap<(StepNo, &CallId), (&Call, Cal
 }
 
 /// An unsafe call runs one body at most: its saved policy is unsafe and its bodies are its own
-/// (a remote sub-agent's bodies re-attach to one child, started once per dispatch id).
+/// (a remote sub-agent's effects are its child's, started once per dispatch id; re-attaching to
+/// the child starts no body, so the ledger records no body start for it).
 fn runs_once(call: &Call) -> bool {
     call.replay == Replay::Unsafe && call.kind != CallKind::RemoteAgent
 }

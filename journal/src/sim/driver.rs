@@ -27,8 +27,8 @@ enum End {
     Over(RunOutcome),
     /// The run suspended for client answers or approvals: a `wake` follows.
     Suspended,
-    /// A call could not be finished (a remote sub-agent with no body left to re-attach
-    /// through): the run failed, and a redirect follows.
+    /// A call could not be finished (a remote sub-agent whose child was never attached, with no
+    /// body left to start it through): the run failed, and a redirect follows.
     Stuck,
 }
 
@@ -50,7 +50,7 @@ pub(super) struct Sim<'a> {
     pending: VecDeque<Fault>,
     /// The fault armed now.
     pub(super) armed: Option<Fault>,
-    /// Bodies started since the armed fault was armed.
+    /// Bodies started or re-attached to since the armed fault was armed.
     pub(super) bodies_since: u32,
     faults_fired: u32,
     runs: u32,
@@ -366,7 +366,8 @@ impl<'a> Sim<'a> {
     }
 
     fn stuck(&mut self, run: &Run) -> Result<End, Halt> {
-        let why = "a remote sub-agent cannot be re-attached: it has no body left (max_bodies)";
+        let why = "a remote sub-agent whose child was never attached has no body left \
+                   (max_bodies) to start it through";
         self.trace.push(format!("run {}: {why}; the run fails, a redirect follows", run.id()));
         run.fail(Some(why.to_owned())).map_err(|e| self.halt("failing the run", e))?;
         Ok(End::Stuck)

@@ -102,7 +102,8 @@ pub enum Trigger {
         /// What happens to it.
         fault: AppendFault,
     },
-    /// Inside the `n`-th body (from 0) started after the fault is armed, after its
+    /// Inside the `n`-th body (from 0) started or re-attached to (a remote sub-agent's child,
+    /// whose tool runs again) after the fault is armed, after its
     /// `point`-th action (0: before the tool runs; past its last action: just before its result).
     Body {
         /// Which body.

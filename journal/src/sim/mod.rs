@@ -19,10 +19,11 @@
 //!   [`SimDiskMedium`]: the file backend on a simulated disk, or a runtime's own).
 //!
 //! The driver acts on each entry's plan as a runtime must: a call the plan runs starts exactly
-//! the planned attempt under its dispatch id; bodies start in reply order, each only once every
-//! call it is behind is resolved (a call behind one in doubt is skipped); client calls and
-//! approvals are answered (or the run suspends for them); each step is committed; the run ends
-//! once the script is done.
+//! the planned attempt under its dispatch id; a remote sub-agent the plan re-attaches is
+//! finished through `Step::reattach` (no new body, the same child); bodies start in reply order,
+//! each only once every call it is behind is resolved (a call behind one in doubt is skipped);
+//! client calls and approvals are answered (or the run suspends for them); each step is
+//! committed; the run ends once the script is done.
 //!
 //! [`check`] states the invariants; [`simulate`] returns a [`Report`] with every violation
 //! found, the trace of what happened, the log and the ledger.

@@ -27,8 +27,18 @@ pub(super) enum Flow {
     Next,
     /// The run suspended.
     Suspended,
-    /// A call cannot be finished.
+    /// A call cannot be finished: a remote sub-agent whose child was never attached and which
+    /// has no body left under `max_bodies` to start it through.
     Stuck,
+}
+
+/// How a call's body handle is had.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Begin {
+    /// A new body: `start_body`, an `attempt_started`.
+    Start,
+    /// The child already attached: `reattach`, which starts no body.
+    Reattach,
 }
 
 /// A body whose run was abandoned: it goes on once a newer entry has landed.
@@ -69,15 +79,16 @@ impl Sim<'_> {
                 continue;
             }
             let action = if recovered { step.action(&call.id).map(|p| p.action) } else { None };
-            match action {
+            let begin = match action {
                 Some(Action::Keep | Action::Pair { .. }) => continue,
                 Some(Action::ReenterChild { .. }) => {
                     let what = format!("call {} is a companion, which is not simulated", call.id);
                     self.violate(super::Violation::Unexpected { what });
                     return Err(Halt::Broken);
                 }
-                _ => {}
-            }
+                Some(Action::Reattach { .. }) => Begin::Reattach,
+                _ => Begin::Start,
+            };
             let flow = match call.kind {
                 CallKind::Client => {
                     let output = RawJson::from_value(&serde_json::json!({ "client": "done" }))
@@ -89,9 +100,9 @@ impl Sim<'_> {
                 CallKind::Approval if Self::awaits(run, call) => {
                     step.approval(&call.id, call.approve)
                         .map_err(|e| self.halt(format!("deciding approval {}", call.id), e))?;
-                    if call.approve { self.start(run, step, call)? } else { Flow::Next }
+                    if call.approve { self.start(run, step, call, begin)? } else { Flow::Next }
                 }
-                _ => self.start(run, step, call)?,
+                _ => self.start(run, step, call, begin)?,
             };
             if let Flow::Stuck = flow {
                 return Ok(Flow::Stuck);
@@ -100,31 +111,70 @@ impl Sim<'_> {
         Ok(Flow::Next)
     }
 
-    /// Starts a body of `call` and runs its tool to its result, firing the armed body fault if
-    /// this is its body.
-    fn start(&mut self, run: &Run, step: &Step, call: &ScriptCall) -> Result<Flow, Halt> {
+    /// The body of `call` `begin` asks for: a new one (recorded in the ledger: a body started),
+    /// or the one re-attached to the call's child (not recorded: re-attaching starts nothing).
+    /// `Err(flow)` when the call was answered instead (skipped) or cannot be finished.
+    fn body_of(
+        &mut self,
+        step: &Step,
+        call: &ScriptCall,
+        begin: Begin,
+    ) -> Result<Result<Body, Flow>, Halt> {
+        if begin == Begin::Reattach {
+            match step.reattach(&call.id) {
+                Ok(body) => {
+                    self.trace.push(format!(
+                        "{} re-attached to its child (attempt {})",
+                        call.id,
+                        body.attempt()
+                    ));
+                    return Ok(Ok(body));
+                }
+                // A child attached before any body started: its first body starts it.
+                Err(WriteError::Refused(Refusal::NoBodyStarted { .. })) => {}
+                Err(e) => return Err(self.halt(format!("re-attaching {}", call.id), e)),
+            }
+        }
         let body = match step.start_body(&call.id) {
             Ok(body) => body,
             Err(WriteError::Refused(Refusal::BehindBlocked { .. })) => {
                 step.skip(&call.id)
                     .map_err(|e| self.halt(format!("skipping call {}", call.id), e))?;
                 self.trace.push(format!("{} skipped: behind a call in doubt", call.id));
-                return Ok(Flow::Next);
+                return Ok(Err(Flow::Next));
             }
-            Err(WriteError::Refused(Refusal::MaxBodies { .. }))
+            // A remote sub-agent whose child was never attached (`start_child`) is started
+            // through a new body; with none left, nothing can finish it.
+            Err(WriteError::Refused(Refusal::MaxBodies { child: None, .. }))
                 if call.kind == CallKind::RemoteAgent =>
             {
-                return Ok(Flow::Stuck);
+                return Ok(Err(Flow::Stuck));
             }
             Err(e) => return Err(self.halt(format!("starting a body of {}", call.id), e)),
         };
-        let number = step.number();
         self.ledger.record(LedgerEntry::BodyStarted {
-            step: number,
+            step: step.number(),
             call: call.id.clone(),
             dispatch: body.dispatch().clone(),
             attempt: body.attempt(),
         });
+        Ok(Ok(body))
+    }
+
+    /// Gets a body of `call` (see [`Sim::body_of`]) and runs its tool to its result, firing the
+    /// armed body fault if this is its body (a re-attached body counts: the tool runs in it).
+    fn start(
+        &mut self,
+        run: &Run,
+        step: &Step,
+        call: &ScriptCall,
+        begin: Begin,
+    ) -> Result<Flow, Halt> {
+        let body = match self.body_of(step, call, begin)? {
+            Ok(body) => body,
+            Err(flow) => return Ok(flow),
+        };
+        let number = step.number();
         let fault = match self.armed {
             Some(Fault { trigger: Trigger::Body { n, point, fault }, .. })
                 if n == self.bodies_since =>

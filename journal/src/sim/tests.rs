@@ -541,28 +541,71 @@ fn a_suspended_step_is_woken_and_its_client_call_answered() {
     assert!(shown(&report).iter().any(|i| matches!(i, TranscriptItem::ApprovalDenied { .. })));
 }
 
-#[test]
-fn a_remote_agent_with_no_body_left_is_redirected_away_from() {
-    // max_bodies 1: the child is attached, then the process dies before the result; the wake
-    // re-attaches, but no body is left to finish it through.
-    let script = Script::new("go")
+fn delegating() -> Script {
+    Script::new("go")
         .step(
             ScriptStep::new("delegate")
                 .call(ScriptCall::tool("c1", "researcher").kind(CallKind::RemoteAgent)),
         )
-        .step(ScriptStep::new("done"));
+        .step(ScriptStep::new("done"))
+}
+
+fn count(report: &Report, f: impl Fn(&LedgerEntry) -> bool) -> usize {
+    report.ledger.iter().filter(|e| f(e)).count()
+}
+
+#[test]
+fn a_remote_agent_with_no_body_left_finishes_through_its_reattached_child() {
+    // max_bodies 1: the child is attached, then the process dies before the result; the wake
+    // re-attaches to the child, which starts no body, and records its result under attempt 1.
     let case = Case::new().config(Config::new(1).unwrap()).fault(Fault::crash_in_body(0, 2));
-    let report = run(&script, &case);
+    let report = run(&delegating(), &case);
     assert!(report.is_ok(), "{}", report.summary());
-    assert!(
-        report.trace.iter().any(|l| l.contains("cannot be re-attached")),
-        "{}",
-        report.summary()
-    );
+    assert_eq!(report.outcome, Some(RunOutcome::Completed), "{}", report.summary());
+    assert!(report.trace.iter().any(|l| l.contains("c1 re-attached")), "{}", report.summary());
+    assert_eq!(paired(&report, "c1"), None);
+    let results: Vec<_> = report
+        .log
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::ToolResult(t) if t.call == id("c1") => Some(t.attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [Attempt(1)]);
+    let started =
+        report.log.iter().filter(|r| matches!(&r.event, Event::AttemptStarted(_))).count();
+    assert_eq!(started, 1);
+    assert_eq!(count(&report, |e| matches!(e, LedgerEntry::ChildStarted { .. })), 1);
+    assert_eq!(count(&report, |e| matches!(e, LedgerEntry::BodyStarted { .. })), 1);
+}
+
+#[test]
+fn a_crash_inside_a_reattached_body_reattaches_again() {
+    // The first crash leaves the child attached; the second fires inside the re-attached body.
+    let case = Case::new()
+        .config(Config::new(1).unwrap())
+        .fault(Fault::crash_in_body(0, 2))
+        .fault(Fault::crash_in_body(0, 1));
+    let report = run(&delegating(), &case);
+    assert!(report.is_ok(), "{}", report.summary());
+    assert_eq!((report.faults_fired, report.outcome), (2, Some(RunOutcome::Completed)));
+    let reattached = report.trace.iter().filter(|l| l.contains("c1 re-attached")).count();
+    assert_eq!(reattached, 2, "{}", report.summary());
+    assert_eq!(count(&report, |e| matches!(e, LedgerEntry::ChildStarted { .. })), 1);
+    assert_eq!(count(&report, |e| matches!(e, LedgerEntry::BodyStarted { .. })), 1);
+}
+
+#[test]
+fn a_remote_agent_whose_child_was_never_attached_and_no_body_is_left_is_redirected_away_from() {
+    // max_bodies 1: the child is asked to start, then the process dies before `child_attached`;
+    // the wake plans `start_child`, but no body is left to start it through.
+    let case = Case::new().config(Config::new(1).unwrap()).fault(Fault::crash_in_body(0, 1));
+    let report = run(&delegating(), &case);
+    assert!(report.is_ok(), "{}", report.summary());
+    assert!(report.trace.iter().any(|l| l.contains("never attached")), "{}", report.summary());
     assert_eq!(paired(&report, "c1"), Some(PairReason::OutcomeUnknown));
-    let children =
-        report.ledger.iter().filter(|e| matches!(e, LedgerEntry::ChildStarted { .. })).count();
-    assert_eq!(children, 1);
+    assert_eq!(count(&report, |e| matches!(e, LedgerEntry::ChildStarted { .. })), 1);
 }
 
 #[test]

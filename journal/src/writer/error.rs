@@ -321,20 +321,27 @@ pub enum Refusal {
         /// The call.
         call: CallId,
     },
-    /// The call already started a body in this run; a run starts at most one body per call
-    /// (another attempt is recovery's to decide: end the run `failed` and `retry`).
+    /// The call already started (or re-attached to) a body in this run; a run starts at most
+    /// one body per call (another attempt is recovery's to decide: end the run `failed` and
+    /// `retry`).
     #[error(
-        "call `{call}` already started a body in this run (attempt {attempt}); another attempt \
-         is recovery's to decide"
+        "call `{call}` already started or re-attached a body in this run (attempt {attempt}); \
+         another attempt is recovery's to decide"
     )]
     BodyStarted {
         /// The call.
         call: CallId,
-        /// The attempt this run started.
+        /// The attempt this run started or re-attached to.
         attempt: Attempt,
     },
-    /// The call has started `max_bodies` bodies in all.
-    #[error("call `{call}` has started {bodies} bodies; at most {max} are allowed")]
+    /// The call has started `max_bodies` bodies in all. When its child is attached (`child`),
+    /// the child still runs: finish the call through [`Step::reattach`](super::Step::reattach),
+    /// which starts no body.
+    #[error("call `{call}` has started {bodies} bodies; at most {max} are allowed{}",
+        .child.as_ref().map(|c| format!(
+            ". Its child `{c}` is attached: re-attach to it with `Step::reattach`, which starts \
+             no body"
+        )).unwrap_or_default())]
     MaxBodies {
         /// The call.
         call: CallId,
@@ -342,6 +349,35 @@ pub enum Refusal {
         bodies: u32,
         /// `max_bodies`.
         max: u32,
+        /// The child the call is bound to, if any.
+        child: Option<SessionId>,
+    },
+    /// A re-attach was asked of a call with no `child_attached`: nothing runs to re-attach to.
+    /// Start it with [`Step::start_body`](super::Step::start_body) (a remote sub-agent's child is
+    /// started under its dispatch id, then bound with
+    /// [`Step::child_attached`](super::Step::child_attached)).
+    #[error(
+        "call `{call}` has no child attached, so there is nothing to re-attach to: start it \
+         with `Step::start_body`"
+    )]
+    NoChild {
+        /// The call.
+        call: CallId,
+    },
+    /// A re-attach was asked of a call whose child is attached but which never started a body
+    /// (no `attempt_started`, or none under a minted dispatch id, which the protocol forbids):
+    /// there is no attempt to record the child's result under. Start
+    /// its first body with [`Step::start_body`](super::Step::start_body) and re-attach to the
+    /// child from it.
+    #[error(
+        "call `{call}` has child `{child}` attached but no body started, so there is no attempt \
+         to re-attach under: start its first body with `Step::start_body`"
+    )]
+    NoBodyStarted {
+        /// The call.
+        call: CallId,
+        /// The child it is bound to.
+        child: SessionId,
     },
     /// The call is behind an unresolved call of its group or of the sequential chain: start it
     /// once that call is resolved.

@@ -17,9 +17,10 @@ use super::{Body, Order, Refusal, RunStatus, WriteError};
 /// holds, [`Run::step`](super::Run::step)).
 ///
 /// **A body cannot start before its reply is durable**, and not by a check that could be
-/// forgotten: [`start_body`](Self::start_body) is the only way to get a [`Body`], a `Step` is only
-/// made by the writer once the reply's batch (`reply_committed` and every `dispatch_minted`) has
-/// landed, and it has no public constructor:
+/// forgotten: [`start_body`](Self::start_body) is the only way to start a [`Body`] (and
+/// [`reattach`](Self::reattach), which starts none, the only other way to get one), a `Step` is
+/// only made by the writer once the reply's batch (`reply_committed` and every
+/// `dispatch_minted`) has landed, and it has no public constructor:
 ///
 /// ```compile_fail,E0599
 /// use stepjournal::writer::{Body, Run};
@@ -142,7 +143,8 @@ impl Step {
     ///   granted yet ([`Refusal::AwaitingApproval`]);
     /// - it already started a body in this run ([`Refusal::BodyStarted`]): a run starts one body
     ///   per call; another attempt is recovery's to decide;
-    /// - it has started `max_bodies` bodies in all ([`Refusal::MaxBodies`]);
+    /// - it has started `max_bodies` bodies in all ([`Refusal::MaxBodies`]; when its child is
+    ///   attached, the refusal names it: finish the call through [`reattach`](Self::reattach));
     /// - it is behind a call of its group, or (both `sequential`) of the sequential chain, that
     ///   is not resolved ([`Refusal::Behind`]), or whose effect is in doubt or never happened
     ///   ([`Refusal::BehindBlocked`]; answer it with [`skip`](Self::skip));
@@ -186,7 +188,8 @@ impl Step {
             }
             let bodies = record.bodies();
             if bodies >= max {
-                return Err(Refusal::MaxBodies { call: refuse_call, bodies, max });
+                let child = record.child().cloned();
+                return Err(Refusal::MaxBodies { call: refuse_call, bodies, max, child });
             }
             let me = record.call();
             for ahead in calls.iter().take(index) {
@@ -240,6 +243,97 @@ impl Step {
         }
         drop(inner);
         Ok(Body::new(self.shared.clone(), call.clone(), dispatch, attempt))
+    }
+
+    /// Re-attaches to the child already running for `call` (a remote sub-agent's, or a
+    /// companion's): returns a [`Body`] to record the child's output and result through, and
+    /// **writes nothing**. Re-attaching starts no body, so no `attempt_started` is appended and
+    /// the call's bodies do not grow: it is not counted against `max_bodies`. The body carries
+    /// the call's dispatch id and its last started attempt, so
+    /// [`output_chunk`](Body::output_chunk) and [`finish`](Body::finish) are recorded under the
+    /// attempt whose body started the child.
+    ///
+    /// This is how a runtime acts on `Action::Reattach { child, .. }`. A companion's
+    /// `Action::ReenterChild` goes through it too when its child is attached and a body of it
+    /// started (re-entering the child phase starts nothing new); a companion with no child or
+    /// no body yet starts one with [`start_body`](Self::start_body).
+    ///
+    /// No order rule is checked: the child was started (behind whatever it was behind) by the
+    /// body that attached it, and nothing new starts here.
+    ///
+    /// Refused (nothing written) when:
+    /// - the step is closed ([`Refusal::StepClosed`]) or the call is not one of its calls
+    ///   ([`Refusal::UnknownCall`]);
+    /// - the entry's plan paired the call ([`Refusal::PairedByPlan`]), or it is resolved
+    ///   ([`Refusal::Resolved`]);
+    /// - the call is not of kind `remote_agent` or `companion` ([`Refusal::WrongKind`]);
+    /// - it has no `child_attached` ([`Refusal::NoChild`]: start it with `start_body`), or no
+    ///   body of it ever started ([`Refusal::NoBodyStarted`]: start its first with
+    ///   `start_body`);
+    /// - a body of it was already started or re-attached in this run
+    ///   ([`Refusal::BodyStarted`]): one body handle per call per run.
+    ///
+    /// Refused with the run's own error when the run can no longer write
+    /// ([`WriteError::Ended`], [`WriteError::Fenced`], [`WriteError::Broken`]).
+    pub fn reattach(&self, call: &CallId) -> Result<Body, WriteError> {
+        let number = self.number;
+        let mut inner = self.shared.lock();
+        self.writable(&inner)?;
+        let (dispatch, attempt) = {
+            let step = open(&inner, number)?;
+            let record = inner
+                .state
+                .call(call)
+                .filter(|r| r.step() == number)
+                .ok_or_else(|| Refusal::UnknownCall { step: number, call: call.clone() })?;
+            if let Some(plan) = step.plan.get(call)
+                && let Action::Pair { reason } = plan.action
+            {
+                let rule = plan.rule.id;
+                return Err(Refusal::PairedByPlan { call: call.clone(), reason, rule }.into());
+            }
+            if record.is_resolved() {
+                return Err(Refusal::Resolved { call: call.clone() }.into());
+            }
+            let kind = record.kind();
+            if !matches!(kind, CallKind::RemoteAgent | CallKind::Companion) {
+                let (what, wanted) = ("re-attaching", "kind `remote_agent` or `companion`");
+                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted }.into());
+            }
+            let Some(child) = record.child() else {
+                return Err(Refusal::NoChild { call: call.clone() }.into());
+            };
+            if let Some(&attempt) = step.started.get(call) {
+                return Err(Refusal::BodyStarted { call: call.clone(), attempt }.into());
+            }
+            let (Some(attempt), Some(dispatch)) = (record.last_attempt(), record.dispatch()) else {
+                let child = child.clone();
+                return Err(Refusal::NoBodyStarted { call: call.clone(), child }.into());
+            };
+            (dispatch.clone(), attempt)
+        };
+        if let Some(step) = inner.step.as_mut() {
+            step.started.insert(call.clone(), attempt);
+        }
+        drop(inner);
+        Ok(Body::new(self.shared.clone(), call.clone(), dispatch, attempt))
+    }
+
+    /// Whether the run may still write: its error if it ended, was fenced or broke.
+    fn writable(&self, inner: &Inner) -> Result<(), WriteError> {
+        let run = self.shared.run.clone();
+        match &inner.status {
+            RunStatus::Open => Ok(()),
+            RunStatus::Ended { outcome, error } => {
+                Err(WriteError::Ended { run, outcome: *outcome, error: error.clone() })
+            }
+            RunStatus::Fenced(by) => Err(WriteError::Fenced {
+                session: self.shared.session.clone(),
+                run,
+                by: by.clone(),
+            }),
+            RunStatus::Broken { error } => Err(WriteError::Broken { run, error: error.clone() }),
+        }
     }
 
     /// Records the decision on an approval-gated call (`approval_decided`). Approved, its body
