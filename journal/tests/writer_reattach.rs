@@ -78,6 +78,13 @@ fn journal(store: &Arc<MemoryStore>, ids: &Arc<dyn IdSource>, max_bodies: u32) -
 
 const BOTH: Lost = Lost { body: true, child: true };
 
+/// A companion call (a persistent child) of the session's tool `researcher`.
+fn companion_call(call_id: &str) -> Call {
+    let mut companion = call(call_id, "researcher");
+    companion.kind = CallKind::Companion;
+    companion
+}
+
 #[test]
 fn a_remote_agent_with_no_body_left_is_finished_through_its_attached_child() {
     let (store, ids) = (Arc::new(MemoryStore::new()), ids());
@@ -184,16 +191,42 @@ fn a_reattached_body_counts_as_running_until_it_finishes() {
 }
 
 #[test]
-fn a_call_with_no_child_or_no_body_is_not_reattached() {
-    // No child attached: there is nothing to re-attach to.
+fn a_remote_agent_whose_child_was_never_attached_goes_on_in_its_started_body() {
+    // Regression: with max_bodies 1, a body asked the remote side for the child and the process
+    // died before `child_attached`; the wake plans `start_child`, and `start_body` is refused
+    // past the limit, so the call could never finish. The start is keyed on the dispatch id:
+    // `reattach` goes on in the started body, writing nothing, and the call finishes.
     let (store, ids) = (Arc::new(MemoryStore::new()), ids());
     lost_run(
-        &journal(&store, &ids, 3),
+        &journal(&store, &ids, 1),
         vec![call("c1", "researcher")],
         Lost { body: true, child: false },
     );
-    let run = journal(&store, &ids, 3).begin_run(&session(), Entry::Wake).unwrap();
+    let run = journal(&store, &ids, 1).begin_run(&session(), Entry::Wake).unwrap();
     assert!(matches!(run.plan().call(&id("c1")).unwrap().action, Action::StartChild { .. }));
+    let step = run.step().unwrap();
+    assert!(step.start_body(&id("c1")).is_err(), "no body is left under max_bodies 1");
+    let before = store.tail(&session()).unwrap();
+    let body = step.reattach(&id("c1")).unwrap();
+    assert_eq!(store.tail(&session()).unwrap(), before, "going on writes nothing");
+    assert_eq!(body.attempt(), Attempt(1));
+    step.child_attached(&id("c1"), child()).unwrap();
+    body.finish(json("1"), false).unwrap();
+    step.commit().unwrap();
+    assert_eq!(attempts_started(&*store), 1);
+    assert!(verify(&events(&*store, &session())).is_empty());
+}
+
+#[test]
+fn a_call_with_no_child_or_no_body_is_not_reattached() {
+    // A companion with a body started but no child attached: nothing to re-attach to.
+    let (store, ids) = (Arc::new(MemoryStore::new()), ids());
+    lost_run(
+        &journal(&store, &ids, 3),
+        vec![companion_call("c1")],
+        Lost { body: true, child: false },
+    );
+    let run = journal(&store, &ids, 3).begin_run(&session(), Entry::Wake).unwrap();
     let step = run.step().unwrap();
     let r = refused_without_writing(&*store, || step.reattach(&id("c1")));
     assert_eq!(r, Refusal::NoChild { call: id("c1") });

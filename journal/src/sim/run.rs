@@ -143,12 +143,26 @@ impl Sim<'_> {
                 self.trace.push(format!("{} skipped: behind a call in doubt", call.id));
                 return Ok(Err(Flow::Next));
             }
-            // A remote sub-agent whose child was never attached (`start_child`) is started
-            // through a new body; with none left, nothing can finish it.
+            // A remote sub-agent whose child was never attached (`start_child`) with no body
+            // left: its child's start is keyed on the dispatch id, so the earlier body goes on
+            // (nothing new starts, nothing enters the ledger as a body).
             Err(WriteError::Refused(Refusal::MaxBodies { child: None, .. }))
                 if call.kind == CallKind::RemoteAgent =>
             {
-                return Ok(Err(Flow::Stuck));
+                match step.reattach(&call.id) {
+                    Ok(body) => {
+                        self.trace.push(format!(
+                            "{} goes on in attempt {} to start its child, keyed on its dispatch id",
+                            call.id,
+                            body.attempt()
+                        ));
+                        return Ok(Ok(body));
+                    }
+                    Err(WriteError::Refused(Refusal::NoChild { .. })) => {
+                        return Ok(Err(Flow::Stuck));
+                    }
+                    Err(e) => return Err(self.halt(format!("re-attaching {}", call.id), e)),
+                }
             }
             Err(e) => return Err(self.halt(format!("starting a body of {}", call.id), e)),
         };

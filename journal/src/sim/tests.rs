@@ -597,15 +597,21 @@ fn a_crash_inside_a_reattached_body_reattaches_again() {
 }
 
 #[test]
-fn a_remote_agent_whose_child_was_never_attached_and_no_body_is_left_is_redirected_away_from() {
-    // max_bodies 1: the child is asked to start, then the process dies before `child_attached`;
-    // the wake plans `start_child`, but no body is left to start it through.
+fn a_remote_agent_whose_child_was_never_attached_and_no_body_is_left_finishes_by_its_dispatch_id() {
+    // Regression: with max_bodies 1, the child is asked to start, then the process dies before
+    // `child_attached`; the wake plans `start_child`, and no body was left to start it through,
+    // so the run could only be failed and redirected. The start is keyed on the dispatch id:
+    // the earlier body goes on, the remote side hands back the same child, the call finishes.
     let case = Case::new().config(Config::new(1).unwrap()).fault(Fault::crash_in_body(0, 1));
     let report = run(&delegating(), &case);
     assert!(report.is_ok(), "{}", report.summary());
-    assert!(report.trace.iter().any(|l| l.contains("never attached")), "{}", report.summary());
-    assert_eq!(paired(&report, "c1"), Some(PairReason::OutcomeUnknown));
-    assert_eq!(count(&report, |e| matches!(e, LedgerEntry::ChildStarted { .. })), 1);
+    assert!(
+        report.trace.iter().any(|l| l.contains("keyed on its dispatch id")),
+        "{}",
+        report.summary()
+    );
+    assert_eq!(paired(&report, "c1"), None, "{}", report.summary());
+    assert_eq!(count(&report, |e| matches!(e, LedgerEntry::BodyStarted { .. })), 1);
 }
 
 #[test]

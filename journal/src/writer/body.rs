@@ -8,7 +8,9 @@ use super::shared::Shared;
 use super::{Refusal, WriteError};
 
 /// One body of a call: its `attempt_started` is durable. Made only by
-/// [`Step::start_body`](super::Step::start_body).
+/// [`Step::start_body`](super::Step::start_body), which starts a new attempt, and
+/// [`Step::reattach`](super::Step::reattach), which goes on with the last started one (a remote
+/// sub-agent's or companion's child).
 ///
 /// Hand the tool the [`dispatch`](Self::dispatch) id (the same on every attempt of the call,
 /// in every run) or the [`idempotency_key`](Self::idempotency_key) (`session:dispatch`) to key

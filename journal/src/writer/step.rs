@@ -253,7 +253,13 @@ impl Step {
     /// [`output_chunk`](Body::output_chunk) and [`finish`](Body::finish) are recorded under the
     /// attempt whose body started the child.
     ///
-    /// This is how a runtime acts on `Action::Reattach { child, .. }`. A companion's
+    /// This is how a runtime acts on `Action::Reattach { child, .. }`. It also serves a remote
+    /// sub-agent the plan gives `Action::StartChild` after a body of it started but before its
+    /// `child_attached` was written: the child's start is keyed on the dispatch id, so the
+    /// runtime asks the remote side again under the same id (it gets the child that start made,
+    /// or the one it makes now, once), records it with
+    /// [`child_attached`](Self::child_attached), and finishes through this body; no attempt is
+    /// used up, so even a call at `max_bodies` can finish. A companion's
     /// `Action::ReenterChild` goes through it too when its child is attached and a body of it
     /// started (re-entering the child phase starts nothing new); a companion with no child or
     /// no body yet starts one with [`start_body`](Self::start_body).
@@ -267,9 +273,9 @@ impl Step {
     /// - the entry's plan paired the call ([`Refusal::PairedByPlan`]), or it is resolved
     ///   ([`Refusal::Resolved`]);
     /// - the call is not of kind `remote_agent` or `companion` ([`Refusal::WrongKind`]);
-    /// - it has no `child_attached` ([`Refusal::NoChild`]: start it with `start_body`), or no
-    ///   body of it ever started ([`Refusal::NoBodyStarted`]: start its first with
-    ///   `start_body`);
+    /// - it has no `child_attached` and the plan does not start its child
+    ///   ([`Refusal::NoChild`]: start it with `start_body`), or no body of it ever started
+    ///   ([`Refusal::NoBodyStarted`]: start its first with `start_body`);
     /// - a body of it was already started or re-attached in this run
     ///   ([`Refusal::BodyStarted`]): one body handle per call per run.
     ///
@@ -300,15 +306,29 @@ impl Step {
                 let (what, wanted) = ("re-attaching", "kind `remote_agent` or `companion`");
                 return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted }.into());
             }
-            let Some(child) = record.child() else {
+            // A remote sub-agent whose body started but attached no child before the crash:
+            // the plan's `start_child` is keyed on the dispatch id, so asking the remote side
+            // again under the same id starts nothing new; the earlier body goes on.
+            let starts_keyed_child = kind == CallKind::RemoteAgent
+                && matches!(
+                    step.plan.get(call).map(|p| &p.action),
+                    Some(Action::StartChild { .. })
+                );
+            let child = record.child();
+            if child.is_none() && !starts_keyed_child {
                 return Err(Refusal::NoChild { call: call.clone() }.into());
-            };
+            }
             if let Some(&attempt) = step.started.get(call) {
                 return Err(Refusal::BodyStarted { call: call.clone(), attempt }.into());
             }
             let (Some(attempt), Some(dispatch)) = (record.last_attempt(), record.dispatch()) else {
-                let child = child.clone();
-                return Err(Refusal::NoBodyStarted { call: call.clone(), child }.into());
+                return Err(match child {
+                    Some(child) => {
+                        Refusal::NoBodyStarted { call: call.clone(), child: child.clone() }
+                    }
+                    None => Refusal::NoChild { call: call.clone() },
+                }
+                .into());
             };
             (dispatch.clone(), attempt)
         };
