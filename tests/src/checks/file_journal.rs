@@ -103,7 +103,18 @@ fn build_disk(segments: &[(SegmentId, Vec<u8>)]) -> Result<SimDisk, String> {
 }
 
 /// A session's events, or the precise error reading them gave.
-type Contents = Vec<(SessionId, Result<Vec<Record>, String>)>;
+type Contents = Vec<(SessionId, Result<Vec<Record>, Damaged>)>;
+
+/// A located corruption error met reading a session. Two are equal whatever they say: copies of
+/// one batch may sit in two segments (compaction), and two opens may read different copies.
+#[derive(Debug, Clone)]
+struct Damaged(String);
+
+impl PartialEq for Damaged {
+    fn eq(&self, _: &Damaged) -> bool {
+        true
+    }
+}
 
 fn open(disk: &SimDisk, options: FileOptions) -> Result<FileStore, OpenError> {
     FileStore::open_with(Arc::new(disk.clone()), &dir(), options)
@@ -132,7 +143,7 @@ fn contents(store: &FileStore, what: &str) -> Result<Contents, String> {
             Ok(log) => log,
             Err(e) => {
                 let e = damaged(&e, &format!("{what}: reading {s}"))?;
-                out.push((s, Err(e)));
+                out.push((s, Err(Damaged(e))));
                 continue;
             }
         };
@@ -154,6 +165,21 @@ fn contents(store: &FileStore, what: &str) -> Result<Contents, String> {
         out.push((s, Ok(log)));
     }
     Ok(out)
+}
+
+/// The first session whose events differ between `a` and `b`, and how.
+fn first_difference(a: &Contents, b: &Contents) -> String {
+    let summary = |c: &Contents, s: &SessionId| match c.iter().find(|(x, _)| x == s) {
+        None => "absent".to_owned(),
+        Some((_, Ok(log))) => format!("{} events", log.len()),
+        Some((_, Err(e))) => e.0.clone(),
+    };
+    let sessions: BTreeSet<&SessionId> = a.iter().chain(b).map(|(s, _)| s).collect();
+    sessions
+        .into_iter()
+        .find(|s| a.iter().find(|(x, _)| x == *s) != b.iter().find(|(x, _)| x == *s))
+        .map(|s| format!("{s}: {} against {}", summary(a, s), summary(b, s)))
+        .unwrap_or_default()
 }
 
 /// An open that failed must say what and where: corruption names the segment and the byte.
@@ -208,7 +234,11 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
         };
         let seen = contents(&ro, &format!("{what} read-only"))?;
         let kept = contents(&rw, &what)?;
-        ensure!(seen == kept, "{what}: read-only and writable opens read different events");
+        ensure!(
+            seen == kept,
+            "{what}: read-only and writable opens read different events: {}",
+            first_difference(&seen, &kept)
+        );
         drop(rw);
         let again = open(&rw_disk, options).map_err(|e| format!("{what}: reopening: {e}"))?;
         ensure!(contents(&again, &what)? == kept, "{what}: reopening changed the events");
