@@ -3,17 +3,35 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub const USAGE: &str = "usage: stepjournal-bench [--quick] [--dir DIR] [--json FILE]";
+/// The JSON file written when `--json` is not given, in the current directory.
+pub const DEFAULT_JSON: &str = "stepjournal-bench.json";
+
+pub const HELP: &str = "\
+stepjournal-bench: every backend, plain SQLite as applications run it, and the disk's own limit,
+measured side by side in one run and one directory, printed as one table with ratios.
+
+usage: stepjournal-bench [--quick] [--dir DIR] [--json FILE]
+
+  --quick      short runs and a small journal (under a minute; CI runs it)
+  --dir DIR    run in a new directory stepjournal-bench-<pid> under DIR, removed at the end
+               (default: the current directory)
+  --json FILE  write every row, with all its ratios, as JSON to FILE
+               (default: stepjournal-bench.json in the current directory)
+
+PostgreSQL rows run when STEPJOURNAL_PG_URL names a server (postgres://user@host:port/db).
+";
 
 /// What the command line asked for.
 #[derive(Debug, Clone, Default)]
 pub struct Args {
     /// Short runs and a small journal (for CI).
     pub quick: bool,
-    /// Where to run (default: a new directory under the system's temporary directory).
+    /// Where to run (default: the current directory).
     pub dir: Option<PathBuf>,
-    /// Where to write the rows as JSON.
+    /// Where to write the rows as JSON (default [`DEFAULT_JSON`]).
     pub json: Option<PathBuf>,
+    /// `--help` was asked for.
+    pub help: bool,
 }
 
 impl Args {
@@ -24,11 +42,15 @@ impl Args {
                 "--quick" => args.quick = true,
                 "--dir" => args.dir = Some(it.next().ok_or("--dir needs a directory")?.into()),
                 "--json" => args.json = Some(it.next().ok_or("--json needs a file")?.into()),
-                "-h" | "--help" => return Err("help".to_owned()),
+                "-h" | "--help" => args.help = true,
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
         Ok(args)
+    }
+
+    pub fn json_path(&self) -> PathBuf {
+        self.json.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_JSON))
     }
 }
 
@@ -42,7 +64,11 @@ pub struct WorkDir {
 
 impl WorkDir {
     pub fn new(args: &Args) -> Result<WorkDir, String> {
-        let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+        let base = match &args.dir {
+            Some(d) => d.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| format!("cannot read the current directory: {e}"))?,
+        };
         let root = base.join(format!("stepjournal-bench-{}", std::process::id()));
         std::fs::create_dir_all(&root)
             .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
@@ -64,14 +90,76 @@ impl WorkDir {
         Ok(p)
     }
 
+    /// Removes a subdirectory whose workload is done, to keep the disk's use small.
+    pub fn clear(&self, dir: &Path) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     /// How long a timed workload runs.
     pub fn budget(&self) -> Duration {
         if self.quick { Duration::from_millis(400) } else { Duration::from_secs(3) }
+    }
+
+    /// How large the journal opened by the open rows is.
+    pub fn open_bytes(&self) -> u64 {
+        match (self.quick, cfg!(debug_assertions)) {
+            (false, _) => 1 << 30,
+            (true, false) => 64 << 20,
+            (true, true) => 16 << 20,
+        }
+    }
+
+    /// How many sessions the recovery rows recover.
+    pub fn recovery_sessions(&self) -> usize {
+        if self.quick && cfg!(debug_assertions) { 1_000 } else { 10_000 }
+    }
+
+    /// What this build and mode scale down, for the header.
+    pub fn scaled(&self) -> Option<String> {
+        if !self.quick {
+            return None;
+        }
+        let mut s = format!(
+            "--quick: {} ms per workload, a {} MiB journal to open",
+            self.budget().as_millis(),
+            self.open_bytes() >> 20
+        );
+        if cfg!(debug_assertions) {
+            s.push_str(&format!(
+                ", {} sessions to recover (debug build: the figures say nothing of speed)",
+                self.recovery_sessions()
+            ));
+        }
+        Some(s)
     }
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        Args::parse(args.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn flags_and_paths_are_read() {
+        let a = parse(&["--quick", "--dir", "/d", "--json", "out.json"]).unwrap_or_default();
+        assert!(a.quick);
+        assert_eq!(a.dir, Some(PathBuf::from("/d")));
+        assert_eq!(a.json_path(), PathBuf::from("out.json"));
+        assert_eq!(parse(&[]).unwrap_or_default().json_path(), PathBuf::from(DEFAULT_JSON));
+    }
+
+    #[test]
+    fn a_missing_value_or_unknown_flag_is_refused() {
+        assert!(parse(&["--dir"]).is_err());
+        assert!(parse(&["--fast"]).is_err_and(|e| e.contains("--fast")));
     }
 }

@@ -1,16 +1,21 @@
-//! The side-by-side benchmark: one table, every row measured in the same run and directory.
+//! The side-by-side benchmark: one table, every row measured in the same run and directory,
+//! each beside the disk's own limit and plain SQLite as applications run it.
 //!
 //! `cargo run --release -p stepjournal-bench -- [--quick] [--dir DIR] [--json FILE]`
 //!
-//! Each workload group is a module that adds its rows to the [`table::Table`]; the raw rows come
-//! first, as the physical limits every other row is compared with.
+//! Each workload group is a module that adds its rows to the [`table::Table`]; the table prints
+//! the raw rows first, as the physical limits every other row is compared with.
 
 mod appends;
 mod args;
+mod cache;
 mod file;
+mod plain;
 mod postgres;
 mod raw;
+mod recovery;
 mod sqlite;
+mod synced;
 mod table;
 mod writer;
 
@@ -20,10 +25,14 @@ fn main() -> ExitCode {
     let args = match args::Args::parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("stepjournal-bench: {e}\n{}", args::USAGE);
+            eprintln!("stepjournal-bench: {e}\n\n{}", args::HELP);
             return ExitCode::from(2);
         }
     };
+    if args.help {
+        print!("{}", args::HELP);
+        return ExitCode::SUCCESS;
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -33,17 +42,56 @@ fn main() -> ExitCode {
     }
 }
 
+/// One line on the machine: cores, memory, kernel, load average.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(format!("{:.1} GiB", kib / (1 << 20) as f64))
+        })
+        .unwrap_or_else(|| "? GiB".to_owned());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".to_owned());
+    format!("{cores} cores, {mem}, kernel {kernel}, load average {load} at the start")
+}
+
+/// A module's rows: run its workloads and add their rows to the table.
+type Workloads = fn(&args::WorkDir, &mut table::Table) -> Result<(), String>;
+
 fn run(args: &args::Args) -> Result<(), String> {
     let work = args::WorkDir::new(args)?;
-    let mut table = table::Table::new(work.path(), args.quick);
-    raw::rows(&work, &mut table)?;
-    file::rows(&work, &mut table)?;
-    sqlite::rows(&work, &mut table)?;
-    postgres::rows(&work, &mut table)?;
-    writer::rows(&work, &mut table)?;
-    print!("{}", table.render());
-    if let Some(path) = &args.json {
-        table.write_json(path)?;
+    let info = table::RunInfo {
+        quick: args.quick,
+        build: if cfg!(debug_assertions) { "debug" } else { "release" },
+        dir: work.path().display().to_string(),
+        machine: machine(),
+        scaled: work.scaled(),
+    };
+    eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
+    let mut table = table::Table::new(info);
+    let steps: [(&str, Workloads); 7] = [
+        ("synced appends", synced::rows),
+        ("raw loops", raw::rows),
+        ("file: buffered and open", file::rows),
+        ("sqlite: buffered", sqlite::rows),
+        ("postgres: buffered", postgres::rows),
+        ("session writer", writer::rows),
+        ("recovery", recovery::rows),
+    ];
+    for (name, step) in steps {
+        eprintln!("stepjournal-bench: {name}");
+        step(&work, &mut table)?;
     }
+    print!("{}", table.render());
+    let json = args.json_path();
+    table.write_json(&json)?;
+    eprintln!("stepjournal-bench: rows written to {}", json.display());
     Ok(())
 }

@@ -1,65 +1,208 @@
-//! The raw rows: what the disk does without stepjournal, the limits the other rows are
-//! compared with.
+//! The raw rows: what the disk does without stepjournal, the limits the other rows are compared
+//! with. A loop of `write` + `fdatasync` of records on one file, one record per sync or batched,
+//! on a file that grows with every write or on one preallocated with zeros the way the file
+//! backend does (so that its syncs change no file metadata); and a sequential read of files.
 
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
-
+use crate::appends::{Measured, Work};
 use crate::args::WorkDir;
-use crate::table::{Baseline, RAW_FSYNC, Row, Table};
+use crate::synced::Contender;
+use crate::table::{Compare, Latency, Row, Section, Table};
 
-/// A loop of `write` (256 bytes, appended) + `fdatasync` on one file, for the time budget.
+/// How far ahead of the data the preallocated loop writes zeros: the file backend's default.
+const PREALLOCATE: u64 = 1 << 20;
+
+/// The key of the raw loop of one `bytes`-byte record per sync on a preallocated file, the
+/// baseline of every append row with events of that size.
+pub fn fsync_key(bytes: usize) -> String {
+    format!("raw.fsync.prealloc.{bytes}")
+}
+
+/// The batched and growing variants, measured one after the other (the one-record-per-sync
+/// preallocated loops are measured in turn with the synced rows: see [`contender`]).
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     let dir = work.sub("raw")?;
-    let mut f = FsyncLoop::create(&dir.join("fsync-loop"))?;
-    let (n, elapsed) = f.run(work.budget())?;
-    table.push(Row {
-        group: "raw",
-        workload: RAW_FSYNC.to_owned(),
-        rate: n as f64 / elapsed.as_secs_f64(),
-        unit: "writes/s",
-        p50_us: Some(f.hist.value_at_quantile(0.5) as f64 / 1000.0),
-        p99_us: Some(f.hist.value_at_quantile(0.99) as f64 / 1000.0),
-        fsyncs_per_append: Some(1.0),
-        baseline: Baseline::FsyncLoop,
-        note: "the physical limit of one durable append at a time".to_owned(),
-    });
+    for (preallocate, per_sync) in [(true, 16), (true, 256), (false, 1), (false, 16), (false, 256)]
+    {
+        let path = dir.join(format!("loop-{preallocate}-{per_sync}"));
+        let mut f = FsyncLoop::create(&path, 256, per_sync, preallocate)?;
+        let m = f.run(work.budget())?;
+        table.push(row(&m, 256, per_sync, preallocate, f.syncs));
+        drop(f);
+        let _ = std::fs::remove_file(&path);
+    }
+    work.clear(&dir);
     Ok(())
 }
 
-/// The raw loop on one file; its latencies (nanoseconds) gather over every run.
+/// The preallocated one-record-per-sync loop as a contender in the synced group of `bytes`-byte
+/// events from one session.
+pub fn contender(dir: &Path, bytes: usize) -> Result<Contender, String> {
+    let mut f = FsyncLoop::create(&dir.join("raw-loop"), bytes, 1, true)?;
+    Ok(Contender::new(
+        "raw",
+        fsync_key(bytes),
+        format!("write + fdatasync, {bytes}-byte records, preallocated, 1 per sync"),
+        "the disk's limit for one durable append at a time",
+        Box::new(move |_round, budget| {
+            let before = f.syncs;
+            let m = f.run(budget)?;
+            Ok((m, Some(f.syncs - before)))
+        }),
+    ))
+}
+
+fn row(m: &Measured, bytes: usize, per_sync: usize, preallocate: bool, syncs: u64) -> Row {
+    let kind = if preallocate { "prealloc" } else { "growing" };
+    let file = if preallocate {
+        "preallocated (1 MiB of zeros ahead, as the file backend does)"
+    } else {
+        "growing with every write"
+    };
+    Row::new(
+        Section::Raw,
+        format!("raw.fsync.{kind}.{bytes}.x{per_sync}"),
+        "raw",
+        format!("write + fdatasync, {bytes}-byte records, {kind}, {per_sync} per sync"),
+        m.events_per_sec(),
+        "records/s",
+        m.elapsed.as_secs_f64(),
+    )
+    .mb(m.mb_per_sec())
+    .latency(Latency::of(&m.latency))
+    .fsyncs(Some(syncs as f64 / m.events.max(1) as f64))
+    .vs_raw(Compare::rate_only(fsync_key(bytes), 1.0))
+    .vs_sqlite(Compare::rate_only(crate::plain::full_key(bytes, 1), 1.0))
+    .note(format!("file {file}; latency per sync of {per_sync} record(s)"))
+}
+
+/// A `write` + `fdatasync` loop on one file; `syncs` counts every `fdatasync` it made.
 #[derive(Debug)]
 pub struct FsyncLoop {
-    file: std::fs::File,
-    pub hist: Histogram<u64>,
+    file: File,
+    path: PathBuf,
+    batch: Vec<u8>,
+    per_sync: usize,
+    preallocate: bool,
+    /// Bytes of records written.
+    len: u64,
+    /// Bytes of the file that exist (records, then zeros): `len <= allocated`.
+    allocated: u64,
+    pub syncs: u64,
 }
 
 impl FsyncLoop {
-    pub fn create(path: &std::path::Path) -> Result<FsyncLoop, String> {
+    pub fn create(
+        path: &Path,
+        record: usize,
+        per_sync: usize,
+        preallocate: bool,
+    ) -> Result<FsyncLoop, String> {
         let file = OpenOptions::new()
             .create(true)
             .truncate(true)
             .write(true)
             .open(path)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        Ok(FsyncLoop { file, hist: Histogram::<u64>::new(3).map_err(|e| e.to_string())? })
+        Ok(FsyncLoop {
+            file,
+            path: path.to_path_buf(),
+            batch: vec![0x5a; record * per_sync],
+            per_sync,
+            preallocate,
+            len: 0,
+            allocated: 0,
+            syncs: 0,
+        })
     }
 
-    /// Runs the loop for `budget`; returns the writes done and the time taken.
-    pub fn run(&mut self, budget: Duration) -> Result<(u64, Duration), String> {
-        let record = [0x5au8; 256];
+    fn fail(&self, what: &str, e: std::io::Error) -> String {
+        format!("{what} {}: {e}", self.path.display())
+    }
+
+    /// One durable write of `per_sync` records; first, if the preallocated zeros run out,
+    /// another megabyte of them, synced (as the file backend does, inside the append).
+    fn once(&mut self) -> Result<(), String> {
+        let n = self.batch.len() as u64;
+        if self.preallocate && self.len + n > self.allocated {
+            let zeros = vec![0u8; PREALLOCATE.max(n) as usize];
+            self.file
+                .write_all_at(&zeros, self.allocated)
+                .map_err(|e| self.fail("writing zeros to", e))?;
+            self.file.sync_data().map_err(|e| self.fail("fdatasync of", e))?;
+            self.syncs += 1;
+            self.allocated += zeros.len() as u64;
+        }
+        self.file.write_all_at(&self.batch, self.len).map_err(|e| self.fail("writing", e))?;
+        self.file.sync_data().map_err(|e| self.fail("fdatasync of", e))?;
+        self.syncs += 1;
+        self.len += n;
+        self.allocated = self.allocated.max(self.len);
+        Ok(())
+    }
+
+    /// Runs the loop for `budget`.
+    pub fn run(&mut self, budget: Duration) -> Result<Measured, String> {
+        let mut m = Measured::empty()?;
         let start = Instant::now();
-        let mut n = 0u64;
         while start.elapsed() < budget {
             let t = Instant::now();
-            self.file.write_all(&record).map_err(|e| format!("write: {e}"))?;
-            self.file.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
+            self.once()?;
             let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.hist.record(ns.max(1)).map_err(|e| e.to_string())?;
-            n += 1;
+            m.latency.record(ns.max(1)).map_err(|e| e.to_string())?;
+            m.appends += 1;
         }
-        Ok((n, start.elapsed()))
+        m.elapsed = start.elapsed();
+        let work = Work { events: self.per_sync as u64, bytes: self.batch.len() as u64 };
+        m.events = m.appends * work.events;
+        m.bytes = m.appends * work.bytes;
+        Ok(m)
     }
+}
+
+/// Reads `files` whole, in 4 MiB reads; returns the bytes read and the seconds taken.
+pub fn read_files(files: &[PathBuf]) -> Result<(u64, f64), String> {
+    let start = Instant::now();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut total = 0u64;
+    for f in files {
+        let mut file = File::open(f).map_err(|e| format!("cannot open {}: {e}", f.display()))?;
+        loop {
+            let n = file.read(&mut buf).map_err(|e| format!("reading {}: {e}", f.display()))?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+    }
+    Ok((total, start.elapsed().as_secs_f64()))
+}
+
+/// A sequential read row of `files`, keyed `key`.
+pub fn read_row(key: &str, files: &[PathBuf], what: &str, cold: bool) -> Result<Row, String> {
+    if cold {
+        crate::cache::evict(files)?;
+    }
+    let (bytes, secs) = read_files(files)?;
+    let cache = if cold { "cold" } else { "warm" };
+    Ok(Row::new(
+        Section::Raw,
+        key,
+        "raw",
+        format!("sequential read of {what}, {cache} cache"),
+        bytes as f64 / 1e9 / secs,
+        "GB/s",
+        secs,
+    )
+    .mb(bytes as f64 / 1e6 / secs)
+    .note(format!(
+        "{:.2} GB in 4 MiB reads; {}",
+        bytes as f64 / 1e9,
+        crate::cache::describe(cold)
+    )))
 }

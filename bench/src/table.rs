@@ -1,49 +1,204 @@
-//! The table every workload adds its rows to, printed once at the end and written as JSON.
+//! The one table every workload adds its rows to, printed once at the end and written as JSON.
 //!
-//! A row's rate and median latency are also shown as ratios to a raw baseline measured in the
-//! same run and directory: appends against the raw `write` + `fdatasync` loop, opening against a
-//! raw sequential read of the same files.
+//! Each row may name two baselines measured in the same run and directory, by key: a raw row
+//! (the disk's own limit: the `write` + `fdatasync` loop, or a sequential read of the same files)
+//! and the plain SQLite `synchronous=FULL` row with the same thread count and event size. Its
+//! rate and latencies are shown as ratios to both.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Which raw baseline a row is compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Baseline {
-    /// The raw loop of `write` + `fdatasync` of 256-byte records.
-    FsyncLoop,
-    /// A raw sequential read of the same bytes.
-    SequentialRead,
+use hdrhistogram::Histogram;
+
+/// Where a row is printed: the table is ordered by section, then by the order rows were added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Section {
+    Raw,
+    Synced,
+    Buffered,
+    Writer,
+    Open,
+    Recovery,
+}
+
+impl Section {
+    fn name(self) -> &'static str {
+        match self {
+            Section::Raw => "raw",
+            Section::Synced => "synced",
+            Section::Buffered => "buffered",
+            Section::Writer => "writer",
+            Section::Open => "open",
+            Section::Recovery => "recovery",
+        }
+    }
+}
+
+/// Latency percentiles of one operation, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+}
+
+impl Latency {
+    /// From a histogram of nanoseconds.
+    pub fn of(hist: &Histogram<u64>) -> Latency {
+        let us = |q| hist.value_at_quantile(q) as f64 / 1000.0;
+        Latency { p50_us: us(0.5), p99_us: us(0.99), p999_us: us(0.999) }
+    }
+}
+
+/// A baseline a row is compared with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compare {
+    /// The baseline row's key.
+    pub key: String,
+    /// The row's rate is multiplied by this before the ratio (a step of 10 appends against
+    /// single appends: 10).
+    pub scale: f64,
+    /// Whether the latencies measure the same kind of operation, so that their ratio means
+    /// something.
+    pub latency: bool,
+    /// Compare MB/s instead of the rates (rows whose units differ but whose bytes are the same).
+    pub by_bytes: bool,
+}
+
+impl Compare {
+    /// Rate and latency compared as they are.
+    pub fn to(key: impl Into<String>) -> Compare {
+        Compare { key: key.into(), scale: 1.0, latency: true, by_bytes: false }
+    }
+
+    /// Only the rate compared, multiplied by `scale`.
+    pub fn rate_only(key: impl Into<String>, scale: f64) -> Compare {
+        Compare { key: key.into(), scale, latency: false, by_bytes: false }
+    }
+
+    /// Only MB/s compared.
+    pub fn bytes(key: impl Into<String>) -> Compare {
+        Compare { key: key.into(), scale: 1.0, latency: false, by_bytes: true }
+    }
 }
 
 /// One measured row.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// The workload group (`raw`, `file`, `sqlite`, ...).
+    pub section: Section,
+    /// A stable name other rows use to compare with this one (`raw.fsync.prealloc.256`, ...).
+    pub key: String,
+    /// Who did the work (`raw`, `plain sqlite`, `file`, `sqlite`, `postgres`, `writer`).
     pub group: &'static str,
     /// What was measured.
     pub workload: String,
     /// The rate measured.
     pub rate: f64,
-    /// Its unit (`appends/s`, `events/s`, `GB/s`).
+    /// Its unit (`appends/s`, `events/s`, `GB/s`, ...).
     pub unit: &'static str,
-    /// Median latency of one operation, microseconds.
-    pub p50_us: Option<f64>,
-    /// 99th-percentile latency, microseconds.
-    pub p99_us: Option<f64>,
-    /// `fdatasync` calls per append.
+    /// Payload megabytes (10^6) per second, where bytes are meaningful.
+    pub mb_per_sec: Option<f64>,
+    /// Latency of one operation (the note says which).
+    pub latency: Option<Latency>,
+    /// `fdatasync` calls per append, where known.
     pub fsyncs_per_append: Option<f64>,
-    /// What the ratios compare with.
-    pub baseline: Baseline,
+    /// How long the measured work ran, seconds.
+    pub elapsed_s: f64,
+    /// The raw baseline.
+    pub vs_raw: Option<Compare>,
+    /// The plain SQLite `FULL` baseline.
+    pub vs_sqlite: Option<Compare>,
     /// Anything a reader needs to read the figure right.
     pub note: String,
+    /// The 1-minute load average when the row was added.
+    pub load: Option<f64>,
+}
+
+impl Row {
+    pub fn new(
+        section: Section,
+        key: impl Into<String>,
+        group: &'static str,
+        workload: impl Into<String>,
+        rate: f64,
+        unit: &'static str,
+        elapsed_s: f64,
+    ) -> Row {
+        Row {
+            section,
+            key: key.into(),
+            group,
+            workload: workload.into(),
+            rate,
+            unit,
+            mb_per_sec: None,
+            latency: None,
+            fsyncs_per_append: None,
+            elapsed_s,
+            vs_raw: None,
+            vs_sqlite: None,
+            note: String::new(),
+            load: None,
+        }
+    }
+
+    pub fn mb(mut self, mb_per_sec: f64) -> Row {
+        self.mb_per_sec = Some(mb_per_sec);
+        self
+    }
+
+    pub fn latency(mut self, latency: Latency) -> Row {
+        self.latency = Some(latency);
+        self
+    }
+
+    pub fn fsyncs(mut self, per_append: Option<f64>) -> Row {
+        self.fsyncs_per_append = per_append;
+        self
+    }
+
+    pub fn vs_raw(mut self, compare: Compare) -> Row {
+        self.vs_raw = Some(compare);
+        self
+    }
+
+    pub fn vs_sqlite(mut self, compare: Compare) -> Row {
+        self.vs_sqlite = Some(compare);
+        self
+    }
+
+    pub fn note(mut self, note: impl Into<String>) -> Row {
+        self.note = note.into();
+        self
+    }
+}
+
+/// A row's figures over a baseline's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Ratios {
+    pub rate: Option<f64>,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub p999: Option<f64>,
+}
+
+/// What the header says about the run.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub quick: bool,
+    /// `release` or `debug`.
+    pub build: &'static str,
+    pub dir: String,
+    /// One line on the machine (cores, memory, kernel, load at the start).
+    pub machine: String,
+    /// What the run scaled down, if anything.
+    pub scaled: Option<String>,
 }
 
 /// The rows of one run.
 #[derive(Debug)]
 pub struct Table {
-    dir: PathBuf,
-    quick: bool,
+    info: RunInfo,
     rows: Vec<Row>,
 }
 
@@ -59,66 +214,115 @@ fn fmt_rate(v: f64, unit: &str) -> String {
     }
 }
 
-fn fmt_us(v: Option<f64>) -> String {
+/// Microseconds as a short duration.
+pub fn fmt_us(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else if us >= 10.0 {
+        format!("{us:.0} µs")
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+fn fmt_ratio(v: Option<f64>) -> String {
     match v {
-        Some(us) if us >= 1000.0 => format!("{:.2} ms", us / 1000.0),
-        Some(us) => format!("{us:.0} µs"),
+        Some(v) if v >= 100.0 => format!("{v:.0}x"),
+        Some(v) if v >= 10.0 => format!("{v:.1}x"),
+        Some(v) if v >= 0.01 => format!("{v:.2}x"),
+        Some(v) => format!("{v:.4}x"),
         None => "-".to_owned(),
     }
 }
 
+/// The 1-minute load average, if `/proc/loadavg` tells.
+pub fn load_now() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 impl Table {
-    pub fn new(dir: &Path, quick: bool) -> Table {
-        Table { dir: dir.to_path_buf(), quick, rows: Vec::new() }
+    pub fn new(info: RunInfo) -> Table {
+        Table { info, rows: Vec::new() }
     }
 
-    pub fn push(&mut self, row: Row) {
+    /// Adds a row, stamped with the load average now.
+    pub fn push(&mut self, mut row: Row) {
+        row.load = load_now();
         self.rows.push(row);
     }
 
-    fn baseline(&self, b: Baseline) -> Option<&Row> {
-        let name = match b {
-            Baseline::FsyncLoop => RAW_FSYNC,
-            Baseline::SequentialRead => RAW_READ,
-        };
-        self.rows.iter().find(|r| r.group == "raw" && r.workload == name)
+    /// The rows in print order: by section, then as added.
+    fn ordered(&self) -> Vec<&Row> {
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        rows.sort_by_key(|r| r.section);
+        rows
     }
 
-    /// `(rate / baseline rate, p50 / baseline p50)`.
-    fn ratios(&self, row: &Row) -> (Option<f64>, Option<f64>) {
-        let Some(base) = self.baseline(row.baseline) else { return (None, None) };
-        let rate = (base.rate > 0.0).then(|| row.rate / base.rate);
-        let p50 = match (row.p50_us, base.p50_us) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-            _ => None,
-        };
-        (rate, p50)
+    pub fn find(&self, key: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.key == key)
     }
 
-    /// The table as text.
+    /// `row`'s figures over the baseline `compare` names; all `None` when it was not measured.
+    pub fn ratios(&self, row: &Row, compare: Option<&Compare>) -> Ratios {
+        let Some(c) = compare else { return Ratios::default() };
+        let Some(base) = self.find(&c.key) else { return Ratios::default() };
+        let div = |a: f64, b: f64| (b > 0.0 && a.is_finite()).then(|| a / b);
+        let rate = if c.by_bytes {
+            row.mb_per_sec.zip(base.mb_per_sec).and_then(|(a, b)| div(a, b))
+        } else {
+            div(row.rate * c.scale, base.rate)
+        };
+        let (mut p50, mut p99, mut p999) = (None, None, None);
+        if c.latency
+            && let (Some(a), Some(b)) = (row.latency, base.latency)
+        {
+            p50 = div(a.p50_us, b.p50_us);
+            p99 = div(a.p99_us, b.p99_us);
+            p999 = div(a.p999_us, b.p999_us);
+        }
+        Ratios { rate, p50, p99, p999 }
+    }
+
+    /// The table as text: a header on the run, the table, and how to read the ratios.
     pub fn render(&self) -> String {
         let header = [
             "workload",
             "rate",
+            "MB/s",
             "p50",
             "p99",
+            "p99.9",
             "fsyncs/append",
             "rate vs raw",
             "p50 vs raw",
+            "rate vs SQLite FULL",
+            "p50 vs SQLite FULL",
+            "load",
             "note",
         ];
-        let mut lines: Vec<[String; 8]> = Vec::new();
-        for r in &self.rows {
-            let (rate, p50) = self.ratios(r);
-            let x = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}x"));
+        let mut lines: Vec<[String; 13]> = Vec::new();
+        for r in self.ordered() {
+            let raw = self.ratios(r, r.vs_raw.as_ref());
+            let sql = self.ratios(r, r.vs_sqlite.as_ref());
+            let lat = |f: fn(&Latency) -> f64| {
+                r.latency.as_ref().map_or("-".to_owned(), |l| fmt_us(f(l)))
+            };
             lines.push([
                 format!("{}: {}", r.group, r.workload),
                 fmt_rate(r.rate, r.unit),
-                fmt_us(r.p50_us),
-                fmt_us(r.p99_us),
+                r.mb_per_sec.map_or("-".to_owned(), |m| format!("{m:.1}")),
+                lat(|l| l.p50_us),
+                lat(|l| l.p99_us),
+                lat(|l| l.p999_us),
                 r.fsyncs_per_append.map_or("-".to_owned(), |f| format!("{f:.3}")),
-                x(rate),
-                x(p50),
+                fmt_ratio(raw.rate),
+                fmt_ratio(raw.p50),
+                fmt_ratio(sql.rate),
+                fmt_ratio(sql.p50),
+                r.load.map_or("-".to_owned(), |l| format!("{l:.1}")),
                 r.note.clone(),
             ]);
         }
@@ -129,54 +333,79 @@ impl Table {
             }
         }
         let mut out = String::new();
+        let info = &self.info;
         let _ = writeln!(
             out,
-            "stepjournal-bench{} in {}",
-            if self.quick { " --quick" } else { "" },
-            self.dir.display()
+            "stepjournal-bench{} ({} build) in {}",
+            if info.quick { " --quick" } else { "" },
+            info.build,
+            info.dir
         );
+        let _ = writeln!(out, "machine: {}", info.machine);
+        if let Some(scaled) = &info.scaled {
+            let _ = writeln!(out, "scaled down: {scaled}");
+        }
         let row = |out: &mut String, cells: &[String]| {
             let mut line = String::from("|");
             for (c, w) in cells.iter().zip(widths) {
                 let pad = w - c.chars().count();
                 let _ = write!(line, " {c}{} |", " ".repeat(pad));
             }
-            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "{}", line.trim_end());
         };
         row(&mut out, &header.map(str::to_owned));
         row(&mut out, &widths.map(|w| "-".repeat(w)));
         for l in &lines {
             row(&mut out, l);
         }
+        out.push_str(LEGEND);
         out
     }
 
-    /// The rows as a JSON array.
+    /// The run and its rows as JSON, every ratio included.
     pub fn to_json(&self) -> serde_json::Value {
-        let rows: Vec<serde_json::Value> = self
-            .rows
-            .iter()
-            .map(|r| {
-                let (rate_ratio, p50_ratio) = self.ratios(r);
+        let ratios = |r: &Row, c: Option<&Compare>| match c {
+            None => serde_json::Value::Null,
+            Some(c) => {
+                let x = self.ratios(r, Some(c));
                 serde_json::json!({
+                    "key": c.key, "rate": x.rate, "p50": x.p50, "p99": x.p99, "p999": x.p999,
+                })
+            }
+        };
+        let rows: Vec<serde_json::Value> = self
+            .ordered()
+            .into_iter()
+            .map(|r| {
+                serde_json::json!({
+                    "key": r.key,
+                    "section": r.section.name(),
                     "group": r.group,
                     "workload": r.workload,
                     "rate": r.rate,
                     "unit": r.unit,
-                    "p50_us": r.p50_us,
-                    "p99_us": r.p99_us,
+                    "mb_per_sec": r.mb_per_sec,
+                    "p50_us": r.latency.map(|l| l.p50_us),
+                    "p99_us": r.latency.map(|l| l.p99_us),
+                    "p999_us": r.latency.map(|l| l.p999_us),
                     "fsyncs_per_append": r.fsyncs_per_append,
-                    "baseline": match r.baseline {
-                        Baseline::FsyncLoop => RAW_FSYNC,
-                        Baseline::SequentialRead => RAW_READ,
-                    },
-                    "rate_vs_raw": rate_ratio,
-                    "p50_vs_raw": p50_ratio,
+                    "elapsed_s": r.elapsed_s,
+                    "load1": r.load,
+                    "vs_raw": ratios(r, r.vs_raw.as_ref()),
+                    "vs_sqlite_full": ratios(r, r.vs_sqlite.as_ref()),
                     "note": r.note,
                 })
             })
             .collect();
-        serde_json::json!({ "quick": self.quick, "dir": self.dir.display().to_string(), "rows": rows })
+        let info = &self.info;
+        serde_json::json!({
+            "quick": info.quick,
+            "build": info.build,
+            "dir": info.dir,
+            "machine": info.machine,
+            "scaled": info.scaled,
+            "rows": rows,
+        })
     }
 
     pub fn write_json(&self, path: &Path) -> Result<(), String> {
@@ -186,7 +415,84 @@ impl Table {
     }
 }
 
-/// The raw `write` + `fdatasync` loop's workload name.
-pub const RAW_FSYNC: &str = "write + fdatasync loop, 256-byte records";
-/// The raw sequential read's workload name.
-pub const RAW_READ: &str = "sequential read of the open row's files";
+const LEGEND: &str = "\
+rate vs raw: the row's rate over its raw baseline's (appends: the preallocated write + fdatasync \
+loop of records the same size, one record per sync; open and recovery: a sequential read of the \
+same files, by MB/s). rate vs SQLite FULL: over plain SQLite, WAL, synchronous=FULL, one \
+transaction per append, from the same number of threads with events the same size. Writer rows \
+compare 10 appends per step. p50 ratios only where both latencies time the same operation. \
+MB/s counts record bytes. Synced rows of one event size and thread count ran in turns, in \
+slices, so that a drifting disk weighs on each alike. load: the 1-minute load average as the row \
+finished.
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> RunInfo {
+        RunInfo {
+            quick: true,
+            build: "debug",
+            dir: "/tmp/x".to_owned(),
+            machine: "test".to_owned(),
+            scaled: None,
+        }
+    }
+
+    fn lat(p50: f64) -> Latency {
+        Latency { p50_us: p50, p99_us: p50 * 2.0, p999_us: p50 * 3.0 }
+    }
+
+    #[test]
+    fn ratios_compare_with_the_named_baselines_and_scale() {
+        let mut t = Table::new(info());
+        t.push(
+            Row::new(Section::Raw, "raw", "raw", "loop", 1000.0, "writes/s", 1.0)
+                .latency(lat(100.0)),
+        );
+        t.push(
+            Row::new(Section::Synced, "plain", "plain sqlite", "full", 500.0, "appends/s", 1.0)
+                .latency(lat(400.0)),
+        );
+        let row = Row::new(Section::Writer, "w", "writer", "steps", 200.0, "steps/s", 1.0)
+            .latency(lat(1000.0))
+            .vs_raw(Compare::to("raw"))
+            .vs_sqlite(Compare::rate_only("plain", 10.0));
+        let raw = t.ratios(&row, row.vs_raw.as_ref());
+        assert_eq!(raw.rate, Some(0.2));
+        assert_eq!(raw.p50, Some(10.0));
+        assert_eq!(raw.p999, Some(10.0));
+        let sql = t.ratios(&row, row.vs_sqlite.as_ref());
+        assert_eq!(sql.rate, Some(4.0));
+        assert_eq!(sql.p50, None);
+        let missing = t.ratios(&row, Some(&Compare::to("absent")));
+        assert_eq!(missing, Ratios::default());
+    }
+
+    #[test]
+    fn byte_comparisons_use_mb_per_sec() {
+        let mut t = Table::new(info());
+        t.push(Row::new(Section::Raw, "read", "raw", "read", 2.0, "GB/s", 1.0).mb(2000.0));
+        let row = Row::new(Section::Recovery, "rec", "file", "recovery", 5000.0, "sessions/s", 1.0)
+            .mb(500.0)
+            .vs_raw(Compare::bytes("read"));
+        assert_eq!(t.ratios(&row, row.vs_raw.as_ref()).rate, Some(0.25));
+    }
+
+    #[test]
+    fn rendering_orders_rows_by_section_and_json_holds_every_row() {
+        let mut t = Table::new(info());
+        t.push(Row::new(Section::Synced, "b", "file", "second", 1.0, "appends/s", 1.0));
+        t.push(Row::new(Section::Raw, "a", "raw", "first", 1.0, "writes/s", 1.0));
+        let text = t.render();
+        let first = text.find("raw: first").unwrap_or(usize::MAX);
+        let second = text.find("file: second").unwrap_or(0);
+        assert!(first < second, "{text}");
+        let json = t.to_json();
+        let rows = json["rows"].as_array().map(Vec::len);
+        assert_eq!(rows, Some(2));
+        assert_eq!(json["rows"][0]["key"], "a");
+        assert_eq!(json["rows"][1]["vs_raw"], serde_json::Value::Null);
+    }
+}

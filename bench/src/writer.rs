@@ -1,6 +1,6 @@
 //! The session writer's rows: durable steps per second for a step of 4 calls through the writer
 //! (the reply with its 4 dispatch ids, 4 attempts, 4 results, the commit: 10 synced appends), on
-//! the file backend with 1 and 32 concurrent sessions, beside raw appends of the same events in
+//! the file backend with 1 and 64 concurrent sessions, beside raw appends of the same events in
 //! the same batches at the same tails; and the same on the memory store, where no fsync hides
 //! the writer's own cost (folding, the run's lock, the protocol checks).
 
@@ -21,7 +21,7 @@ use stepjournal_codec::{
 };
 
 use crate::args::WorkDir;
-use crate::table::{Baseline, Row, Table};
+use crate::table::{Compare, Latency, Row, Section, Table};
 
 /// Calls per step.
 const CALLS: usize = 4;
@@ -30,7 +30,7 @@ const CALLS: usize = 4;
 const APPENDS_PER_STEP: u64 = 2 + 2 * CALLS as u64;
 
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
-    for (backend, sessions) in [(Backend::File, 1usize), (Backend::File, 32), (Backend::Memory, 1)]
+    for (backend, sessions) in [(Backend::File, 1usize), (Backend::File, 64), (Backend::Memory, 1)]
     {
         let raw = run(work, sessions, Mode::Raw, backend)?;
         let writer = run(work, sessions, Mode::Writer, backend)?;
@@ -38,31 +38,43 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
         for (m, mode) in [(&raw, Mode::Raw), (&writer, Mode::Writer)] {
             let note = match mode {
                 Mode::Raw => format!(
-                    "the same {APPENDS_PER_STEP} batches appended with JournalStore::append; \
-                     ratios compare with single appends"
+                    "the writer's {APPENDS_PER_STEP} batches appended with JournalStore::append; \
+                     latency per step"
                 ),
                 Mode::Writer => format!(
-                    "{APPENDS_PER_STEP} appends per step; {:.2}x the raw appends' steps/s",
+                    "{APPENDS_PER_STEP} appends per step; {:.2}x the raw appends' steps/s; \
+                     latency per step",
                     m.steps_per_sec() / raw.steps_per_sec().max(f64::MIN_POSITIVE)
                 ),
             };
-            table.push(Row {
-                group: "writer",
-                workload: format!(
+            let key = format!(
+                "writer.{}.{}.{sessions}",
+                mode.name().replace(' ', "-"),
+                backend.name().replace([' ', ','], "")
+            );
+            let mut row = Row::new(
+                Section::Writer,
+                key,
+                "writer",
+                format!(
                     "{}, step of {CALLS} calls, {}, {sessions} session{plural}",
                     mode.name(),
                     backend.name()
                 ),
-                rate: m.steps_per_sec(),
-                unit: "steps/s",
-                p50_us: Some(m.p50_us()),
-                p99_us: Some(m.p99_us()),
-                fsyncs_per_append: m
-                    .fsyncs
-                    .map(|f| f as f64 / (m.steps * APPENDS_PER_STEP).max(1) as f64),
-                baseline: Baseline::FsyncLoop,
-                note,
-            });
+                m.steps_per_sec(),
+                "steps/s",
+                m.elapsed.as_secs_f64(),
+            )
+            .latency(Latency::of(&m.latency))
+            .fsyncs(m.fsyncs.map(|f| f as f64 / (m.steps * APPENDS_PER_STEP).max(1) as f64))
+            .note(note);
+            if backend == Backend::File {
+                let appends = APPENDS_PER_STEP as f64;
+                row = row
+                    .vs_raw(Compare::rate_only(crate::raw::fsync_key(256), appends))
+                    .vs_sqlite(Compare::rate_only(crate::plain::full_key(256, sessions), appends));
+            }
+            table.push(row);
         }
     }
     Ok(())
@@ -116,12 +128,6 @@ impl Steps {
     fn steps_per_sec(&self) -> f64 {
         self.steps as f64 / self.elapsed.as_secs_f64()
     }
-    fn p50_us(&self) -> f64 {
-        self.latency.value_at_quantile(0.5) as f64 / 1000.0
-    }
-    fn p99_us(&self) -> f64 {
-        self.latency.value_at_quantile(0.99) as f64 / 1000.0
-    }
 }
 
 fn calls() -> Vec<Call> {
@@ -146,11 +152,13 @@ fn output() -> RawJson {
 
 /// One timed run on a fresh journal: each of `sessions` threads drives its own session.
 fn run(work: &WorkDir, sessions: usize, mode: Mode, backend: Backend) -> Result<Steps, String> {
+    let mut dir = None;
     let (store, file): (Arc<dyn JournalStore>, Option<Arc<FileStore>>) = match backend {
         Backend::File => {
-            let dir = work.sub(&format!("writer-{}-{sessions}", mode.name().replace(' ', "-")))?;
+            let d = work.sub(&format!("writer-{}-{sessions}", mode.name().replace(' ', "-")))?;
             let file =
-                Arc::new(FileStore::open(&dir, FileOptions::new()).map_err(|e| e.to_string())?);
+                Arc::new(FileStore::open(&d, FileOptions::new()).map_err(|e| e.to_string())?);
+            dir = Some(d);
             (file.clone(), Some(file))
         }
         Backend::Memory => (Arc::new(MemoryStore::new()), None),
@@ -201,6 +209,10 @@ fn run(work: &WorkDir, sessions: usize, mode: Mode, backend: Backend) -> Result<
         latency.add(&h).map_err(|e| e.to_string())?;
     }
     let fsyncs = syncs().zip(before).map(|(after, before)| after - before);
+    drop((journal, store, file));
+    if let Some(d) = dir {
+        work.clear(&d);
+    }
     Ok(Steps { steps, elapsed, latency, fsyncs })
 }
 

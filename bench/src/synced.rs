@@ -1,0 +1,160 @@
+//! The synced append rows, one group per event size and thread count: the raw loop (one
+//! thread), plain SQLite `FULL` and `NORMAL`, and stepjournal on file, SQLite and PostgreSQL.
+//! A group's contenders run in turn, in short slices, several rounds, so that a disk whose speed
+//! drifts (a shared machine's does) weighs on each of them alike.
+
+use std::time::Duration;
+
+use stepjournal_backends::Durability;
+
+use crate::appends::{Measured, SIZES};
+use crate::args::WorkDir;
+use crate::table::{Compare, Latency, Row, Section, Table};
+
+/// The thread counts (one session per thread) of the append rows.
+pub const THREADS: [usize; 3] = [1, 8, 64];
+
+/// One slice of a contender's workload: the round (for fresh session names) and the time it
+/// gets; returns what it measured and the `fdatasync` calls it made, when known.
+pub type Slice = Box<dyn FnMut(usize, Duration) -> Result<(Measured, Option<u64>), String>>;
+
+/// One workload of a group, run a slice at a time.
+pub struct Contender {
+    group: &'static str,
+    key: String,
+    workload: String,
+    note: String,
+    slice: Slice,
+    finish: Option<Box<dyn FnOnce() -> Result<(), String>>>,
+    remark: Option<Box<dyn Fn() -> Option<String>>>,
+}
+
+impl std::fmt::Debug for Contender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Contender").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
+impl Contender {
+    pub fn new(
+        group: &'static str,
+        key: String,
+        workload: String,
+        note: &str,
+        slice: Slice,
+    ) -> Contender {
+        Contender { group, key, workload, note: note.to_owned(), slice, finish: None, remark: None }
+    }
+
+    /// Something more for the note, known once the group is measured.
+    pub fn remark(mut self, f: Box<dyn Fn() -> Option<String>>) -> Contender {
+        self.remark = Some(f);
+        self
+    }
+
+    /// Something to do once the group is measured (dropping a schema).
+    pub fn finish(mut self, f: Box<dyn FnOnce() -> Result<(), String>>) -> Contender {
+        self.finish = Some(f);
+        self
+    }
+}
+
+/// How many rounds of slices a group runs.
+fn rounds(work: &WorkDir) -> usize {
+    if work.quick { 2 } else { 6 }
+}
+
+pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
+    for bytes in SIZES {
+        for threads in THREADS {
+            group(work, table, bytes, threads)?;
+        }
+    }
+    Ok(())
+}
+
+/// The workload name every backend's row of a group shares.
+pub fn workload(bytes: usize, threads: usize) -> String {
+    let plural = if threads == 1 { "" } else { "s" };
+    format!("Synced, {bytes} B events, {threads} session{plural}")
+}
+
+fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Result<(), String> {
+    let dir = work.sub(&format!("synced-{bytes}-{threads}"))?;
+    let mut contenders = Vec::new();
+    if threads == 1 {
+        contenders.push(crate::raw::contender(&dir, bytes)?);
+    }
+    {
+        use crate::plain::{Sharing, Sync, contender};
+        contenders.push(contender(&dir, bytes, threads, Sync::Full, Sharing::Shared)?);
+        // Not in --quick: its threads can sleep in the busy handler for seconds past a slice.
+        if threads > 1 && !work.quick {
+            contenders.push(contender(&dir, bytes, threads, Sync::Full, Sharing::PerThread)?);
+        }
+        contenders.push(contender(&dir, bytes, threads, Sync::Normal, Sharing::Shared)?);
+    }
+    contenders.push(crate::file::contender(&dir, bytes, threads, Durability::Synced)?);
+    contenders.push(crate::sqlite::contender(&dir, bytes, threads, Durability::Synced)?);
+    if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
+        contenders.push(pg);
+    }
+    let rounds = rounds(work);
+    let slice = work.budget() / rounds as u32;
+    let mut totals: Vec<(Measured, Option<u64>)> = Vec::new();
+    for _ in &contenders {
+        totals.push((Measured::empty()?, Some(0)));
+    }
+    let n = contenders.len();
+    for round in 0..rounds {
+        // Each round starts with a different contender, so none always follows the same one.
+        for k in 0..n {
+            let j = (round + k) % n;
+            let (Some(c), Some(total)) = (contenders.get_mut(j), totals.get_mut(j)) else {
+                continue;
+            };
+            let (m, syncs) =
+                (c.slice)(round, slice).map_err(|e| format!("{}: {}: {e}", c.group, c.workload))?;
+            total.0.merge(&m)?;
+            total.1 = total.1.zip(syncs).map(|(a, b)| a + b);
+        }
+    }
+    for (c, (m, syncs)) in contenders.into_iter().zip(totals) {
+        let raw_row = c.group == "raw";
+        let (section, rate, unit) = if raw_row {
+            (Section::Raw, m.events_per_sec(), "records/s")
+        } else {
+            (Section::Synced, m.appends_per_sec(), "appends/s")
+        };
+        let workload =
+            if c.workload.is_empty() { workload(bytes, threads) } else { c.workload.clone() };
+        let mut row = Row::new(
+            section,
+            c.key.clone(),
+            c.group,
+            workload,
+            rate,
+            unit,
+            m.elapsed.as_secs_f64(),
+        )
+        .mb(m.mb_per_sec())
+        .latency(Latency::of(&m.latency))
+        .fsyncs(syncs.map(|s| s as f64 / m.appends.max(1) as f64))
+        .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)))
+        .note(match c.remark.as_ref().and_then(|f| f()) {
+            Some(more) => format!("{}; {more}; {rounds} rounds of turns", c.note),
+            None => format!("{}; {rounds} rounds of turns", c.note),
+        });
+        if !raw_row {
+            row = row.vs_raw(Compare::to(crate::raw::fsync_key(bytes)));
+        }
+        table.push(row);
+        let Contender { group, slice, finish, .. } = c;
+        drop(slice);
+        if let Some(finish) = finish {
+            finish().map_err(|e| format!("{group}: {e}"))?;
+        }
+    }
+    work.clear(&dir);
+    Ok(())
+}
