@@ -10,9 +10,11 @@ pub const HELP: &str = "\
 stepjournal-bench: every backend, plain SQLite as applications run it, and the disk's own limit,
 measured side by side in one run and one directory, printed as one table with ratios.
 
-usage: stepjournal-bench [--quick] [--dir DIR] [--json FILE]
+usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
 
   --quick      short runs and a small journal (under a minute; CI runs it)
+  --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, open,
+               recovery (rows whose baseline is not run show no ratio to it)
   --dir DIR    run in a new directory stepjournal-bench-<pid> under DIR, removed at the end
                (default: the current directory)
   --json FILE  write every row, with all its ratios, as JSON to FILE
@@ -32,7 +34,12 @@ pub struct Args {
     pub json: Option<PathBuf>,
     /// `--help` was asked for.
     pub help: bool,
+    /// The parts to run (all when empty).
+    pub only: Vec<String>,
 }
+
+/// The parts `--only` can name.
+pub const PARTS: [&str; 6] = ["synced", "raw", "buffered", "writer", "open", "recovery"];
 
 impl Args {
     pub fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -42,11 +49,28 @@ impl Args {
                 "--quick" => args.quick = true,
                 "--dir" => args.dir = Some(it.next().ok_or("--dir needs a directory")?.into()),
                 "--json" => args.json = Some(it.next().ok_or("--json needs a file")?.into()),
+                "--only" => {
+                    let list = it.next().ok_or("--only needs a list of parts")?;
+                    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                        if !PARTS.contains(&part) {
+                            return Err(format!(
+                                "--only: unknown part `{part}` (the parts: {})",
+                                PARTS.join(", ")
+                            ));
+                        }
+                        args.only.push(part.to_owned());
+                    }
+                }
                 "-h" | "--help" => args.help = true,
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
         Ok(args)
+    }
+
+    /// Whether `part` runs.
+    pub fn runs(&self, part: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|p| p == part)
     }
 
     pub fn json_path(&self) -> PathBuf {
@@ -161,5 +185,15 @@ mod tests {
     fn a_missing_value_or_unknown_flag_is_refused() {
         assert!(parse(&["--dir"]).is_err());
         assert!(parse(&["--fast"]).is_err_and(|e| e.contains("--fast")));
+        assert!(parse(&["--only", "synced,disk"]).is_err_and(|e| e.contains("`disk`")));
+    }
+
+    #[test]
+    fn only_names_the_parts_that_run() {
+        let all = parse(&[]).unwrap_or_default();
+        assert!(PARTS.iter().all(|p| all.runs(p)));
+        let some = parse(&["--only", "open, recovery"]).unwrap_or_default();
+        assert!(some.runs("open") && some.runs("recovery"));
+        assert!(!some.runs("synced"));
     }
 }

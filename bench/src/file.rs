@@ -44,7 +44,7 @@ pub fn contender(
 /// Buffered appends of 256-byte events: (sessions, events per append).
 const BUFFERED: [(usize, usize); 6] = [(1, 1), (8, 1), (1, 16), (8, 16), (1, 256), (8, 256)];
 
-pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
+pub fn buffered_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     let one = event(256);
     for (sessions, batch) in BUFFERED {
         let dir = work.sub(&format!("file-buffered-{sessions}-{batch}"))?;
@@ -64,7 +64,7 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
         ));
         work.clear(&dir);
     }
-    open_rows(work, table)
+    Ok(())
 }
 
 /// A `Buffered` row of 256-byte events, for any backend.
@@ -152,7 +152,7 @@ fn fill(dir: &Path, target: u64) -> Result<(), String> {
 
 /// Opening a large journal, cold and warm, each after a sequential read of its files in the
 /// same cache state.
-fn open_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
+pub fn open_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     let dir = work.sub("file-open")?;
     let wanted = work.open_bytes();
     let free = free_bytes(&dir);

@@ -76,18 +76,21 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let steps: [(&str, Workloads); 7] = [
-        ("synced appends", synced::rows),
-        ("raw loops", raw::rows),
-        ("file: buffered and open", file::rows),
-        ("sqlite: buffered", sqlite::rows),
-        ("postgres: buffered", postgres::rows),
-        ("session writer", writer::rows),
+    let parts: [(&str, Workloads); 8] = [
+        ("synced", synced::rows),
+        ("raw", raw::rows),
+        ("buffered", file::buffered_rows),
+        ("buffered", sqlite::rows),
+        ("buffered", postgres::rows),
+        ("writer", writer::rows),
+        ("open", file::open_rows),
         ("recovery", recovery::rows),
     ];
-    for (name, step) in steps {
-        eprintln!("stepjournal-bench: {name}");
-        step(&work, &mut table)?;
+    for (name, part) in parts {
+        if args.runs(name) {
+            eprintln!("stepjournal-bench: {name}");
+            part(&work, &mut table)?;
+        }
     }
     print!("{}", table.render());
     let json = args.json_path();

@@ -1,7 +1,8 @@
 //! The synced append rows, one group per event size and thread count: the raw loop (one
 //! thread), plain SQLite `FULL` and `NORMAL`, and stepjournal on file, SQLite and PostgreSQL.
-//! A group's contenders run in turn, in short slices, several rounds, so that a disk whose speed
-//! drifts (a shared machine's does) weighs on each of them alike.
+//! A group's contenders run in turn, in slices of about 100 ms, round after round, so that a disk
+//! whose speed drifts weighs on each of them alike (a shared virtual disk's does: this project's
+//! runs in bursts of fast syncs between stretches throttled to a few hundred per second).
 
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ pub struct Contender {
     slice: Slice,
     finish: Option<Box<dyn FnOnce() -> Result<(), String>>>,
     remark: Option<Box<dyn Fn() -> Option<String>>>,
+    /// Measured in one piece after the turns, not in them.
+    alone: bool,
 }
 
 impl std::fmt::Debug for Contender {
@@ -43,12 +46,28 @@ impl Contender {
         note: &str,
         slice: Slice,
     ) -> Contender {
-        Contender { group, key, workload, note: note.to_owned(), slice, finish: None, remark: None }
+        Contender {
+            group,
+            key,
+            workload,
+            note: note.to_owned(),
+            slice,
+            finish: None,
+            remark: None,
+            alone: false,
+        }
     }
 
     /// Something more for the note, known once the group is measured.
     pub fn remark(mut self, f: Box<dyn Fn() -> Option<String>>) -> Contender {
         self.remark = Some(f);
+        self
+    }
+
+    /// Measured in one piece after the turns: for a workload whose appends can outlast a slice
+    /// by seconds.
+    pub fn alone(mut self) -> Contender {
+        self.alone = true;
         self
     }
 
@@ -59,9 +78,9 @@ impl Contender {
     }
 }
 
-/// How many rounds of slices a group runs.
+/// How many rounds of turns a group runs: slices of about 100 ms.
 fn rounds(work: &WorkDir) -> usize {
-    if work.quick { 2 } else { 6 }
+    (work.budget().as_millis() / 100).max(2) as usize
 }
 
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
@@ -88,9 +107,10 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
     {
         use crate::plain::{Sharing, Sync, contender};
         contenders.push(contender(&dir, bytes, threads, Sync::Full, Sharing::Shared)?);
-        // Not in --quick: its threads can sleep in the busy handler for seconds past a slice.
+        // Alone, and not in --quick: its threads sleep in the busy handler for seconds.
         if threads > 1 && !work.quick {
-            contenders.push(contender(&dir, bytes, threads, Sync::Full, Sharing::PerThread)?);
+            let per_thread = contender(&dir, bytes, threads, Sync::Full, Sharing::PerThread)?;
+            contenders.push(per_thread.alone());
         }
         contenders.push(contender(&dir, bytes, threads, Sync::Normal, Sharing::Shared)?);
     }
@@ -106,18 +126,28 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         totals.push((Measured::empty()?, Some(0)));
     }
     let n = contenders.len();
+    let alone: Vec<bool> = contenders.iter().map(|c| c.alone).collect();
+    let mut run = |j: usize, round: usize, budget: Duration| -> Result<(), String> {
+        let (Some(c), Some(total)) = (contenders.get_mut(j), totals.get_mut(j)) else {
+            return Ok(());
+        };
+        let (m, syncs) =
+            (c.slice)(round, budget).map_err(|e| format!("{}: {}: {e}", c.group, c.workload))?;
+        total.0.merge(&m)?;
+        total.1 = total.1.zip(syncs).map(|(a, b)| a + b);
+        Ok(())
+    };
     for round in 0..rounds {
         // Each round starts with a different contender, so none always follows the same one.
         for k in 0..n {
             let j = (round + k) % n;
-            let (Some(c), Some(total)) = (contenders.get_mut(j), totals.get_mut(j)) else {
-                continue;
-            };
-            let (m, syncs) =
-                (c.slice)(round, slice).map_err(|e| format!("{}: {}: {e}", c.group, c.workload))?;
-            total.0.merge(&m)?;
-            total.1 = total.1.zip(syncs).map(|(a, b)| a + b);
+            if !alone.get(j).copied().unwrap_or(false) {
+                run(j, round, slice)?;
+            }
         }
+    }
+    for (j, _) in alone.iter().enumerate().filter(|(_, a)| **a) {
+        run(j, rounds, work.budget())?;
     }
     for (c, (m, syncs)) in contenders.into_iter().zip(totals) {
         let raw_row = c.group == "raw";
@@ -141,9 +171,16 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         .latency(Latency::of(&m.latency))
         .fsyncs(syncs.map(|s| s as f64 / m.appends.max(1) as f64))
         .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)))
-        .note(match c.remark.as_ref().and_then(|f| f()) {
-            Some(more) => format!("{}; {more}; {rounds} rounds of turns", c.note),
-            None => format!("{}; {rounds} rounds of turns", c.note),
+        .note({
+            let how = if c.alone {
+                "measured alone, after the others' turns".to_owned()
+            } else {
+                format!("{rounds} turns of {} ms", slice.as_millis())
+            };
+            match c.remark.as_ref().and_then(|f| f()) {
+                Some(more) => format!("{}; {more}; {how}", c.note),
+                None => format!("{}; {how}", c.note),
+            }
         });
         if !raw_row {
             row = row.vs_raw(Compare::to(crate::raw::fsync_key(bytes)));

@@ -422,8 +422,8 @@ same files, by MB/s). rate vs SQLite FULL: over plain SQLite, WAL, synchronous=F
 transaction per append, from the same number of threads with events the same size. Writer rows \
 compare 10 appends per step. p50 ratios only where both latencies time the same operation. \
 MB/s counts record bytes. Synced rows of one event size and thread count ran in turns, in \
-slices, so that a drifting disk weighs on each alike. load: the 1-minute load average as the row \
-finished.
+100 ms slices, so that a drifting disk weighs on each alike. load: the 1-minute load average as \
+the row finished.
 ";
 
 #[cfg(test)]
