@@ -24,8 +24,9 @@ use super::ensure;
 const SESSIONS: usize = 3;
 /// The most operations one input runs.
 const MAX_OPS: usize = 64;
-/// How many times opening is tried after a restart (each injected fault fails it once).
-const OPEN_TRIES: usize = 8;
+/// How many times opening is tried after a restart: each failed try uses up one injected fault,
+/// and each operation injects at most one.
+const OPEN_TRIES: usize = MAX_OPS + 4;
 
 /// Operations to run on a fresh journal, and how it is configured.
 #[derive(Debug, Clone, Arbitrary)]
@@ -359,6 +360,7 @@ impl Harness {
         drop(self.store.take());
         let mut how = how;
         let mut power = false;
+        let mut last = String::new();
         for _ in 0..OPEN_TRIES {
             if self.disk.is_crashed() && !matches!(how, Restart::Power { .. }) {
                 how = Restart::Power { fates: Vec::new(), reorder: false };
@@ -378,11 +380,12 @@ impl Harness {
                 }
                 Err(e) => {
                     ensure!(injected(&e), "opening after {how:?} failed: {e}");
+                    last = e.to_string();
                     how = Restart::Clean;
                 }
             }
         }
-        Err(format!("the journal did not open in {OPEN_TRIES} tries"))
+        Err(format!("the journal did not open in {OPEN_TRIES} tries; the last: {last}"))
     }
 
     /// Checks every session against the model after a reopen, and adopts what is there (opening

@@ -22,7 +22,9 @@ mod scenario;
 pub mod seeds;
 
 pub use codec::{SMALL_LIMITS, check_batch_bytes, check_record_bytes};
-pub use file_journal::check_file_journal_bytes;
+pub use file_journal::{
+    build_disk, check_file_journal_bytes, dir as journal_dir, journal_of_input,
+};
 pub use file_ops::{FileOp, FileOpsInput, check_file_ops};
 pub use fold::{FoldInput, check_fold_and_plan};
 pub use scenario::check_scenario_json;
