@@ -71,6 +71,14 @@ impl Contender {
         self
     }
 
+    /// The same workload under another key and name (a baseline measured again in another
+    /// group's turns).
+    pub fn renamed(mut self, key: String, workload: String) -> Contender {
+        self.key = key;
+        self.workload = workload;
+        self
+    }
+
     /// Something to do once the group is measured (dropping a schema).
     pub fn finish(mut self, f: Box<dyn FnOnce() -> Result<(), String>>) -> Contender {
         self.finish = Some(f);
@@ -119,6 +127,47 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
     if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
         contenders.push(pg);
     }
+    for t in in_turns(work, contenders)? {
+        let raw_row = t.group == "raw";
+        let m = &t.measured;
+        let (section, rate, unit) = if raw_row {
+            (Section::Raw, m.events_per_sec(), "records/s")
+        } else {
+            (Section::Synced, m.appends_per_sec(), "appends/s")
+        };
+        let workload = if t.workload.is_empty() { workload(bytes, threads) } else { t.workload };
+        let mut row =
+            Row::new(section, t.key, t.group, workload, rate, unit, m.elapsed.as_secs_f64())
+                .mb(m.mb_per_sec())
+                .latency(Latency::of(&m.latency))
+                .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
+                .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)))
+                .note(t.note);
+        if !raw_row {
+            row = row.vs_raw(Compare::to(crate::raw::fsync_key(bytes)));
+        }
+        table.push(row);
+    }
+    work.clear(&dir);
+    Ok(())
+}
+
+/// What a contender measured over its turns.
+#[derive(Debug)]
+pub struct Turned {
+    pub group: &'static str,
+    pub key: String,
+    pub workload: String,
+    /// The contender's note, with its remark and how it was measured.
+    pub note: String,
+    pub measured: Measured,
+    /// The `fdatasync` calls made, when known.
+    pub syncs: Option<u64>,
+}
+
+/// Runs `contenders` in turns, slice after slice, round after round (those marked alone after,
+/// in one piece each), then finishes each.
+pub fn in_turns(work: &WorkDir, mut contenders: Vec<Contender>) -> Result<Vec<Turned>, String> {
     let rounds = rounds(work);
     let slice = work.budget() / rounds as u32;
     let mut totals: Vec<(Measured, Option<u64>)> = Vec::new();
@@ -132,7 +181,7 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
             return Ok(());
         };
         let (m, syncs) =
-            (c.slice)(round, budget).map_err(|e| format!("{}: {}: {e}", c.group, c.workload))?;
+            (c.slice)(round, budget).map_err(|e| format!("{}: {}: {e}", c.group, c.key))?;
         total.0.merge(&m)?;
         total.1 = total.1.zip(syncs).map(|(a, b)| a + b);
         Ok(())
@@ -149,49 +198,23 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
     for (j, _) in alone.iter().enumerate().filter(|(_, a)| **a) {
         run(j, rounds, work.budget())?;
     }
-    for (c, (m, syncs)) in contenders.into_iter().zip(totals) {
-        let raw_row = c.group == "raw";
-        let (section, rate, unit) = if raw_row {
-            (Section::Raw, m.events_per_sec(), "records/s")
+    let mut out = Vec::with_capacity(n);
+    for (c, (measured, syncs)) in contenders.into_iter().zip(totals) {
+        let how = if c.alone {
+            "measured alone, after the others' turns".to_owned()
         } else {
-            (Section::Synced, m.appends_per_sec(), "appends/s")
+            format!("{rounds} turns of {} ms", slice.as_millis())
         };
-        let workload =
-            if c.workload.is_empty() { workload(bytes, threads) } else { c.workload.clone() };
-        let mut row = Row::new(
-            section,
-            c.key.clone(),
-            c.group,
-            workload,
-            rate,
-            unit,
-            m.elapsed.as_secs_f64(),
-        )
-        .mb(m.mb_per_sec())
-        .latency(Latency::of(&m.latency))
-        .fsyncs(syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-        .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)))
-        .note({
-            let how = if c.alone {
-                "measured alone, after the others' turns".to_owned()
-            } else {
-                format!("{rounds} turns of {} ms", slice.as_millis())
-            };
-            match c.remark.as_ref().and_then(|f| f()) {
-                Some(more) => format!("{}; {more}; {how}", c.note),
-                None => format!("{}; {how}", c.note),
-            }
-        });
-        if !raw_row {
-            row = row.vs_raw(Compare::to(crate::raw::fsync_key(bytes)));
-        }
-        table.push(row);
-        let Contender { group, slice, finish, .. } = c;
+        let note = match c.remark.as_ref().and_then(|f| f()) {
+            Some(more) => format!("{}; {more}; {how}", c.note),
+            None => format!("{}; {how}", c.note),
+        };
+        let Contender { group, key, workload, slice, finish, .. } = c;
         drop(slice);
         if let Some(finish) = finish {
             finish().map_err(|e| format!("{group}: {e}"))?;
         }
+        out.push(Turned { group, key, workload, note, measured, syncs });
     }
-    work.clear(&dir);
-    Ok(())
+    Ok(out)
 }

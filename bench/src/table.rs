@@ -421,9 +421,10 @@ loop of records the same size, one record per sync; open and recovery: a sequent
 same files, by MB/s). rate vs SQLite FULL: over plain SQLite, WAL, synchronous=FULL, one \
 transaction per append, from the same number of threads with events the same size. Writer rows \
 compare 10 appends per step. p50 ratios only where both latencies time the same operation. \
-MB/s counts record bytes. Synced rows of one event size and thread count ran in turns, in \
-100 ms slices, so that a drifting disk weighs on each alike. load: the 1-minute load average as \
-the row finished.
+MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the rest of their \
+group, baselines included, in 100 ms slices, so that a drifting disk weighs on each alike; the \
+others ran one after another, and their ratios carry the disk's drift too. load: the 1-minute \
+load average as the row finished.
 ";
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
 //! The session writer's rows: durable steps per second for a step of 4 calls through the writer
 //! (the reply with its 4 dispatch ids, 4 attempts, 4 results, the commit: 10 synced appends), on
 //! the file backend with 1 and 64 concurrent sessions, beside raw appends of the same events in
-//! the same batches at the same tails; and the same on the memory store, where no fsync hides
-//! the writer's own cost (folding, the run's lock, the protocol checks).
+//! the same batches at the same tails, the raw fsync loop and plain SQLite `FULL`, all in turns;
+//! and the same on the memory store, where no fsync hides the writer's own cost (folding, the
+//! run's lock, the protocol checks).
 
+use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -20,7 +22,10 @@ use stepjournal_codec::{
     SessionId, Stamped, StepCommit, StepNo, ToolResult,
 };
 
+use crate::appends::Measured;
 use crate::args::WorkDir;
+use crate::plain::{Sharing, Sync};
+use crate::synced::{Contender, in_turns};
 use crate::table::{Compare, Latency, Row, Section, Table};
 
 /// Calls per step.
@@ -32,52 +37,105 @@ const APPENDS_PER_STEP: u64 = 2 + 2 * CALLS as u64;
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     for (backend, sessions) in [(Backend::File, 1usize), (Backend::File, 64), (Backend::Memory, 1)]
     {
-        let raw = run(work, sessions, Mode::Raw, backend)?;
-        let writer = run(work, sessions, Mode::Writer, backend)?;
         let plural = if sessions == 1 { "" } else { "s" };
-        for (m, mode) in [(&raw, Mode::Raw), (&writer, Mode::Writer)] {
-            let note = match mode {
-                Mode::Raw => format!(
-                    "the writer's {APPENDS_PER_STEP} batches appended with JournalStore::append; \
-                     latency per step"
-                ),
-                Mode::Writer => format!(
-                    "{APPENDS_PER_STEP} appends per step; {:.2}x the raw appends' steps/s; \
-                     latency per step",
-                    m.steps_per_sec() / raw.steps_per_sec().max(f64::MIN_POSITIVE)
-                ),
-            };
-            let key = format!(
-                "writer.{}.{}.{sessions}",
-                mode.name().replace(' ', "-"),
-                backend.name().replace([' ', ','], "")
-            );
-            let mut row = Row::new(
-                Section::Writer,
-                key,
-                "writer",
+        let dir = work.sub(&format!("writer-{}-{sessions}", backend.tag()))?;
+        let raw_key = format!("{}.writer.{sessions}", crate::raw::fsync_key(256));
+        let sql_key = format!("{}.writer", crate::plain::full_key(256, sessions));
+        let beside = "in turn with the session writer";
+        let mut contenders = Vec::new();
+        if backend == Backend::File {
+            let raw = crate::raw::contender(&dir, 256)?;
+            contenders.push(raw.renamed(
+                raw_key.clone(),
                 format!(
-                    "{}, step of {CALLS} calls, {}, {sessions} session{plural}",
-                    mode.name(),
-                    backend.name()
+                    "write + fdatasync, 256-byte records, preallocated, 1 per sync, {beside}, \
+                     {sessions} session{plural}"
                 ),
-                m.steps_per_sec(),
-                "steps/s",
-                m.elapsed.as_secs_f64(),
-            )
-            .latency(Latency::of(&m.latency))
-            .fsyncs(m.fsyncs.map(|f| f as f64 / (m.steps * APPENDS_PER_STEP).max(1) as f64))
-            .note(note);
-            if backend == Backend::File {
-                let appends = APPENDS_PER_STEP as f64;
-                row = row
-                    .vs_raw(Compare::rate_only(crate::raw::fsync_key(256), appends))
-                    .vs_sqlite(Compare::rate_only(crate::plain::full_key(256, sessions), appends));
-            }
+            ));
+            let plain = crate::plain::contender(&dir, 256, sessions, Sync::Full, Sharing::Shared)?;
+            contenders.push(plain.renamed(
+                sql_key.clone(),
+                format!("synchronous=FULL, 256 B events, {sessions} session{plural}, {beside}"),
+            ));
+        }
+        contenders.push(contender(&dir, backend, sessions, Mode::Raw)?);
+        contenders.push(contender(&dir, backend, sessions, Mode::Writer)?);
+        let turned = in_turns(work, contenders)?;
+        let raw_steps = turned
+            .iter()
+            .find(|t| t.key == key(backend, sessions, Mode::Raw))
+            .map_or(0.0, |t| t.measured.appends_per_sec());
+        for t in turned {
+            let m = &t.measured;
+            let row = match t.group {
+                "raw" => Row::new(
+                    Section::Raw,
+                    t.key,
+                    t.group,
+                    t.workload,
+                    m.events_per_sec(),
+                    "records/s",
+                    m.elapsed.as_secs_f64(),
+                )
+                .mb(m.mb_per_sec())
+                .latency(Latency::of(&m.latency))
+                .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
+                .vs_sqlite(Compare::to(sql_key.clone()))
+                .note(t.note),
+                "plain sqlite" => Row::new(
+                    Section::Writer,
+                    t.key,
+                    t.group,
+                    t.workload,
+                    m.appends_per_sec(),
+                    "appends/s",
+                    m.elapsed.as_secs_f64(),
+                )
+                .mb(m.mb_per_sec())
+                .latency(Latency::of(&m.latency))
+                .vs_raw(Compare::to(raw_key.clone()))
+                .vs_sqlite(Compare::to(sql_key.clone()))
+                .note(t.note),
+                _ => {
+                    let mut note = t.note;
+                    if t.key == key(backend, sessions, Mode::Writer) && raw_steps > 0.0 {
+                        note = format!(
+                            "{:.2}x the raw appends' steps/s; {note}",
+                            m.appends_per_sec() / raw_steps
+                        );
+                    }
+                    let mut row = Row::new(
+                        Section::Writer,
+                        t.key,
+                        t.group,
+                        t.workload,
+                        m.appends_per_sec(),
+                        "steps/s",
+                        m.elapsed.as_secs_f64(),
+                    )
+                    .latency(Latency::of(&m.latency))
+                    .fsyncs(
+                        t.syncs.map(|f| f as f64 / (m.appends * APPENDS_PER_STEP).max(1) as f64),
+                    )
+                    .note(note);
+                    if backend == Backend::File {
+                        let appends = APPENDS_PER_STEP as f64;
+                        row = row
+                            .vs_raw(Compare::rate_only(raw_key.clone(), appends))
+                            .vs_sqlite(Compare::rate_only(sql_key.clone(), appends));
+                    }
+                    row
+                }
+            };
             table.push(row);
         }
+        work.clear(&dir);
     }
     Ok(())
+}
+
+fn key(backend: Backend, sessions: usize, mode: Mode) -> String {
+    format!("writer.{}.{}.{sessions}", mode.name().replace(' ', "-"), backend.tag())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +147,13 @@ enum Backend {
 }
 
 impl Backend {
+    fn tag(self) -> &'static str {
+        match self {
+            Backend::File => "file",
+            Backend::Memory => "memory",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Backend::File => "file, Synced",
@@ -114,22 +179,6 @@ impl Mode {
     }
 }
 
-/// What one run measured.
-struct Steps {
-    steps: u64,
-    elapsed: Duration,
-    /// Latency per step, nanoseconds.
-    latency: Histogram<u64>,
-    /// `fdatasync` calls made (the file backend only).
-    fsyncs: Option<u64>,
-}
-
-impl Steps {
-    fn steps_per_sec(&self) -> f64 {
-        self.steps as f64 / self.elapsed.as_secs_f64()
-    }
-}
-
 fn calls() -> Vec<Call> {
     (0..CALLS)
         .map(|i| Call {
@@ -150,15 +199,18 @@ fn output() -> RawJson {
         .unwrap_or_default()
 }
 
-/// One timed run on a fresh journal: each of `sessions` threads drives its own session.
-fn run(work: &WorkDir, sessions: usize, mode: Mode, backend: Backend) -> Result<Steps, String> {
-    let mut dir = None;
+/// The writer's workload (or the raw appends of its batches) on a journal of its own in `dir`.
+fn contender(
+    dir: &Path,
+    backend: Backend,
+    sessions: usize,
+    mode: Mode,
+) -> Result<Contender, String> {
     let (store, file): (Arc<dyn JournalStore>, Option<Arc<FileStore>>) = match backend {
         Backend::File => {
-            let d = work.sub(&format!("writer-{}-{sessions}", mode.name().replace(' ', "-")))?;
+            let path = dir.join(mode.name().replace(' ', "-"));
             let file =
-                Arc::new(FileStore::open(&d, FileOptions::new()).map_err(|e| e.to_string())?);
-            dir = Some(d);
+                Arc::new(FileStore::open(&path, FileOptions::new()).map_err(|e| e.to_string())?);
             (file.clone(), Some(file))
         }
         Backend::Memory => (Arc::new(MemoryStore::new()), None),
@@ -166,23 +218,58 @@ fn run(work: &WorkDir, sessions: usize, mode: Mode, backend: Backend) -> Result<
     let registry = MemoryRegistry::new().with_tool("lookup", Replay::Safe);
     let options = JournalOptions::new().ids(Arc::new(SequentialIds::new()));
     let journal = Journal::new(store.clone(), Arc::new(registry), options);
-    let budget = work.budget();
+    let plural = if sessions == 1 { "" } else { "s" };
+    let note = match mode {
+        Mode::Raw => format!(
+            "the writer's {APPENDS_PER_STEP} batches appended with JournalStore::append; latency \
+             per step"
+        ),
+        Mode::Writer => format!("{APPENDS_PER_STEP} appends per step; latency per step"),
+    };
+    Ok(Contender::new(
+        "writer",
+        key(backend, sessions, mode),
+        format!(
+            "{}, step of {CALLS} calls, {}, {sessions} session{plural}",
+            mode.name(),
+            backend.name()
+        ),
+        &note,
+        Box::new(move |round, budget| {
+            let before = file.as_ref().map(|f| f.stats().syncs);
+            let m = slice(&journal, &*store, round, sessions, mode, budget)?;
+            let after = file.as_ref().map(|f| f.stats().syncs);
+            Ok((m, after.zip(before).map(|(a, b)| a - b)))
+        }),
+    ))
+}
+
+/// One timed slice: each of `sessions` threads drives a session of its own, new this round.
+/// Its `appends` count steps.
+fn slice(
+    journal: &Journal,
+    store: &dyn JournalStore,
+    round: usize,
+    sessions: usize,
+    mode: Mode,
+    budget: Duration,
+) -> Result<Measured, String> {
     let barrier = Barrier::new(sessions + 1);
-    let syncs = || file.as_ref().map(|f| f.stats().syncs);
-    let before = syncs();
     let (per_thread, elapsed) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..sessions)
             .map(|i| {
-                let (barrier, journal, store) = (&barrier, &journal, &*store);
+                let barrier = &barrier;
                 scope.spawn(move || -> Result<(u64, Histogram<u64>, Driver<'_>), String> {
-                    let session = SessionId::from(format!("writer-{i}").as_str());
-                    let mut driver = match mode {
-                        Mode::Raw => Driver::raw(store, session)?,
-                        Mode::Writer => Driver::writer(journal, session)?,
+                    let session = SessionId::from(format!("writer-{round}-{i}").as_str());
+                    let made = match mode {
+                        Mode::Raw => Driver::raw(store, session),
+                        Mode::Writer => Driver::writer(journal, session),
                     };
+                    // Every thread reaches the barrier, even one that failed, so none waits forever.
+                    barrier.wait();
+                    let mut driver = made?;
                     let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
                     let mut steps = 0u64;
-                    barrier.wait();
                     let until = Instant::now() + budget;
                     while Instant::now() < until {
                         let t = Instant::now();
@@ -201,19 +288,15 @@ fn run(work: &WorkDir, sessions: usize, mode: Mode, backend: Backend) -> Result<
         let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
         (results, start.elapsed())
     });
-    let mut latency = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let mut steps = 0;
+    let mut m = Measured::empty()?;
     for r in per_thread {
         let (n, h, _driver) = r.map_err(|_| "a session thread panicked".to_owned())??;
-        steps += n;
-        latency.add(&h).map_err(|e| e.to_string())?;
+        m.appends += n;
+        m.latency.add(&h).map_err(|e| e.to_string())?;
     }
-    let fsyncs = syncs().zip(before).map(|(after, before)| after - before);
-    drop((journal, store, file));
-    if let Some(d) = dir {
-        work.clear(&d);
-    }
-    Ok(Steps { steps, elapsed, latency, fsyncs })
+    m.events = m.appends * APPENDS_PER_STEP;
+    m.elapsed = elapsed;
+    Ok(m)
 }
 
 /// Drives one session, a step at a time.
