@@ -186,17 +186,31 @@ pub fn in_turns(work: &WorkDir, mut contenders: Vec<Contender>) -> Result<Vec<Tu
         total.1 = total.1.zip(syncs).map(|(a, b)| a + b);
         Ok(())
     };
-    for round in 0..rounds {
-        // Each round starts with a different contender, so none always follows the same one.
-        for k in 0..n {
-            let j = (round + k) % n;
-            if !alone.get(j).copied().unwrap_or(false) {
-                run(j, round, slice)?;
+    let mut measured = || -> Result<(), String> {
+        for round in 0..rounds {
+            // Each round starts with a different contender, so none always follows the same one.
+            for k in 0..n {
+                let j = (round + k) % n;
+                if !alone.get(j).copied().unwrap_or(false) {
+                    run(j, round, slice)?;
+                }
             }
         }
-    }
-    for (j, _) in alone.iter().enumerate().filter(|(_, a)| **a) {
-        run(j, rounds, work.budget())?;
+        for (j, _) in alone.iter().enumerate().filter(|(_, a)| **a) {
+            run(j, rounds, work.budget())?;
+        }
+        Ok(())
+    };
+    if let Err(e) = measured() {
+        // Finished all the same (a schema dropped), then the first failure reported.
+        for c in contenders {
+            let Contender { slice, finish, .. } = c;
+            drop(slice);
+            if let Some(finish) = finish {
+                let _ = finish();
+            }
+        }
+        return Err(e);
     }
     let mut out = Vec::with_capacity(n);
     for (c, (measured, syncs)) in contenders.into_iter().zip(totals) {
