@@ -282,4 +282,27 @@ mod regressions {
         let err = FileStore::open_with(Arc::new(disk), &dir, options).unwrap_err();
         assert!(err.to_string().contains("at byte 139"), "{err}");
     }
+
+    /// Found by the `file_journal` target (a panic, "attempt to add with overflow"). A resealed
+    /// batch whose first record says seq 2^64 - 2 holds more records after it: `verify_dir`
+    /// computed each record's expected seq as `first + i`, which overflows (a panic where
+    /// overflow checks are on, a wrong expectation where not). It now reports those records as
+    /// misdirected instead; the other seq sums in verify are checked too.
+    #[test]
+    fn verify_reports_a_batch_running_past_the_last_seq_without_overflowing() {
+        let data = std::fs::read(
+            fuzz_dir().join("regressions/file_journal/verify-seq-overflow-in-batch-near-u64-max"),
+        )
+        .unwrap();
+        let (segs, limits, _) = stepjournal_tests::checks::journal_of_input(&data);
+        let disk = stepjournal_tests::checks::build_disk(&segs).unwrap();
+        let dir = stepjournal_tests::checks::journal_dir();
+        let report = verify_dir_with(Arc::new(disk), &dir, &limits, &mut |_, _| {}).unwrap();
+        let past_the_end = report.findings.iter().find(|f| f.offset == 677).unwrap();
+        let text = past_the_end.to_string();
+        assert!(
+            text.contains("from seq 18446744073709551614") && text.contains("misdirected"),
+            "{text}"
+        );
+    }
 }

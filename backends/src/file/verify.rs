@@ -719,7 +719,9 @@ impl Checker {
                 Err(e) => {
                     let mut f = finding(&seg.path, at, FileProblem::Record(e.clone()));
                     let place = match head {
-                        Some((s, first)) => Some((SessionId::from(s), Seq(first + i))),
+                        Some((s, first)) => {
+                            first.checked_add(i).map(|q| (SessionId::from(s), Seq(q)))
+                        }
                         None if checksum_passed(&e) => {
                             peek_place(bytes.get((at - offset) as usize..).unwrap_or_default())
                         }
@@ -732,11 +734,13 @@ impl Checker {
                 }
             };
             let (s0, first) = *head.get_or_insert((r.session, r.seq.get()));
-            let problem = if r.session != s0 || r.seq.get() != first + i {
+            // A batch whose first seq is near u64::MAX cannot hold more records: no seq follows.
+            let expected = first.checked_add(i);
+            let problem = if r.session != s0 || Some(r.seq.get()) != expected {
                 Some(FileProblem::Misdirected {
                     expected_session: SessionId::from(s0),
                     batch_first: Seq(first),
-                    expected_seq: Seq(first + i),
+                    expected_seq: Seq(expected.unwrap_or(u64::MAX)),
                     found_session: SessionId::from(r.session),
                     found_seq: r.seq,
                 })
@@ -790,7 +794,7 @@ impl Checker {
             });
         let place_of = |index: u64| {
             let (gi, (s, q)) = anchor.as_ref()?;
-            let seq = (q + index).checked_sub(*gi)?;
+            let seq = q.checked_add(index)?.checked_sub(*gi)?;
             Some((s.clone(), Seq(seq)))
         };
         let body_at = offset + FRAME_HEADER_LEN as u64;
@@ -864,7 +868,9 @@ impl Checker {
                 if b.first > tail {
                     // A damaged batch that held exactly the missing events was reported already.
                     let explained = holes.iter().any(|h| {
-                        h.first == tail && h.count.is_none_or(|c| tail + u64::from(c) == b.first)
+                        h.first == tail
+                            && h.count
+                                .is_none_or(|c| tail.checked_add(u64::from(c)) == Some(b.first))
                     });
                     if !explained {
                         f.seq = Some(Seq(tail));
