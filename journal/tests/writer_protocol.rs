@@ -20,25 +20,6 @@ fn new_turn() -> Entry {
     Entry::NewTurn { message: "hello".into() }
 }
 
-/// The refusal inside a write error.
-fn refusal(e: WriteError) -> Refusal {
-    match e {
-        WriteError::Refused(r) => r,
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-}
-
-/// Asserts `f` is refused and that the session's log did not change.
-fn refused_without_writing<T: std::fmt::Debug>(
-    store: &dyn JournalStore,
-    f: impl FnOnce() -> Result<T, WriteError>,
-) -> Refusal {
-    let before = store.tail(&session()).unwrap();
-    let r = refusal(f().unwrap_err());
-    assert_eq!(store.tail(&session()).unwrap(), before, "a refusal writes nothing");
-    r
-}
-
 #[test]
 fn commit_reply_makes_the_reply_and_every_dispatch_durable_in_one_batch() {
     let (journal, store) = memory_journal();

@@ -27,23 +27,6 @@ fn child() -> SessionId {
     SessionId::from("child-1")
 }
 
-fn refusal(e: WriteError) -> Refusal {
-    match e {
-        WriteError::Refused(r) => r,
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-}
-
-fn refused_without_writing<T: std::fmt::Debug>(
-    store: &dyn JournalStore,
-    f: impl FnOnce() -> Result<T, WriteError>,
-) -> Refusal {
-    let before = store.tail(&session()).unwrap();
-    let r = refusal(f().unwrap_err());
-    assert_eq!(store.tail(&session()).unwrap(), before, "a refusal writes nothing");
-    r
-}
-
 fn attempts_started(store: &dyn JournalStore) -> usize {
     kinds(store, &session()).iter().filter(|k| **k == EventKind::AttemptStarted).count()
 }

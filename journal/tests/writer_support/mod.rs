@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 
 use stepjournal::recovery::{Config, MemoryRegistry};
-use stepjournal::writer::{IdSource, Journal, JournalOptions, SequentialIds};
+use stepjournal::writer::{IdSource, Journal, JournalOptions, Refusal, SequentialIds, WriteError};
 use stepjournal_backends::{
     AppendAck, AppendError, Durability, JournalStore, StoreError, memory::MemoryStore,
 };
@@ -241,4 +241,23 @@ impl JournalStore for FaultyStore {
         self.poisoned()?;
         self.inner.delete(session)
     }
+}
+
+/// The refusal inside `e`; any other error fails the test.
+pub fn refusal(e: WriteError) -> Refusal {
+    match e {
+        WriteError::Refused(r) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Asserts `f` is refused and that the session's log did not change; returns the refusal.
+pub fn refused_without_writing<T: std::fmt::Debug>(
+    store: &dyn JournalStore,
+    f: impl FnOnce() -> Result<T, WriteError>,
+) -> Refusal {
+    let before = store.tail(&session()).unwrap();
+    let r = refusal(f().unwrap_err());
+    assert_eq!(store.tail(&session()).unwrap(), before, "a refusal writes nothing");
+    r
 }
