@@ -90,56 +90,41 @@ pub trait JournalStore: Send + Sync + 'static {
     }
 }
 
-impl<S: JournalStore + ?Sized> JournalStore for std::sync::Arc<S> {
-    fn max_durability(&self) -> Durability {
-        (**self).max_durability()
-    }
-    fn append(
-        &self,
-        session: &SessionId,
-        expected: Seq,
-        events: &[Stamped],
-        durability: Durability,
-    ) -> Result<AppendAck, AppendError> {
-        (**self).append(session, expected, events, durability)
-    }
-    fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
-        (**self).read(session, range)
-    }
-    fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        (**self).tail(session)
-    }
-    fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
-        (**self).sessions()
-    }
-    fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        (**self).delete(session)
-    }
+/// A shared or boxed store is a store: every method forwards to the one inside.
+macro_rules! forward_store {
+    ($($pointer:ident)::+) => {
+        impl<S: JournalStore + ?Sized> JournalStore for $($pointer)::+<S> {
+            fn max_durability(&self) -> Durability {
+                (**self).max_durability()
+            }
+            fn append(
+                &self,
+                session: &SessionId,
+                expected: Seq,
+                events: &[Stamped],
+                durability: Durability,
+            ) -> Result<AppendAck, AppendError> {
+                (**self).append(session, expected, events, durability)
+            }
+            fn read(
+                &self,
+                session: &SessionId,
+                range: Range<Seq>,
+            ) -> Result<Vec<Record>, StoreError> {
+                (**self).read(session, range)
+            }
+            fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
+                (**self).tail(session)
+            }
+            fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+                (**self).sessions()
+            }
+            fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
+                (**self).delete(session)
+            }
+        }
+    };
 }
 
-impl<S: JournalStore + ?Sized> JournalStore for Box<S> {
-    fn max_durability(&self) -> Durability {
-        (**self).max_durability()
-    }
-    fn append(
-        &self,
-        session: &SessionId,
-        expected: Seq,
-        events: &[Stamped],
-        durability: Durability,
-    ) -> Result<AppendAck, AppendError> {
-        (**self).append(session, expected, events, durability)
-    }
-    fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
-        (**self).read(session, range)
-    }
-    fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        (**self).tail(session)
-    }
-    fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
-        (**self).sessions()
-    }
-    fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        (**self).delete(session)
-    }
-}
+forward_store!(std::sync::Arc);
+forward_store!(Box);
