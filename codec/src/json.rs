@@ -34,6 +34,19 @@ impl PayloadEncoder for ToText {
     }
 }
 
+/// The name of a JSON value's type ("an object", "a string", ...), for error messages.
+pub fn type_name(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Reads one event from its JSON text.
 pub fn parse_event(text: &str) -> Result<Event, JsonError> {
     let head: Head<'_> = serde_json::from_str(text)

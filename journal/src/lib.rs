@@ -1,21 +1,30 @@
 //! stepjournal: a storage and recovery engine for AI-agent runtimes.
 //!
-//! - [`registry`]: the tool registry as JSON Schemas, for recovery's argument checks.
-//! - [`scenario`]: FORMAT.md's recovery conformance scenarios: read, plan, check.
-//! - [`sim`]: the crash simulator: a scripted session through the writer, faults injected at
-//!   every append and inside bodies, invariants checked after each.
-//! - [`writer`]: the session writer a runtime embeds ([`Journal`], [`Run`], [`Step`], [`Body`]).
-//! - [`cli`] (feature `cli`, on by default): the `stepjournal` command's subcommands, each a
-//!   library function.
+//! This crate is the facade a runtime embeds:
 //!
-//! The recovery fold itself is [`stepjournal_recovery`], re-exported as [`recovery`].
+//! - [`writer`]: the session writer ([`Journal`], [`Run`], [`Step`], [`Body`]), which makes the
+//!   save-first protocol the only path.
+//! - [`registry`] (feature `schema`): the tool registry as JSON Schemas, for recovery's argument
+//!   checks.
+//! - [`codec`], [`recovery`] and [`backends`]: the typed events, the pure recovery fold and the
+//!   stores, re-exported.
+//!
+//! The crash simulator and the conformance scenarios are in `stepjournal-sim`; the `stepjournal`
+//! command is `stepjournal-cli`.
+//!
+//! # Features
+//!
+//! | feature | default | what it brings |
+//! |---|---|---|
+//! | `schema` | on | [`registry::SchemaRegistry`]: tool arguments checked against JSON Schemas (the `jsonschema` crate). Without it, supply your own [`recovery::ToolRegistry`]. |
+//! | `sqlite` | off | the SQLite backend (`rusqlite`, bundled: no system library needed) |
+//! | `postgres` | off | the PostgreSQL backend (`postgres`) |
+//!
+//! The memory and file backends are always there.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[cfg(feature = "cli")]
-pub mod cli;
+#[cfg(feature = "schema")]
 pub mod registry;
-pub mod scenario;
-pub mod sim;
 pub mod writer;
 
 pub use stepjournal_backends as backends;

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use stepjournal_codec::json::type_name;
 use stepjournal_codec::{RawJson, Replay, ToolName};
 use stepjournal_recovery::{ArgsCheck, ToolRegistry};
 
@@ -32,18 +33,6 @@ pub enum RegistryError {
         /// The value found, as JSON.
         found: String,
     },
-}
-
-/// The name of a JSON value's type, for error messages.
-pub(crate) fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 enum Schema {
@@ -101,14 +90,14 @@ impl SchemaRegistry {
     /// any arguments pass. Unknown members are ignored.
     pub fn from_tools_json(tools: &Value) -> Result<Self, RegistryError> {
         let Value::Object(map) = tools else {
-            return Err(RegistryError::NotAnObject { found: json_type(tools) });
+            return Err(RegistryError::NotAnObject { found: type_name(tools) });
         };
         let mut registry = SchemaRegistry::new();
         for (name, tool) in map {
             let Value::Object(tool) = tool else {
                 return Err(RegistryError::ToolNotAnObject {
                     tool: name.clone(),
-                    found: json_type(tool),
+                    found: type_name(tool),
                 });
             };
             let replay = match tool.get("replay") {

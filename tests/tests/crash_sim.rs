@@ -1,4 +1,4 @@
-//! The crash simulator (`stepjournal::sim`) driven by proptest: generated scripts (replies with
+//! The crash simulator (`stepjournal-sim`) driven by proptest: generated scripts (replies with
 //! calls of every simulated kind, safe and unsafe, in groups and the sequential chain) and
 //! generated cases (crashes at appends with the batch landed, lost or torn; store failures,
 //! poisoning or not; crashes inside bodies; runs abandoned with a body still running; runs
@@ -14,11 +14,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use stepjournal::recovery::Config as RecoveryConfig;
-use stepjournal::sim::{
+use stepjournal_codec::{CallKind, Replay};
+use stepjournal_sim::{
     AppendFault, BodyFault, Case, Fault, Landing, LedgerTool, Medium, MemoryMedium, Recovery,
     Script, ScriptCall, ScriptStep, SimDiskMedium, ToolSet, Trigger, simulate,
 };
-use stepjournal_codec::{CallKind, Replay};
 
 /// The tools scripts call: two safe (one committing two chunks), two unsafe (one committing no
 /// output before its effect).
@@ -180,9 +180,9 @@ mod sqlite {
     use std::path::PathBuf;
     use std::sync::Arc;
 
-    use stepjournal::sim::Medium;
     use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
     use stepjournal_backends::{JournalStore, OpenError};
+    use stepjournal_sim::Medium;
 
     /// SQLite on a temporary file: a crash drops the handle; committed transactions survive it.
     struct SqliteMedium {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use stepjournal::scenario::{Scenario, check, expect_of, plan_to_json};
+use stepjournal_sim::scenario::{Scenario, check, expect_of, plan_to_json};
 
 fn cases_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/cases")

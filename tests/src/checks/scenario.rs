@@ -1,8 +1,8 @@
 //! Reading a conformance scenario (FORMAT.md) from arbitrary text and planning it.
 
-use stepjournal::scenario::{Scenario, check, expect_of, plan_to_json};
 use stepjournal_codec::json;
 use stepjournal_recovery::{fold, verify};
+use stepjournal_sim::scenario::{Scenario, check, expect_of, plan_to_json};
 
 use super::{check_plan, ensure};
 

@@ -10,14 +10,14 @@ mod json;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use stepjournal_codec::json::parse_log;
+use stepjournal_codec::json::{parse_log, type_name};
 use stepjournal_codec::{CheckpointId, Entry, Event, JsonError, RunId};
 use stepjournal_recovery::{Config, NewRun, Plan, fold, plan};
 
 pub use check::{CheckError, check, expect_of};
 pub use json::plan_to_json;
 
-use crate::registry::{RegistryError, SchemaRegistry, json_type};
+use stepjournal::registry::{RegistryError, SchemaRegistry};
 
 /// A scenario file that is not FORMAT.md's shape. Each variant names the member (and, for the
 /// log, the event's index) at fault.
@@ -121,7 +121,7 @@ impl Scenario {
         let top: Value =
             serde_json::from_str(text).map_err(|source| ScenarioError::NotJson { source })?;
         if !top.is_object() {
-            return Err(ScenarioError::NotAnObject { found: json_type(&top) });
+            return Err(ScenarioError::NotAnObject { found: type_name(&top) });
         }
         let members: Members<'_> =
             serde_json::from_str(text).map_err(|source| ScenarioError::NotJson { source })?;
@@ -134,7 +134,7 @@ impl Scenario {
                     return Err(ScenarioError::WrongType {
                         member: "name",
                         expected: "a string",
-                        found: json_type(&other),
+                        found: type_name(&other),
                     });
                 }
             },
@@ -155,7 +155,7 @@ impl Scenario {
             serde_json::from_str(log.get()).map_err(|_| ScenarioError::WrongType {
                 member: "log",
                 expected: "an array of events",
-                found: json_type(&value_of(log)),
+                found: type_name(&value_of(log)),
             })?;
         let log = parse_log(&events).map_err(|source| ScenarioError::Log { source })?;
         let entry = members.entry.ok_or(ScenarioError::MissingMember { member: "entry" })?;

@@ -1,10 +1,9 @@
 //! `stepjournal plan --scenario` through the real binary.
-#![cfg(feature = "cli")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use stepjournal::scenario::{check, expect_of};
+use stepjournal_sim::scenario::{check, expect_of};
 
 fn bin(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stepjournal")).args(args).output().expect("the binary runs")

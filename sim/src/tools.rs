@@ -11,8 +11,8 @@ use stepjournal_recovery::MemoryRegistry;
 
 use super::ledger::{Ledger, LedgerEntry};
 use super::script::ScriptCall;
-use crate::writer::WriteError;
-use crate::{Body, Step};
+use stepjournal::writer::WriteError;
+use stepjournal::{Body, Step};
 
 /// A tool's body, as the simulator runs it: it performs its external effects through
 /// [`BodyRun::effect`] (recorded in the ledger), commits output through [`BodyRun::chunk`], and

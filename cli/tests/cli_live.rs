@@ -1,6 +1,5 @@
 //! The read commands on a journal another thread is appending to (and deleting from): each run
 //! succeeds, sees a consistent prefix, and finds no problem.
-#![cfg(feature = "cli")]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
@@ -75,14 +74,12 @@ fn a_file_journal_is_read_and_verified_while_a_writer_appends_rotates_and_delete
     read_while_written(&place.url, Arc::new(store));
 }
 
-#[cfg(feature = "sqlite")]
 #[test]
 fn an_sqlite_journal_is_read_and_verified_while_a_writer_appends() {
     let place = sqlite_place();
     read_while_written(&place.url, place.open());
 }
 
-#[cfg(feature = "postgres")]
 #[test]
 #[cfg_attr(
     not(stepjournal_pg),

@@ -1,7 +1,9 @@
-//! The `stepjournal` command: its arguments (clap derive) and one library function per
-//! subcommand. `main` only parses, calls [`run`] and maps the result to an exit code.
+//! stepjournal-cli: the `stepjournal` command. Its arguments (clap derive) and one library
+//! function per subcommand; `main` only parses, calls [`run`] and maps the result to an exit code.
 //!
-//! A new subcommand is a file in this folder with its `Args` struct and its `run` function, and
+//! Every backend is built in: the command opens `file:`, `sqlite:` and `postgres://` stores.
+//!
+//! A new subcommand is a file in this crate with its `Args` struct and its `run` function, and
 //! one variant of [`Command`].
 //!
 //! Every read command opens its store read-only (a file journal without the writer's lock), so
@@ -115,7 +117,13 @@ pub fn run_with(
         Command::Export(args) => export::run(&args, out),
         Command::Import(args) => import::run(&args, out),
         Command::Stats(args) => stats::run(&args, out),
-        Command::Demo(args) => demo::run(&args, out),
+        Command::Demo(args) => match std::env::current_exe() {
+            // The demo's child is this very executable, run with `demo-child`.
+            Ok(program) => demo::run(&args, &program, out),
+            Err(source) => {
+                Err(CliError::Read { path: "the stepjournal executable".into(), source })
+            }
+        },
         Command::DemoChild(args) => demo::run_child(&args, out),
     };
     match result {

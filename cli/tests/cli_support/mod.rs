@@ -284,7 +284,6 @@ pub struct Place {
     pub name: &'static str,
     pub url: String,
     pub dir: Option<tempfile::TempDir>,
-    #[cfg(feature = "postgres")]
     schema: Option<String>,
 }
 
@@ -303,7 +302,6 @@ impl Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        #[cfg(feature = "postgres")]
         if let Some(schema) = self.schema.take() {
             let options = stepjournal_backends::postgres::PostgresOptions::default();
             if let Ok(store) =
@@ -319,34 +317,20 @@ impl Drop for Place {
 pub fn file_place() -> Place {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file:{}", dir.path().join("journal").display());
-    Place {
-        name: "file",
-        url,
-        dir: Some(dir),
-        #[cfg(feature = "postgres")]
-        schema: None,
-    }
+    Place { name: "file", url, dir: Some(dir), schema: None }
 }
 
-#[cfg(feature = "sqlite")]
 pub fn sqlite_place() -> Place {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("journal.db").display());
-    Place {
-        name: "sqlite",
-        url,
-        dir: Some(dir),
-        #[cfg(feature = "postgres")]
-        schema: None,
-    }
+    Place { name: "sqlite", url, dir: Some(dir), schema: None }
 }
 
 /// Whether PostgreSQL tests run: `STEPJOURNAL_PG_URL` names a server.
 pub fn pg_enabled() -> bool {
-    cfg!(all(feature = "postgres", stepjournal_pg))
+    cfg!(stepjournal_pg)
 }
 
-#[cfg(feature = "postgres")]
 pub fn pg_place() -> Place {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -366,11 +350,8 @@ pub fn pg_place() -> Place {
 
 /// A fresh place on every backend of this build (PostgreSQL when `STEPJOURNAL_PG_URL` is set).
 pub fn places() -> Vec<Place> {
-    #[allow(unused_mut)]
     let mut v = vec![file_place()];
-    #[cfg(feature = "sqlite")]
     v.push(sqlite_place());
-    #[cfg(feature = "postgres")]
     if pg_enabled() {
         v.push(pg_place());
     }

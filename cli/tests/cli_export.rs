@@ -1,6 +1,5 @@
 //! `stepjournal export` and `stepjournal import` through the binary: round trips across every
 //! pair of backends in the build with byte-identical re-exports, and imports refused whole.
-#![cfg(feature = "cli")]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
@@ -195,7 +194,6 @@ fn stats_count_sessions_events_bytes_and_kinds_on_every_backend() {
     }
 }
 
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
 #[test]
 #[cfg_attr(
     not(stepjournal_pg),

@@ -1,5 +1,8 @@
-//! The crash simulator: property-test a runtime's tools, and the journal under them, against
-//! crashes.
+//! stepjournal-sim: the crash simulator and the recovery conformance scenarios.
+//!
+//! The crash simulator property-tests a runtime's tools, and the journal under them, against
+//! crashes. [`scenario`] reads, plans and checks FORMAT.md's recovery conformance scenarios (what
+//! `stepjournal plan --scenario` runs).
 //!
 //! A simulation runs a scripted session through the session writer on a store, injects faults,
 //! enters the session again after each (through the entry the case names), and checks the
@@ -29,7 +32,7 @@
 //! found, the trace of what happened, the log and the ledger.
 //!
 //! ```
-//! use stepjournal::sim::{
+//! use stepjournal_sim::{
 //!     AppendFault, Case, Fault, Landing, MemoryMedium, Recovery, Script, ScriptCall,
 //!     ScriptStep, ToolSet, Trigger, simulate,
 //! };
@@ -59,6 +62,7 @@ mod fault;
 mod ledger;
 mod medium;
 mod run;
+pub mod scenario;
 mod script;
 mod store;
 #[cfg(test)]

@@ -17,8 +17,8 @@ use stepjournal_recovery::{
 
 use super::CliError;
 use super::store::{open_read, read_session};
-use crate::registry::SchemaRegistry;
-use crate::scenario::{Scenario, plan_to_json};
+use stepjournal::registry::SchemaRegistry;
+use stepjournal_sim::scenario::{Scenario, plan_to_json};
 
 /// Arguments of `stepjournal plan`.
 #[derive(Debug, Args)]

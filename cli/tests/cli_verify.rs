@@ -1,6 +1,5 @@
 //! `stepjournal verify` through the binary: clean journals on every backend, damaged file and
 //! SQLite journals, protocol faults; exit 0 only when clean.
-#![cfg(feature = "cli")]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
@@ -175,7 +174,6 @@ fn a_protocol_fault_is_reported_with_its_session_seq_and_place() {
     }
 }
 
-#[cfg(feature = "sqlite")]
 #[test]
 fn a_damaged_sqlite_row_is_reported_by_session_and_seq() {
     let place = sqlite_place();
@@ -277,7 +275,7 @@ mod damaged {
 
 #[test]
 fn a_store_read_one_event_at_a_time_reports_every_damaged_and_missing_row() {
-    use stepjournal::cli::verify::verify_store;
+    use stepjournal_cli::verify::verify_store;
     let store = Damaged(stepjournal_backends::memory::MemoryStore::new());
     populate(&store);
     let report = verify_store(&store, "test:", None, &mut |_, _| {}).unwrap();

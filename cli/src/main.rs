@@ -1,10 +1,10 @@
 //! The `stepjournal` command: parse the arguments, run the subcommand, map the result to an exit
-//! status. Everything else is in the library (`stepjournal::cli`).
+//! status. Everything else is in the library (`stepjournal_cli`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use stepjournal::cli::{Cli, run};
+use stepjournal_cli::{Cli, run};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

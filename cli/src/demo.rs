@@ -25,9 +25,9 @@ use stepjournal_codec::{
 use stepjournal_recovery::{Action, CallPlan, SessionState};
 
 use super::CliError;
-use crate::registry::{RegistryError, SchemaRegistry};
-use crate::writer::{BeginError, SequentialIds, WriteError};
-use crate::{Journal, JournalOptions, Reply, Step};
+use stepjournal::registry::{RegistryError, SchemaRegistry};
+use stepjournal::writer::{BeginError, SequentialIds, WriteError};
+use stepjournal::{Journal, JournalOptions, Reply, Step};
 
 /// The file the demo writes in its directory, so that a later run knows the journal is its own.
 pub const MARKER: &str = "stepjournal-demo.json";
@@ -210,9 +210,10 @@ fn journal(dir: &Path, ids: &str) -> Result<Journal, DemoError> {
     Ok(Journal::new(Arc::new(store), Arc::new(registry()?), options))
 }
 
-/// Runs `stepjournal demo`.
-pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    demo(&args.dir, !args.no_recover, out)
+/// Runs `stepjournal demo`. `program` is the `stepjournal` executable the crashing child runs
+/// (its hidden `demo-child` subcommand): the binary passes itself.
+pub fn run(args: &DemoArgs, program: &Path, out: &mut dyn Write) -> Result<(), CliError> {
+    demo(&args.dir, program, !args.no_recover, out)
 }
 
 /// Runs the hidden `stepjournal demo-child`: the session up to two running bodies, then a line
@@ -303,7 +304,7 @@ impl Drop for Guard {
     }
 }
 
-fn demo(dir: &Path, recover: bool, out: &mut dyn Write) -> Result<(), CliError> {
+fn demo(dir: &Path, program: &Path, recover: bool, out: &mut dyn Write) -> Result<(), CliError> {
     prepare(dir)?;
     let url = format!("file:{}", dir.display());
     let session = {
@@ -327,7 +328,7 @@ fn demo(dir: &Path, recover: bool, out: &mut dyn Write) -> Result<(), CliError> 
     }
     writeln!(out, "   The child finishes c1, then starts c2 and c3; each commits some output.")?;
     out.flush()?;
-    let (pid, status) = crash_a_child(dir, &session)?;
+    let (pid, status) = crash_a_child(program, dir, &session)?;
     writeln!(out, "   With c2 and c3 both running, the child (pid {pid}) is killed with SIGKILL:")?;
     writeln!(out, "   {}. Nothing was finished, committed or closed.\n", died(status))?;
     if !recover {
@@ -386,9 +387,12 @@ fn demo(dir: &Path, recover: bool, out: &mut dyn Write) -> Result<(), CliError> 
 }
 
 /// Starts the child, waits for its bodies to run, kills it. Returns its pid and exit status.
-fn crash_a_child(dir: &Path, session: &SessionId) -> Result<(u32, ExitStatus), DemoError> {
-    let program = std::env::current_exe().map_err(io(Path::new("the stepjournal executable")))?;
-    let child = Command::new(&program)
+fn crash_a_child(
+    program: &Path,
+    dir: &Path,
+    session: &SessionId,
+) -> Result<(u32, ExitStatus), DemoError> {
+    let child = Command::new(program)
         .arg("demo-child")
         .arg("--dir")
         .arg(dir)
@@ -398,7 +402,7 @@ fn crash_a_child(dir: &Path, session: &SessionId) -> Result<(u32, ExitStatus), D
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(io(&program))?;
+        .map_err(io(program))?;
     let mut guard = Guard(Some(child));
     let child = guard
         .0
@@ -418,7 +422,7 @@ fn crash_a_child(dir: &Path, session: &SessionId) -> Result<(u32, ExitStatus), D
     };
     // SIGKILL on Unix: no handler runs, nothing is flushed or closed in order.
     let killed = child.kill();
-    let status = child.wait().map_err(io(&program))?;
+    let status = child.wait().map_err(io(program))?;
     if !ready || killed.is_err() {
         let mut stderr = String::new();
         if let Some(mut e) = child.stderr.take() {

@@ -10,8 +10,8 @@ use super::fault::{BodyFault, Fault, Trigger};
 use super::ledger::LedgerEntry;
 use super::script::ScriptCall;
 use super::tools::{BodyRun, Cause};
-use crate::writer::{Fence, Refusal, WriteError};
-use crate::{Body, Run, Step};
+use stepjournal::writer::{Fence, Refusal, WriteError};
+use stepjournal::{Body, Run, Step};
 
 /// Why a run stopped going on.
 pub(super) enum Halt {

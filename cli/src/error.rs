@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use stepjournal_backends::{AppendError, OpenError, StoreError};
 use stepjournal_codec::SessionId;
 
-use crate::registry::RegistryError;
+use stepjournal::registry::RegistryError;
 
 /// A subcommand that failed: the message is printed on standard error.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +27,7 @@ pub enum CliError {
         path: PathBuf,
         /// What is wrong, and where.
         #[source]
-        source: crate::scenario::ScenarioError,
+        source: stepjournal_sim::scenario::ScenarioError,
     },
     /// Standard output could not be written.
     #[error("cannot write the output: {source}")]

@@ -18,8 +18,8 @@ use super::script::{Script, ScriptCall};
 use super::store::{AckLog, FaultStore};
 use super::tools::ToolSet;
 use super::{Report, ScriptError};
-use crate::writer::{BeginError, RunStatus, SequentialIds};
-use crate::{Journal, JournalOptions, Reply, Run};
+use stepjournal::writer::{BeginError, RunStatus, SequentialIds};
+use stepjournal::{Journal, JournalOptions, Reply, Run};
 
 /// How a run of the simulation ended, short of a fault.
 enum End {

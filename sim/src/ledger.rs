@@ -7,7 +7,7 @@ use stepjournal_codec::{Attempt, CallId, DispatchId, SessionId, StepNo};
 /// One thing that happened outside the journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LedgerEntry {
-    /// A body started: [`Step::start_body`](crate::Step::start_body) returned, so its
+    /// A body started: [`Step::start_body`](stepjournal::Step::start_body) returned, so its
     /// `attempt_started` was acknowledged.
     BodyStarted {
         /// The step of the call's reply.

@@ -1,6 +1,5 @@
 //! `stepjournal sessions` and `stepjournal show` through the binary, on every backend in the
 //! build, against golden files.
-#![cfg(feature = "cli")]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
@@ -124,7 +123,7 @@ fn show_of_a_missing_session_exits_2_naming_it() {
 #[test]
 fn show_uses_colour_only_when_asked_for_a_terminal() {
     use clap::Parser;
-    use stepjournal::cli::{Cli, Terminal, run_with};
+    use stepjournal_cli::{Cli, Terminal, run_with};
     let place = file_place();
     populate(&*place.open());
     let mut colour = Vec::new();
