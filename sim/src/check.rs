@@ -13,7 +13,7 @@ use stepjournal_recovery::{
 
 use super::ledger::LedgerEntry;
 use super::store::Acked;
-pub use super::violation::Violation;
+use super::violation::Violation;
 
 /// A write a body tried after its run was fenced (a newer run began, or a stop landed).
 #[derive(Debug, Clone, PartialEq, Eq)]

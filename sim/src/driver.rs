@@ -1,25 +1,26 @@
 //! The simulation loop: runs the script through the writer, fires the case's faults, enters the
 //! session again after each, and checks the invariants after every fault and at the end.
 
-use std::collections::{HashSet, VecDeque};
 use std::fmt::Display;
 use std::sync::{Arc, Mutex};
 
+use stepjournal::writer::{BeginError, RunStatus, SequentialIds};
+use stepjournal::{Journal, JournalOptions, Reply, Run};
 use stepjournal_backends::JournalStore;
-use stepjournal_codec::{Call, CallKind, Entry, Event, ResumeMode, RunOutcome, SessionId, StepNo};
-use stepjournal_recovery::{ApprovalState, MemoryRegistry, SessionState};
+use stepjournal_codec::{Call, CallKind, Entry, Event, ResumeMode, RunOutcome, SessionId};
+use stepjournal_recovery::{MemoryRegistry, SessionState};
 
-use super::check::{FencedWrite, History, Violation, check};
-use super::fault::{AppendFault, BodyFault, Case, Fault, Landing, Recovery, Trigger};
-use super::ledger::{Ledger, LedgerEntry};
+use super::check::{History, check};
+use super::fault::{AppendFault, BodyFault, Case, Recovery};
+use super::flow::{Fired, Flow, Halt, World, Zombie};
+use super::ledger::LedgerEntry;
 use super::medium::Medium;
-use super::run::{Flow, Halt, Zombie};
+use super::report::{Report, ScriptError};
+use super::run::StepRunner;
 use super::script::{Script, ScriptCall};
 use super::store::{AckLog, FaultStore};
 use super::tools::ToolSet;
-use super::{Report, ScriptError};
-use stepjournal::writer::{BeginError, RunStatus, SequentialIds};
-use stepjournal::{Journal, JournalOptions, Reply, Run};
+use super::violation::Violation;
 
 /// How a run of the simulation ended, short of a fault.
 enum End {
@@ -33,34 +34,19 @@ enum End {
 }
 
 /// One simulation's state across the runs, crashes and reopenings.
-pub(super) struct Sim<'a> {
-    pub(super) script: &'a Script,
-    pub(super) tools: &'a ToolSet,
-    pub(super) case: &'a Case,
+pub(crate) struct Sim<'a> {
+    world: World<'a>,
     medium: &'a mut dyn Medium,
-    pub(super) session: SessionId,
+    session: SessionId,
     registry: Arc<MemoryRegistry>,
     ids: Arc<SequentialIds>,
-    pub(super) ledger: Ledger,
     acked: AckLog,
-    pub(super) fenced: Vec<FencedWrite>,
-    pub(super) violations: Vec<Violation>,
-    pub(super) trace: Vec<String>,
-    /// Faults not armed yet.
-    pending: VecDeque<Fault>,
-    /// The fault armed now.
-    pub(super) armed: Option<Fault>,
-    /// Bodies started or re-attached to since the armed fault was armed.
-    pub(super) bodies_since: u32,
-    faults_fired: u32,
+    /// How many runs were begun. Invariant: at most the bound `runs_until_over` sets.
     runs: u32,
-    /// Steps the run suspended once already.
-    suspended: HashSet<StepNo>,
-    pub(super) store: Option<Arc<FaultStore>>,
 }
 
 impl<'a> Sim<'a> {
-    pub(super) fn new(
+    pub(crate) fn new(
         script: &'a Script,
         tools: &'a ToolSet,
         case: &'a Case,
@@ -81,73 +67,63 @@ impl<'a> Sim<'a> {
             }
         }
         Ok(Sim {
-            script,
-            tools,
-            case,
+            world: World::new(script, tools, case),
             medium,
             session: SessionId::new("sim-session"),
             registry: Arc::new(tools.registry()),
             ids: Arc::new(SequentialIds::new()),
-            ledger: Ledger::new(),
             acked: Arc::new(Mutex::new(Vec::new())),
-            fenced: Vec::new(),
-            violations: Vec::new(),
-            trace: Vec::new(),
-            pending: case.faults.iter().copied().collect(),
-            armed: None,
-            bodies_since: 0,
-            faults_fired: 0,
             runs: 0,
-            suspended: HashSet::new(),
-            store: None,
         })
     }
 
     /// Runs the simulation to its end and reports.
-    pub(super) fn run(mut self) -> Report {
-        self.arm_next();
+    pub(crate) fn run(mut self) -> Report {
+        self.world.arm_next();
         let outcome = if self.open_store() { self.runs_until_over() } else { None };
         // A clean restart: every handle dropped, the store opened again, the log read back.
-        self.store = None;
+        self.world.close();
         let log = match self.medium.open() {
             Ok(store) => match store.read_all(&self.session) {
                 Ok(log) => Some(log),
                 Err(e) => {
-                    self.violate(Violation::Unexpected {
-                        what: format!("reading the log back at the end: {e}"),
-                    });
+                    self.world.notes.unexpected(format!("reading the log back at the end: {e}"));
                     None
                 }
             },
             Err(e) => {
                 let medium = self.medium.name();
-                self.violate(Violation::Reopen { medium, error: e.to_string() });
+                self.world.notes.violate(Violation::Reopen { medium, error: e.to_string() });
                 None
             }
         };
         let log = log.unwrap_or_default();
         self.check_log(&log, outcome.is_some());
+        let faults_fired = self.world.faults.fired();
+        let ledger = self.world.ledger.entries();
+        let (violations, trace) = self.world.notes.into_report_parts();
         Report {
             medium: self.medium.name(),
             session: self.session,
-            violations: self.violations,
-            faults_fired: self.faults_fired,
+            violations,
+            faults_fired,
             runs: self.runs,
             outcome,
-            trace: self.trace,
+            trace,
             log,
-            ledger: self.ledger.entries(),
+            ledger,
         }
     }
 
     fn runs_until_over(&mut self) -> Option<RunOutcome> {
-        let bound = 4 * (self.case.faults.len() + self.script.steps.len()) as u32 + 8;
-        let mut entry = Entry::NewTurn { message: self.script.message.clone() };
+        let (script, case) = (self.world.script, self.world.case);
+        let bound = 4 * (case.faults.len() + script.steps.len()) as u32 + 8;
+        let mut entry = Entry::NewTurn { message: script.message.clone() };
         let mut zombie = None;
         loop {
             if self.runs >= bound {
                 let why = format!("it was still going after {bound} runs");
-                self.violate(Violation::NotEnded { why });
+                self.world.notes.violate(Violation::NotEnded { why });
                 return None;
             }
             self.runs += 1;
@@ -161,20 +137,18 @@ impl<'a> Sim<'a> {
                 }
                 Err(Halt::Broken) => return None,
                 Err(Halt::Fault(fired)) => {
-                    self.faults_fired += 1;
-                    let Some(fault) = self.armed.take() else {
-                        self.violate(Violation::Unexpected {
-                            what: "a fault fired with none armed".to_owned(),
-                        });
+                    let Some(fault) = self.world.faults.fire() else {
+                        self.world.notes.unexpected("a fault fired with none armed".to_owned());
                         return None;
                     };
-                    self.trace.push(format!("fault {}: {}", self.faults_fired, fired.describe()));
+                    let n = self.world.faults.fired();
+                    self.world.notes.trace(format!("fault {n}: {}", fired.describe()));
                     let reopened = match &fired {
                         Fired::Append(AppendFault::Crash(_)) | Fired::Body(BodyFault::Crash, _) => {
                             self.crash(fault.seed)
                         }
                         Fired::Append(AppendFault::Fail { poisoned: true }) => {
-                            self.store = None;
+                            self.world.close();
                             self.open_store()
                         }
                         _ => true,
@@ -187,7 +161,7 @@ impl<'a> Sim<'a> {
                     }
                     let log = self.read_log();
                     self.check_log(&log, false);
-                    self.arm_next();
+                    self.world.arm_next();
                     entry = self.entry_for(fault.then);
                 }
             }
@@ -197,7 +171,7 @@ impl<'a> Sim<'a> {
     /// The process died: every handle is dropped, the medium crashes, the store is opened on
     /// what it left. Returns whether it opened.
     fn crash(&mut self, seed: u64) -> bool {
-        if let Some(store) = self.store.take() {
+        if let Some(store) = self.world.close() {
             store.kill();
         }
         self.medium.crash(seed);
@@ -208,57 +182,28 @@ impl<'a> Sim<'a> {
         match self.medium.open() {
             Ok(inner) => {
                 let store = FaultStore::new(inner, self.acked.clone(), self.medium.tear_hook());
-                if let Some(Fault { trigger: Trigger::Append { n, fault }, seed, .. }) = self.armed
-                {
-                    store.arm(n, fault, seed);
-                }
-                self.store = Some(Arc::new(store));
+                self.world.open(store);
                 true
             }
             Err(e) => {
                 let medium = self.medium.name();
-                self.violate(Violation::Reopen { medium, error: e.to_string() });
+                self.world.notes.violate(Violation::Reopen { medium, error: e.to_string() });
                 false
             }
         }
     }
 
-    /// Arms the next fault, counting appends and bodies from now.
-    fn arm_next(&mut self) {
-        self.armed = self.pending.pop_front();
-        self.bodies_since = 0;
-        if let Some(store) = &self.store {
-            match self.armed {
-                Some(Fault { trigger: Trigger::Append { n, fault }, seed, .. }) => {
-                    store.arm(n, fault, seed)
-                }
-                _ => store.disarm(),
-            }
-        }
-    }
-
-    pub(super) fn violate(&mut self, violation: Violation) {
-        if !self.violations.contains(&violation) {
-            self.violations.push(violation);
-        }
-    }
-
-    /// A writer call failed: the armed append fault fired, or the simulation cannot go on.
-    pub(super) fn halt(&mut self, doing: impl Display, error: impl Display) -> Halt {
-        if let Some(fired) = self.store.as_ref().and_then(|s| s.take_fired()) {
-            return Halt::Fault(Fired::Append(fired));
-        }
-        self.violate(Violation::Unexpected { what: format!("{doing}: {error}") });
-        Halt::Broken
+    fn halt(&mut self, doing: impl Display, error: impl Display) -> Halt {
+        self.world.halt(doing, error)
     }
 
     fn read_log(&mut self) -> Vec<stepjournal_codec::Record> {
-        let read = match &self.store {
+        let read = match self.world.store() {
             Some(store) => store.inner().read_all(&self.session),
             None => return Vec::new(),
         };
         read.unwrap_or_else(|e| {
-            self.violate(Violation::Unexpected { what: format!("reading the log: {e}") });
+            self.world.notes.unexpected(format!("reading the log: {e}"));
             Vec::new()
         })
     }
@@ -267,14 +212,14 @@ impl<'a> Sim<'a> {
         let history = History {
             session: self.session.clone(),
             log: log.to_vec(),
-            ledger: self.ledger.entries(),
+            ledger: self.world.ledger.entries(),
             acked: self.acked.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            fenced: self.fenced.clone(),
-            config: self.case.config,
+            fenced: self.world.notes.fenced_writes().to_vec(),
+            config: self.world.case.config,
             ended,
         };
         for violation in check(&history) {
-            self.violate(violation);
+            self.world.notes.violate(violation);
         }
     }
 
@@ -286,9 +231,9 @@ impl<'a> Sim<'a> {
         });
         if state.messages().is_empty() {
             // The opening message never landed: the session begins again.
-            return Entry::NewTurn { message: self.script.message.clone() };
+            return Entry::NewTurn { message: self.world.script.message.clone() };
         }
-        let n = self.faults_fired;
+        let n = self.world.faults.fired();
         match recovery {
             Recovery::Wake => Entry::Wake,
             Recovery::Continue => Entry::Resume(ResumeMode::Continue),
@@ -315,26 +260,26 @@ impl<'a> Sim<'a> {
     }
 
     fn options(&self) -> JournalOptions {
-        JournalOptions::new().ids(self.ids.clone()).recovery(self.case.config)
+        JournalOptions::new().ids(self.ids.clone()).recovery(self.world.case.config)
     }
 
     /// One run: the entry, the zombie's late writes, the recovered step, then the script's next
     /// replies until the session is over.
     fn drive(&mut self, entry: Entry, zombie: Option<Box<Zombie>>) -> Result<End, Halt> {
-        let Some(store) = self.store.clone() else {
-            self.violate(Violation::Unexpected { what: "no store is open".to_owned() });
+        let Some(store) = self.world.store().cloned() else {
+            self.world.notes.unexpected("no store is open".to_owned());
             return Err(Halt::Broken);
         };
         let journal = Journal::new(store.clone(), self.registry.clone(), self.options());
         let run = self.begin(&journal, &store, entry)?;
         if let Some(zombie) = zombie {
-            self.late_writes(*zombie)?;
+            StepRunner::new(&mut self.world).late_writes(*zombie)?;
         }
         if let RunStatus::Ended { outcome: RunOutcome::Stopped, .. } = run.status() {
             return Ok(End::Over(RunOutcome::Stopped));
         }
         if let Some(step) = run.step() {
-            match self.act(&run, &step, true)? {
+            match StepRunner::new(&mut self.world).act(&run, &step, true)? {
                 Flow::Next => {}
                 Flow::Suspended => return Ok(End::Suspended),
                 Flow::Stuck => return self.stuck(&run),
@@ -344,7 +289,7 @@ impl<'a> Sim<'a> {
         }
         loop {
             let next = run.with_state(|s| s.replies().len());
-            let Some(spec) = self.script.steps.get(next) else {
+            let Some(spec) = self.world.script.steps.get(next) else {
                 run.end(RunOutcome::Completed).map_err(|e| self.halt("ending the run", e))?;
                 return Ok(End::Over(RunOutcome::Completed));
             };
@@ -355,7 +300,7 @@ impl<'a> Sim<'a> {
             let step = run
                 .commit_reply(reply)
                 .map_err(|e| self.halt(format!("committing reply {}", next + 1), e))?;
-            match self.act(&run, &step, false)? {
+            match StepRunner::new(&mut self.world).act(&run, &step, false)? {
                 Flow::Next => {}
                 Flow::Suspended => return Ok(End::Suspended),
                 Flow::Stuck => return self.stuck(&run),
@@ -368,14 +313,16 @@ impl<'a> Sim<'a> {
     fn stuck(&mut self, run: &Run) -> Result<End, Halt> {
         let why = "a remote sub-agent whose child was never attached has no body left \
                    (max_bodies) to start it through";
-        self.trace.push(format!("run {}: {why}; the run fails, a redirect follows", run.id()));
+        self.world
+            .notes
+            .trace(format!("run {}: {why}; the run fails, a redirect follows", run.id()));
         run.fail(Some(why.to_owned())).map_err(|e| self.halt("failing the run", e))?;
         Ok(End::Stuck)
     }
 
     /// The call as the model makes it: its policy is the tool's.
     fn call_of(&self, call: &ScriptCall) -> Call {
-        let replay = self.tools.get(call.tool.as_str()).map(|t| t.replay).unwrap_or_default();
+        let replay = self.world.tools.get(call.tool.as_str()).map(|t| t.replay).unwrap_or_default();
         Call {
             call: call.id.clone(),
             tool: call.tool.clone(),
@@ -393,13 +340,15 @@ impl<'a> Sim<'a> {
         let before = store.inner().tail(&self.session).ok();
         match journal.begin_run(&self.session, entry.clone()) {
             Ok(run) => {
-                self.trace.push(format!("run {} begins: {kind}", run.id()));
+                self.world.notes.trace(format!("run {} begins: {kind}", run.id()));
                 if let Some(Event::StepCommit(commit)) =
                     run.plan().appends.iter().find(|e| matches!(e, Event::StepCommit(_)))
                 {
-                    self.ledger.record(LedgerEntry::StepClosed { step: commit.step, entry: kind });
+                    self.world
+                        .ledger
+                        .record(LedgerEntry::StepClosed { step: commit.step, entry: kind });
                     let by = if kind == "stop" { "a stop" } else { "a redirect" };
-                    self.trace.push(format!("step {} closed by {by} ({kind})", commit.step));
+                    self.world.notes.trace(format!("step {} closed by {by} ({kind})", commit.step));
                 }
                 Ok(run)
             }
@@ -408,67 +357,20 @@ impl<'a> Sim<'a> {
                 if let (Some(before), Some(after)) = (before, after)
                     && before != after
                 {
-                    self.violate(Violation::RefusedEntryWrote { entry: kind, before, after });
+                    self.world.notes.violate(Violation::RefusedEntryWrote {
+                        entry: kind,
+                        before,
+                        after,
+                    });
                 }
                 if !matches!(entry, Entry::Retry { checkpoint: None, message: None }) {
-                    let what = format!("a `{kind}` entry was refused: {refusal}");
-                    self.violate(Violation::Unexpected { what });
+                    self.world.notes.unexpected(format!("a `{kind}` entry was refused: {refusal}"));
                     return Err(Halt::Broken);
                 }
-                self.trace.push(format!("retry refused ({refusal}); a wake instead"));
+                self.world.notes.trace(format!("retry refused ({refusal}); a wake instead"));
                 self.begin(journal, store, Entry::Wake)
             }
             Err(e) => Err(self.halt(format!("begin_run({kind})"), e)),
-        }
-    }
-
-    /// Whether a call of the state waits for an answer from outside (a client's, an
-    /// approver's).
-    pub(super) fn awaits(run: &Run, call: &ScriptCall) -> bool {
-        run.with_state(|s| {
-            s.call(&call.id).is_some_and(|r| {
-                !r.is_resolved()
-                    && match r.kind() {
-                        CallKind::Client => true,
-                        CallKind::Approval => r.approval() == ApprovalState::Undecided,
-                        _ => false,
-                    }
-            })
-        })
-    }
-
-    pub(super) fn note_suspended(&mut self, step: StepNo) -> bool {
-        self.suspended.insert(step)
-    }
-}
-
-/// A fault that fired.
-pub(super) enum Fired {
-    /// An append fault, seen through the store.
-    Append(AppendFault),
-    /// A body fault, with the body left running when the run was abandoned.
-    Body(BodyFault, Option<Box<Zombie>>),
-}
-
-impl Fired {
-    fn describe(&self) -> String {
-        match self {
-            Fired::Append(AppendFault::Crash(landing)) => format!(
-                "crash during an append ({})",
-                match landing {
-                    Landing::Lands => "the batch landed",
-                    Landing::Lost => "the batch was lost",
-                    Landing::Torn => "the medium tore it",
-                }
-            ),
-            Fired::Append(AppendFault::Fail { poisoned }) => {
-                format!("the store failed an append (poisoned: {poisoned})")
-            }
-            Fired::Body(BodyFault::Crash, _) => "crash inside a body".to_owned(),
-            Fired::Body(BodyFault::Abandon, _) => {
-                "the run was abandoned with a body running".into()
-            }
-            Fired::Body(BodyFault::FailRun, _) => "the runtime failed the run inside a body".into(),
         }
     }
 }

@@ -1,36 +1,17 @@
 //! Acting on one step: answering client calls and approvals, starting bodies in reply order,
 //! running the tools, and firing a body fault where the case puts one.
 
-use stepjournal_codec::{CallId, CallKind, Event, OutputChunk, RawJson, StepNo, ToolResult};
-use stepjournal_recovery::Action;
+use stepjournal::writer::{Fence, Refusal, WriteError};
+use stepjournal::{Body, Run, Step};
+use stepjournal_codec::{CallId, CallKind, Event, OutputChunk, RawJson, ToolResult};
+use stepjournal_recovery::{Action, ApprovalState};
 
 use super::check::FencedWrite;
-use super::driver::{Fired, Sim};
-use super::fault::{BodyFault, Fault, Trigger};
+use super::fault::BodyFault;
+use super::flow::{Fired, Flow, Halt, World, Zombie};
 use super::ledger::LedgerEntry;
 use super::script::ScriptCall;
 use super::tools::{BodyRun, Cause};
-use stepjournal::writer::{Fence, Refusal, WriteError};
-use stepjournal::{Body, Run, Step};
-
-/// Why a run stopped going on.
-pub(super) enum Halt {
-    /// A fault fired.
-    Fault(Fired),
-    /// The simulation cannot go on; a violation says why.
-    Broken,
-}
-
-/// What became of a step (or a call).
-pub(super) enum Flow {
-    /// Done: go on.
-    Next,
-    /// The run suspended.
-    Suspended,
-    /// A call cannot be finished: a remote sub-agent whose child was never attached and which
-    /// has no body left under `max_bodies` to start it through.
-    Stuck,
-}
 
 /// How a call's body handle is had.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -41,36 +22,59 @@ enum Begin {
     Reattach,
 }
 
-/// A body whose run was abandoned: it goes on once a newer entry has landed.
-pub(super) struct Zombie {
-    pub(super) body: Body,
-    pub(super) call: ScriptCall,
-    pub(super) step: StepNo,
-    pub(super) effect_done: bool,
+/// Acts on the steps of a run for the driver, in the simulation's world.
+pub(crate) struct StepRunner<'w, 'a> {
+    world: &'w mut World<'a>,
 }
 
-impl Sim<'_> {
+/// Whether a call of the run's state waits for an answer from outside (a client's, an
+/// approver's).
+fn awaits(run: &Run, call: &ScriptCall) -> bool {
+    run.with_state(|s| {
+        s.call(&call.id).is_some_and(|r| {
+            !r.is_resolved()
+                && match r.kind() {
+                    CallKind::Client => true,
+                    CallKind::Approval => r.approval() == ApprovalState::Undecided,
+                    _ => false,
+                }
+        })
+    })
+}
+
+impl<'w, 'a> StepRunner<'w, 'a> {
+    pub(crate) fn new(world: &'w mut World<'a>) -> Self {
+        StepRunner { world }
+    }
+
+    fn halt(&mut self, doing: impl std::fmt::Display, error: impl std::fmt::Display) -> Halt {
+        self.world.halt(doing, error)
+    }
+
+    fn unexpected(&mut self, what: String) -> Halt {
+        self.world.notes.unexpected(what);
+        Halt::Broken
+    }
+
     /// Acts on every unresolved call of `step` in reply order: the entry's plan for a recovered
     /// step, the call's kind for a new one.
-    pub(super) fn act(&mut self, run: &Run, step: &Step, recovered: bool) -> Result<Flow, Halt> {
+    pub(crate) fn act(&mut self, run: &Run, step: &Step, recovered: bool) -> Result<Flow, Halt> {
         let number = step.number();
-        let script = self.script;
+        let script = self.world.script;
         let Some(spec) = usize::try_from(number.get())
             .ok()
             .and_then(|n| n.checked_sub(1))
             .and_then(|i| script.steps.get(i))
         else {
-            let what = format!("step {number} is not in the script");
-            self.violate(super::Violation::Unexpected { what });
-            return Err(Halt::Broken);
+            return Err(self.unexpected(format!("step {number} is not in the script")));
         };
-        if self.case.suspend {
+        if self.world.case.suspend {
             let awaiting: Vec<CallId> =
-                spec.calls.iter().filter(|c| Self::awaits(run, c)).map(|c| c.id.clone()).collect();
-            if !awaiting.is_empty() && self.note_suspended(number) {
+                spec.calls.iter().filter(|c| awaits(run, c)).map(|c| c.id.clone()).collect();
+            if !awaiting.is_empty() && self.world.first_suspension(number) {
                 step.suspend(&awaiting)
                     .map_err(|e| self.halt(format!("suspending step {number}"), e))?;
-                self.trace.push(format!("step {number} suspended for {awaiting:?}"));
+                self.world.notes.trace(format!("step {number} suspended for {awaiting:?}"));
                 return Ok(Flow::Suspended);
             }
         }
@@ -83,8 +87,7 @@ impl Sim<'_> {
                 Some(Action::Keep | Action::Pair { .. }) => continue,
                 Some(Action::ReenterChild { .. }) => {
                     let what = format!("call {} is a companion, which is not simulated", call.id);
-                    self.violate(super::Violation::Unexpected { what });
-                    return Err(Halt::Broken);
+                    return Err(self.unexpected(what));
                 }
                 Some(Action::Reattach { .. }) => Begin::Reattach,
                 _ => Begin::Start,
@@ -97,7 +100,7 @@ impl Sim<'_> {
                         .map_err(|e| self.halt(format!("answering client call {}", call.id), e))?;
                     Flow::Next
                 }
-                CallKind::Approval if Self::awaits(run, call) => {
+                CallKind::Approval if awaits(run, call) => {
                     step.approval(&call.id, call.approve)
                         .map_err(|e| self.halt(format!("deciding approval {}", call.id), e))?;
                     if call.approve { self.start(run, step, call, begin)? } else { Flow::Next }
@@ -123,7 +126,7 @@ impl Sim<'_> {
         if begin == Begin::Reattach {
             match step.reattach(&call.id) {
                 Ok(body) => {
-                    self.trace.push(format!(
+                    self.world.notes.trace(format!(
                         "{} re-attached to its child (attempt {})",
                         call.id,
                         body.attempt()
@@ -140,7 +143,7 @@ impl Sim<'_> {
             Err(WriteError::Refused(Refusal::BehindBlocked { .. })) => {
                 step.skip(&call.id)
                     .map_err(|e| self.halt(format!("skipping call {}", call.id), e))?;
-                self.trace.push(format!("{} skipped: behind a call in doubt", call.id));
+                self.world.notes.trace(format!("{} skipped: behind a call in doubt", call.id));
                 return Ok(Err(Flow::Next));
             }
             // A remote sub-agent whose child was never attached (`start_child`) with no body
@@ -151,7 +154,7 @@ impl Sim<'_> {
             {
                 match step.reattach(&call.id) {
                     Ok(body) => {
-                        self.trace.push(format!(
+                        self.world.notes.trace(format!(
                             "{} goes on in attempt {} to start its child, keyed on its dispatch id",
                             call.id,
                             body.attempt()
@@ -166,7 +169,7 @@ impl Sim<'_> {
             }
             Err(e) => return Err(self.halt(format!("starting a body of {}", call.id), e)),
         };
-        self.ledger.record(LedgerEntry::BodyStarted {
+        self.world.ledger.record(LedgerEntry::BodyStarted {
             step: step.number(),
             call: call.id.clone(),
             dispatch: body.dispatch().clone(),
@@ -189,23 +192,14 @@ impl Sim<'_> {
             Err(flow) => return Ok(flow),
         };
         let number = step.number();
-        let fault = match self.armed {
-            Some(Fault { trigger: Trigger::Body { n, point, fault }, .. })
-                if n == self.bodies_since =>
-            {
-                Some((point, fault))
-            }
-            _ => None,
-        };
-        self.bodies_since = self.bodies_since.saturating_add(1);
+        let fault = self.world.faults.next_body();
         let child = run.with_state(|s| s.call(&call.id).and_then(|r| r.child().cloned()));
-        let tools = self.tools;
+        let tools = self.world.tools;
         let Some(tool) = tools.get(call.tool.as_str()) else {
             let what = format!("tool {} of call {} is not in the tool set", call.tool, call.id);
-            self.violate(super::Violation::Unexpected { what });
-            return Err(Halt::Broken);
+            return Err(self.unexpected(what));
         };
-        let ledger = self.ledger.clone();
+        let ledger = self.world.ledger.clone();
         let mut ctx = BodyRun {
             body: &body,
             step,
@@ -235,15 +229,12 @@ impl Sim<'_> {
             (Cause::Write(e), _) => return Err(self.halt(format!("a body of {}", call.id), e)),
             (Cause::Fault, None) => {
                 let what = format!("a body of {} was interrupted with no fault armed", call.id);
-                self.violate(super::Violation::Unexpected { what });
-                return Err(Halt::Broken);
+                return Err(self.unexpected(what));
             }
         };
         match kind {
             BodyFault::Crash => {
-                if let Some(store) = &self.store {
-                    store.kill();
-                }
+                self.world.kill();
                 Err(Halt::Fault(Fired::Body(BodyFault::Crash, None)))
             }
             BodyFault::Abandon => {
@@ -259,16 +250,14 @@ impl Sim<'_> {
             }
         }
     }
-}
 
-impl Sim<'_> {
     /// The abandoned body goes on after the newer entry landed: it performs its effect if it
     /// had not, then tries to write its output and its result. Both must be refused.
-    pub(super) fn late_writes(&mut self, zombie: Zombie) -> Result<(), Halt> {
+    pub(crate) fn late_writes(&mut self, zombie: Zombie) -> Result<(), Halt> {
         let Zombie { body, call, step, effect_done } = zombie;
         let (id, attempt) = (call.id.clone(), body.attempt());
         if !effect_done && call.kind != CallKind::RemoteAgent {
-            self.ledger.record(LedgerEntry::Effect {
+            self.world.ledger.record(LedgerEntry::Effect {
                 step,
                 call: id.clone(),
                 dispatch: body.dispatch().clone(),
@@ -279,7 +268,7 @@ impl Sim<'_> {
         }
         let text = format!("late output of {id} attempt {attempt}");
         let chunk = body.output_chunk(text.clone());
-        self.fenced.push(FencedWrite {
+        self.world.notes.fenced(FencedWrite {
             call: id.clone(),
             attempt,
             event: Event::OutputChunk(OutputChunk { call: id.clone(), attempt, text }),
@@ -289,7 +278,7 @@ impl Sim<'_> {
         let output = RawJson::from_value(&serde_json::json!({ "late": id.as_str() }))
             .unwrap_or_else(|_| RawJson::null());
         let result = body.finish(output.clone(), false);
-        self.fenced.push(FencedWrite {
+        self.world.notes.fenced(FencedWrite {
             call: id.clone(),
             attempt,
             event: Event::ToolResult(ToolResult {
@@ -320,7 +309,7 @@ impl Sim<'_> {
                     }
                     other => format!("{other:?}"),
                 };
-                self.trace.push(format!("late {what} of {call}: fenced by {by}"));
+                self.world.notes.trace(format!("late {what} of {call}: fenced by {by}"));
                 Ok(())
             }
             Err(e) => Err(self.halt(format!("a late {what} of {call} was not fenced"), e)),
