@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use stepjournal_codec::{Attempt, CallKind, PairReason, Replay};
 
-use super::{Action, CallPlan, Rule};
+use super::decision::{Action, CallPlan, Rule};
 use crate::state::{ApprovalState, CallRecord, Resolution, reason_blocks};
 use crate::{ArgsCheck, Config, ToolRegistry, rules};
 

@@ -17,11 +17,30 @@ use super::{SCAN_LAST_REPLY, SessionState, slot_id};
 /// A hasher with fixed keys: the fold draws no randomness.
 type FixedState = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
 
+/// Folds a whole log, oldest event first.
+pub fn fold(events: &[Event]) -> SessionState {
+    let mut state = SessionState::with_capacity_for(events);
+    for event in events {
+        state.apply(event);
+    }
+    state
+}
+
+/// Folds a whole log it owns, oldest event first: the same state as [`fold`], without copying
+/// the events' text.
+pub fn fold_owned(events: Vec<Event>) -> SessionState {
+    let mut state = SessionState::with_capacity_for(&events);
+    for event in events {
+        state.apply_owned(event);
+    }
+    state
+}
+
 impl SessionState {
     /// An empty state with room for `events` (one pass over their types), so that folding them
     /// grows no table: a large allocation in the middle of many small frees is what makes a
     /// general-purpose allocator stall.
-    pub(super) fn with_capacity_for(events: &[Event]) -> Self {
+    fn with_capacity_for(events: &[Event]) -> Self {
         let mut counts = [0usize; 17];
         let (mut calls, mut text) = (0usize, 0usize);
         for e in events {
@@ -39,15 +58,15 @@ impl SessionState {
         state.calls.reserve(calls);
         state.index.reserve(calls);
         state.replies.reserve(count(EventKind::ReplyCommitted));
-        state.dispatches.items.reserve(count(EventKind::DispatchMinted));
-        state.attempts.items.reserve(count(EventKind::AttemptStarted));
-        state.chunks.items.reserve(count(EventKind::OutputChunk));
-        state.chunk_text.reserve(text);
-        state.results.items.reserve(count(EventKind::ToolResult));
-        state.answers.items.reserve(count(EventKind::ClientAnswer));
-        state.approvals.items.reserve(count(EventKind::ApprovalDecided));
-        state.children.items.reserve(count(EventKind::ChildAttached));
-        state.pairings.items.reserve(count(EventKind::Paired));
+        state.lists.dispatches.items.reserve(count(EventKind::DispatchMinted));
+        state.lists.attempts.items.reserve(count(EventKind::AttemptStarted));
+        state.lists.chunks.items.reserve(count(EventKind::OutputChunk));
+        state.lists.chunk_text.reserve(text);
+        state.lists.results.items.reserve(count(EventKind::ToolResult));
+        state.lists.answers.items.reserve(count(EventKind::ClientAnswer));
+        state.lists.approvals.items.reserve(count(EventKind::ApprovalDecided));
+        state.lists.children.items.reserve(count(EventKind::ChildAttached));
+        state.lists.pairings.items.reserve(count(EventKind::Paired));
         state.pairing_calls.reserve(count(EventKind::Paired));
         state.commits.reserve(count(EventKind::StepCommit));
         state.runs.reserve(count(EventKind::RunStarted));
@@ -204,7 +223,7 @@ impl SessionState {
         if let Some(i) = self.bound(seq, call)
             && let Some(c) = self.calls.get_mut(i)
         {
-            self.dispatches.push(&mut c.dispatches, DispatchRecord { seq, dispatch });
+            self.lists.dispatches.push(&mut c.dispatches, DispatchRecord { seq, dispatch });
         }
     }
 
@@ -213,7 +232,7 @@ impl SessionState {
             && let Some(c) = self.calls.get_mut(i)
         {
             c.bodies = c.bodies.saturating_add(1);
-            self.attempts.push(&mut c.attempts, AttemptRecord { seq, attempt });
+            self.lists.attempts.push(&mut c.attempts, AttemptRecord { seq, attempt });
         }
     }
 
@@ -227,10 +246,10 @@ impl SessionState {
         if let Some(i) = self.bound(seq, call)
             && let Some(c) = self.calls.get_mut(i)
         {
-            let start = self.chunk_text.len();
-            self.chunk_text.push_str(text);
-            let text = start..self.chunk_text.len();
-            self.chunks.push(&mut c.chunks, ChunkSlot { seq, attempt, text });
+            let start = self.lists.chunk_text.len();
+            self.lists.chunk_text.push_str(text);
+            let text = start..self.lists.chunk_text.len();
+            self.lists.chunks.push(&mut c.chunks, ChunkSlot { seq, attempt, text });
         }
     }
 
@@ -246,7 +265,7 @@ impl SessionState {
             && let Some(c) = self.calls.get_mut(i)
         {
             let record = ResultRecord { seq, attempt, output, is_error };
-            self.results.push(&mut c.results, record);
+            self.lists.results.push(&mut c.results, record);
         }
     }
 
@@ -257,7 +276,7 @@ impl SessionState {
             if !approved {
                 c.denials = c.denials.saturating_add(1);
             }
-            self.approvals.push(&mut c.approvals, ApprovalRecord { seq, approved });
+            self.lists.approvals.push(&mut c.approvals, ApprovalRecord { seq, approved });
         }
     }
 
@@ -265,7 +284,7 @@ impl SessionState {
         if let Some(i) = self.bound(seq, call)
             && let Some(c) = self.calls.get_mut(i)
         {
-            self.answers.push(&mut c.answers, AnswerRecord { seq, output });
+            self.lists.answers.push(&mut c.answers, AnswerRecord { seq, output });
         }
     }
 
@@ -273,7 +292,7 @@ impl SessionState {
         if let Some(i) = self.bound(seq, call)
             && let Some(c) = self.calls.get_mut(i)
         {
-            self.children.push(&mut c.children, ChildRecord { seq, child });
+            self.lists.children.push(&mut c.children, ChildRecord { seq, child });
         }
     }
 
@@ -290,7 +309,7 @@ impl SessionState {
         {
             let record = PairingRecord { seq, reason, message, partial, voided_by: None };
             c.paired = c.paired.saturating_add(1);
-            self.pairings.push(&mut c.pairings, record);
+            self.lists.pairings.push(&mut c.pairings, record);
             self.pairing_calls.extend(u32::try_from(i).ok());
         }
     }
@@ -300,7 +319,7 @@ impl SessionState {
     fn on_rewind(&mut self, seq: Seq, to: CheckpointId) {
         let reply = self.replies.iter().rev().find(|r| r.checkpoint == to).map(|r| r.seq);
         if let Some(from) = reply {
-            let pairings = self.pairings.items.iter_mut().rev();
+            let pairings = self.lists.pairings.items.iter_mut().rev();
             for (linked, &call) in pairings.zip(self.pairing_calls.iter().rev()) {
                 if linked.item.seq <= from {
                     break;

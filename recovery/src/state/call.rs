@@ -4,9 +4,8 @@ use stepjournal_codec::{
     Attempt, Call, CallId, CallKind, DispatchId, PairReason, Seq, SessionId, StepNo,
 };
 
-use super::SessionState;
 use super::records::{
-    AnswerRecord, ApprovalRecord, AttemptRecord, Chain, ChainIter, ChildRecord, Chunk,
+    AnswerRecord, ApprovalRecord, AttemptRecord, CallLists, Chain, ChainIter, ChildRecord, Chunk,
     DispatchRecord, PairingRecord, ReplyRecord, ResultRecord,
 };
 
@@ -97,7 +96,7 @@ impl CallSlot {
 /// holds a call of that id (ids are unique within a reply, not across replies).
 #[derive(Debug, Clone, Copy)]
 pub struct CallRecord<'a> {
-    pub(crate) state: &'a SessionState,
+    pub(crate) lists: &'a CallLists,
     pub(crate) slot: &'a CallSlot,
     pub(crate) reply: &'a ReplyRecord,
     pub(crate) call: &'a Call,
@@ -131,12 +130,12 @@ impl<'a> CallRecord<'a> {
 
     /// The call's dispatch id: the first one minted (it is minted once; see [`crate::verify`]).
     pub fn dispatch(&self) -> Option<&'a DispatchId> {
-        self.state.dispatches.first(self.slot.dispatches).map(|d| &d.dispatch)
+        self.lists.dispatches.first(self.slot.dispatches).map(|d| &d.dispatch)
     }
 
     /// Every `dispatch_minted` for the call.
     pub fn dispatches(&self) -> ChainIter<'a, DispatchRecord> {
-        self.state.dispatches.iter(self.slot.dispatches)
+        self.lists.dispatches.iter(self.slot.dispatches)
     }
 
     /// How many bodies the call has started: every `attempt_started`, whatever was rewound.
@@ -146,21 +145,21 @@ impl<'a> CallRecord<'a> {
 
     /// Every `attempt_started`, in log order.
     pub fn attempts(&self) -> ChainIter<'a, AttemptRecord> {
-        self.state.attempts.iter(self.slot.attempts)
+        self.lists.attempts.iter(self.slot.attempts)
     }
 
     /// The attempt number of the last `attempt_started`, if any.
     pub fn last_attempt(&self) -> Option<Attempt> {
-        self.state.attempts.last(self.slot.attempts).map(|a| a.attempt)
+        self.lists.attempts.last(self.slot.attempts).map(|a| a.attempt)
     }
 
     /// Every `output_chunk`, in log order.
     pub fn chunks(&self) -> impl Iterator<Item = Chunk<'a>> + 'a {
-        let state = self.state;
-        state.chunks.iter(self.slot.chunks).map(move |c| Chunk {
+        let lists = self.lists;
+        lists.chunks.iter(self.slot.chunks).map(move |c| Chunk {
             seq: c.seq,
             attempt: c.attempt,
-            text: state.chunk_text.get(c.text.clone()).unwrap_or(""),
+            text: lists.chunk_text.get(c.text.clone()).unwrap_or(""),
         })
     }
 
@@ -180,17 +179,17 @@ impl<'a> CallRecord<'a> {
 
     /// Every `tool_result`.
     pub fn results(&self) -> ChainIter<'a, ResultRecord> {
-        self.state.results.iter(self.slot.results)
+        self.lists.results.iter(self.slot.results)
     }
 
     /// Every `client_answer`.
     pub fn answers(&self) -> ChainIter<'a, AnswerRecord> {
-        self.state.answers.iter(self.slot.answers)
+        self.lists.answers.iter(self.slot.answers)
     }
 
     /// Every `approval_decided`.
     pub fn approvals(&self) -> ChainIter<'a, ApprovalRecord> {
-        self.state.approvals.iter(self.slot.approvals)
+        self.lists.approvals.iter(self.slot.approvals)
     }
 
     /// Where the call's approval stands: denied if any decision denied it.
@@ -206,18 +205,18 @@ impl<'a> CallRecord<'a> {
 
     /// Every `child_attached`.
     pub fn children(&self) -> ChainIter<'a, ChildRecord> {
-        self.state.children.iter(self.slot.children)
+        self.lists.children.iter(self.slot.children)
     }
 
     /// The child the call is bound to: the first `child_attached` (the child's start is keyed on
     /// the dispatch id, so it happens once).
     pub fn child(&self) -> Option<&'a SessionId> {
-        self.state.children.first(self.slot.children).map(|c| &c.child)
+        self.lists.children.first(self.slot.children).map(|c| &c.child)
     }
 
     /// Every `paired`, voided ones included.
     pub fn pairings(&self) -> ChainIter<'a, PairingRecord> {
-        self.state.pairings.iter(self.slot.pairings)
+        self.lists.pairings.iter(self.slot.pairings)
     }
 
     /// The `paired`s that still count.

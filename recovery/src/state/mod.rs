@@ -5,17 +5,18 @@ mod call;
 mod index;
 mod records;
 
-use stepjournal_codec::{CallId, CheckpointId, Event, RunOutcome, Seq, StepNo};
+use stepjournal_codec::{CallId, CheckpointId, RunOutcome, Seq, StepNo};
 
+pub use apply::{fold, fold_owned};
 use call::CallSlot;
 pub use call::{ApprovalState, CallRecord, Resolution, reason_blocks};
 use index::CallIndex;
+use records::CallLists;
 pub use records::{
     AbortRecord, AnswerRecord, ApprovalRecord, AttemptRecord, ChainIter, ChildRecord, Chunk,
     CommitRecord, DispatchRecord, MessageRecord, PairingRecord, ReplyRecord, ResultRecord,
     RewindRecord, RunEndRecord, RunRecord, SuspensionRecord,
 };
-use records::{ChunkSlot, List};
 
 /// How many calls of the last reply are scanned before the id index is asked.
 const SCAN_LAST_REPLY: usize = 16;
@@ -38,17 +39,10 @@ pub struct SessionState {
     calls: Vec<CallSlot>,
     /// Call id to the call of the latest reply that holds it (its first occurrence there).
     index: CallIndex,
-    pub(crate) dispatches: List<DispatchRecord>,
-    pub(crate) attempts: List<AttemptRecord>,
-    pub(crate) chunks: List<ChunkSlot>,
-    /// The texts of every `output_chunk`, end to end; a chunk keeps its range.
-    pub(crate) chunk_text: String,
-    pub(crate) results: List<ResultRecord>,
-    pub(crate) answers: List<AnswerRecord>,
-    pub(crate) approvals: List<ApprovalRecord>,
-    pub(crate) children: List<ChildRecord>,
-    /// Every `paired` in log order, with the call it names (a `rewound` walks it backwards).
-    pub(crate) pairings: List<PairingRecord>,
+    /// The records of every call's events, chained per call.
+    lists: CallLists,
+    /// The call of each `paired` in `lists.pairings`, in log order (a `rewound` walks both
+    /// backwards). Invariant: as long as `lists.pairings`.
     pairing_calls: Vec<u32>,
     commits: Vec<CommitRecord>,
     messages: Vec<MessageRecord>,
@@ -64,25 +58,6 @@ fn slot_id<'a>(calls: &'a [CallSlot], replies: &'a [ReplyRecord], i: u32) -> Opt
     let slot = calls.get(i as usize)?;
     let reply = replies.get(slot.reply as usize)?;
     reply.calls.get(slot.pos as usize).map(|c| &c.call)
-}
-
-/// Folds a whole log, oldest event first.
-pub fn fold(events: &[Event]) -> SessionState {
-    let mut state = SessionState::with_capacity_for(events);
-    for event in events {
-        state.apply(event);
-    }
-    state
-}
-
-/// Folds a whole log it owns, oldest event first: the same state as [`fold`], without copying
-/// the events' text.
-pub fn fold_owned(events: Vec<Event>) -> SessionState {
-    let mut state = SessionState::with_capacity_for(&events);
-    for event in events {
-        state.apply_owned(event);
-    }
-    state
 }
 
 impl SessionState {
@@ -111,7 +86,7 @@ impl SessionState {
     fn view<'a>(&'a self, slot: &'a CallSlot) -> Option<CallRecord<'a>> {
         let reply = self.replies.get(slot.reply as usize)?;
         let call = reply.calls.get(slot.pos as usize)?;
-        Some(CallRecord { state: self, slot, reply, call })
+        Some(CallRecord { lists: &self.lists, slot, reply, call })
     }
 
     /// How many events have been folded: the next event's sequence number.

@@ -215,6 +215,23 @@ pub struct SuspensionRecord {
     pub calls: Vec<CallId>,
 }
 
+/// The records the events naming calls left, one shared list per event type, each call's
+/// chained through its [`CallSlot`](super::call::CallSlot).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CallLists {
+    pub(crate) dispatches: List<DispatchRecord>,
+    pub(crate) attempts: List<AttemptRecord>,
+    pub(crate) chunks: List<ChunkSlot>,
+    /// The texts of every `output_chunk`, end to end; a chunk keeps its range.
+    pub(crate) chunk_text: String,
+    pub(crate) results: List<ResultRecord>,
+    pub(crate) answers: List<AnswerRecord>,
+    pub(crate) approvals: List<ApprovalRecord>,
+    pub(crate) children: List<ChildRecord>,
+    /// Every `paired` in log order (a `rewound` walks it backwards).
+    pub(crate) pairings: List<PairingRecord>,
+}
+
 /// No record: the end of a chain.
 pub(crate) const NONE: u32 = u32::MAX;
 
