@@ -11,7 +11,7 @@ use stepjournal_codec::{Call, CallKind, Entry, Event, ResumeMode, RunOutcome, Se
 use stepjournal_recovery::{MemoryRegistry, SessionState};
 
 use super::check::{History, check};
-use super::fault::{AppendFault, BodyFault, Case, Recovery};
+use super::fault::{AppendFault, BodyFault, Case, Reentry};
 use super::flow::{Fired, Flow, Halt, World, Zombie};
 use super::ledger::LedgerEntry;
 use super::medium::Medium;
@@ -223,8 +223,8 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// The entry `recovery` names, with what it needs from the session as it is now.
-    fn entry_for(&mut self, recovery: Recovery) -> Entry {
+    /// The entry `reentry` names, with what it needs from the session as it is now.
+    fn entry_for(&mut self, reentry: Reentry) -> Entry {
         let state = self.read_log().into_iter().fold(SessionState::default(), |mut s, r| {
             s.apply(&r.event);
             s
@@ -234,10 +234,10 @@ impl<'a> Sim<'a> {
             return Entry::NewTurn { message: self.world.script.message.clone() };
         }
         let n = self.world.faults.fired();
-        match recovery {
-            Recovery::Wake => Entry::Wake,
-            Recovery::Continue => Entry::Resume(ResumeMode::Continue),
-            Recovery::FromCheckpoint => {
+        match reentry {
+            Reentry::Wake => Entry::Wake,
+            Reentry::Continue => Entry::Resume(ResumeMode::Continue),
+            Reentry::FromCheckpoint => {
                 let checkpoint = state
                     .saved_step()
                     .map(|r| r.checkpoint.clone())
@@ -247,15 +247,15 @@ impl<'a> Sim<'a> {
                     None => Entry::Wake,
                 }
             }
-            Recovery::Retry => Entry::Retry { checkpoint: None, message: None },
-            Recovery::RetryWithMessage => {
+            Reentry::Retry => Entry::Retry { checkpoint: None, message: None },
+            Reentry::RetryWithMessage => {
                 Entry::Retry { checkpoint: None, message: Some(format!("Try again ({n}).")) }
             }
-            Recovery::WithMessage => Entry::Resume(ResumeMode::WithMessage {
+            Reentry::WithMessage => Entry::Resume(ResumeMode::WithMessage {
                 message: format!("Do something else ({n})."),
             }),
-            Recovery::NewTurn => Entry::NewTurn { message: format!("A new request ({n}).") },
-            Recovery::Stop => Entry::Stop,
+            Reentry::NewTurn => Entry::NewTurn { message: format!("A new request ({n}).") },
+            Reentry::Stop => Entry::Stop,
         }
     }
 

@@ -55,7 +55,7 @@ pub struct Fault {
     /// Where it fires and what it is.
     pub trigger: Trigger,
     /// The entry the session is entered through afterwards.
-    pub then: Recovery,
+    pub then: Reentry,
     /// Decides what the medium keeps of unsynced writes in a crash (a simulated disk's torn,
     /// dropped and reordered writes), and where inside an append a torn landing cuts.
     pub seed: u64,
@@ -76,11 +76,11 @@ impl Fault {
 
     /// A fault with this trigger, followed by a `wake`, seed 0.
     pub fn new(trigger: Trigger) -> Self {
-        Fault { trigger, then: Recovery::Wake, seed: 0 }
+        Fault { trigger, then: Reentry::Wake, seed: 0 }
     }
 
     /// The fault followed by `entry`.
-    pub fn then(mut self, entry: Recovery) -> Self {
+    pub fn then(mut self, entry: Reentry) -> Self {
         self.then = entry;
         self
     }
@@ -158,9 +158,11 @@ pub enum BodyFault {
     FailRun,
 }
 
-/// The entry a session is entered through after a fault.
+/// The entry a session is entered through after a fault (the simulator makes the
+/// [`Entry`](stepjournal_codec::Entry) from it, with what the session holds then). Named apart
+/// from the `recovery` crate that plans the entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recovery {
+pub enum Reentry {
     /// `wake`.
     Wake,
     /// `resume` `continue`.
@@ -180,16 +182,16 @@ pub enum Recovery {
     Stop,
 }
 
-impl Recovery {
+impl Reentry {
     /// Every entry.
-    pub const ALL: [Recovery; 8] = [
-        Recovery::Wake,
-        Recovery::Continue,
-        Recovery::FromCheckpoint,
-        Recovery::Retry,
-        Recovery::RetryWithMessage,
-        Recovery::WithMessage,
-        Recovery::NewTurn,
-        Recovery::Stop,
+    pub const ALL: [Reentry; 8] = [
+        Reentry::Wake,
+        Reentry::Continue,
+        Reentry::FromCheckpoint,
+        Reentry::Retry,
+        Reentry::RetryWithMessage,
+        Reentry::WithMessage,
+        Reentry::NewTurn,
+        Reentry::Stop,
     ];
 }

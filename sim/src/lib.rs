@@ -16,7 +16,7 @@
 //! - a [`Case`]: the [`Fault`]s, in order: a crash at any append (the batch lands, is lost, or is
 //!   torn by the medium), a store failure (poisoning or not), a crash inside any body, a run
 //!   abandoned while its body keeps running (its late output and result must be refused), a run
-//!   the runtime fails; and after each, the [`Recovery`] entry: `wake`, `resume` (continue,
+//!   the runtime fails; and after each, the [`Reentry`] entry: `wake`, `resume` (continue,
 //!   from a checkpoint, with a message), `retry` (with nothing or a message), `new_turn`, `stop`;
 //! - a [`Medium`]: what the store lives on and what a crash leaves of it ([`MemoryMedium`],
 //!   [`SimDiskMedium`]: the file backend on a simulated disk, or a runtime's own).
@@ -33,7 +33,7 @@
 //!
 //! ```
 //! use stepjournal_sim::{
-//!     AppendFault, Case, Fault, Landing, MemoryMedium, Recovery, Script, ScriptCall,
+//!     AppendFault, Case, Fault, Landing, MemoryMedium, Reentry, Script, ScriptCall,
 //!     ScriptStep, ToolSet, Trigger, simulate,
 //! };
 //! use stepjournal_codec::Replay;
@@ -49,8 +49,8 @@
 //! // The process dies inside the second body, after its first action (its output chunk), and
 //! // the session is woken; then a crash at the third append after that, whose batch lands.
 //! let case = Case::new()
-//!     .fault(Fault::crash_in_body(1, 1).then(Recovery::Wake))
-//!     .fault(Fault::crash_at_append(2, Landing::Lands).then(Recovery::Continue));
+//!     .fault(Fault::crash_in_body(1, 1).then(Reentry::Wake))
+//!     .fault(Fault::crash_at_append(2, Landing::Lands).then(Reentry::Continue));
 //! let report = simulate(&script, &tools, &case, &mut MemoryMedium::new()).unwrap();
 //! assert!(report.is_ok(), "{}", report.summary());
 //! assert_eq!(report.faults_fired, 2);
@@ -74,7 +74,7 @@ mod tools;
 mod violation;
 
 pub use check::{FencedWrite, History, check};
-pub use fault::{AppendFault, BodyFault, Case, Fault, Landing, Recovery, Trigger};
+pub use fault::{AppendFault, BodyFault, Case, Fault, Landing, Reentry, Trigger};
 pub use ledger::{Ledger, LedgerEntry};
 pub use medium::{Medium, MemoryMedium, SimDiskMedium, TearHook};
 pub use report::{Report, ScriptError};

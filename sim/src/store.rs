@@ -26,7 +26,7 @@ pub(crate) type AckLog = Arc<Mutex<Vec<Acked>>>;
 
 /// What the wrapper lets through.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Mode {
+enum Liveness {
     Live,
     /// The simulated process died: nothing more reaches the store.
     Dead,
@@ -35,8 +35,8 @@ enum Mode {
 }
 
 #[derive(Debug)]
-struct State {
-    mode: Mode,
+struct FaultState {
+    mode: Liveness,
     /// Appends since the fault was armed.
     appends: u32,
     armed: Option<(u32, AppendFault, u64)>,
@@ -47,7 +47,7 @@ struct State {
 /// every append it acknowledged.
 pub(crate) struct FaultStore {
     inner: Arc<dyn JournalStore>,
-    state: Mutex<State>,
+    state: Mutex<FaultState>,
     acked: AckLog,
     tear: Option<TearHook>,
 }
@@ -67,11 +67,11 @@ fn dead() -> StoreError {
 
 impl FaultStore {
     pub(crate) fn new(inner: Arc<dyn JournalStore>, acked: AckLog, tear: Option<TearHook>) -> Self {
-        let state = State { mode: Mode::Live, appends: 0, armed: None, fired: None };
+        let state = FaultState { mode: Liveness::Live, appends: 0, armed: None, fired: None };
         FaultStore { inner, state: Mutex::new(state), acked, tear }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, FaultState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -99,14 +99,14 @@ impl FaultStore {
 
     /// The simulated process dies: nothing more reaches the store.
     pub(crate) fn kill(&self) {
-        self.lock().mode = Mode::Dead;
+        self.lock().mode = Liveness::Dead;
     }
 
     fn alive(&self) -> Result<(), StoreError> {
         match &self.lock().mode {
-            Mode::Live => Ok(()),
-            Mode::Dead => Err(dead()),
-            Mode::Poisoned(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),
+            Liveness::Live => Ok(()),
+            Liveness::Dead => Err(dead()),
+            Liveness::Poisoned(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),
         }
     }
 }
@@ -126,9 +126,9 @@ impl JournalStore for FaultStore {
         let fault = {
             let mut state = self.lock();
             match &state.mode {
-                Mode::Live => {}
-                Mode::Dead => return Err(dead().into()),
-                Mode::Poisoned(first) => {
+                Liveness::Live => {}
+                Liveness::Dead => return Err(dead().into()),
+                Liveness::Poisoned(first) => {
                     return Err(StoreError::Poisoned { first_failure: first.clone() }.into());
                 }
             }
@@ -139,7 +139,7 @@ impl JournalStore for FaultStore {
                     state.armed = None;
                     state.fired = Some(fault);
                     if let AppendFault::Crash(_) = fault {
-                        state.mode = Mode::Dead;
+                        state.mode = Liveness::Dead;
                     }
                     Some((n, fault, seed))
                 }
@@ -173,7 +173,7 @@ impl JournalStore for FaultStore {
             AppendFault::Fail { poisoned } => {
                 let error = format!("simulated failure of append {n} since the fault was armed");
                 if poisoned {
-                    self.lock().mode = Mode::Poisoned(error.clone());
+                    self.lock().mode = Liveness::Poisoned(error.clone());
                 }
                 Err(StoreError::Io {
                     context: format!("appending to {session} at seq {expected}"),

@@ -457,7 +457,7 @@ fn a_crash_inside_both_bodies_reruns_the_safe_call_and_pairs_the_unsafe_one() {
 
 #[test]
 fn an_abandoned_body_writes_late_and_both_writes_are_fenced() {
-    for then in [Recovery::Wake, Recovery::Stop, Recovery::NewTurn] {
+    for then in [Reentry::Wake, Reentry::Stop, Reentry::NewTurn] {
         let fault =
             Fault::new(Trigger::Body { n: 1, point: 0, fault: BodyFault::Abandon }).then(then);
         let report = run(&two_calls(), &Case::new().fault(fault));
@@ -477,7 +477,7 @@ fn an_abandoned_body_writes_late_and_both_writes_are_fenced() {
 #[test]
 fn a_run_the_runtime_fails_is_retried_and_the_safe_call_runs_again() {
     let fault = Fault::new(Trigger::Body { n: 0, point: 1, fault: BodyFault::FailRun })
-        .then(Recovery::Retry);
+        .then(Reentry::Retry);
     let report = run(&two_calls(), &Case::new().fault(fault));
     assert!(report.is_ok(), "{}", report.summary());
     assert!(report.trace.iter().any(|l| l.contains("begins: retry")), "{}", report.summary());
@@ -497,7 +497,7 @@ fn a_store_failure_ends_the_run_failed_and_a_poisoned_store_is_reopened() {
     for poisoned in [false, true] {
         // Appends: begin (0), reply (1), c1's start (2), its chunk (3).
         let fault = Fault::new(Trigger::Append { n: 3, fault: AppendFault::Fail { poisoned } })
-            .then(Recovery::Retry);
+            .then(Reentry::Retry);
         let report = run(&two_calls(), &Case::new().fault(fault));
         assert!(report.is_ok(), "poisoned {poisoned}: {}", report.summary());
         let failed = report
@@ -514,7 +514,7 @@ fn a_crash_at_every_append_with_every_landing_keeps_the_invariants() {
     let script = two_calls();
     for landing in [Landing::Lands, Landing::Lost, Landing::Torn] {
         for n in 0..16 {
-            for then in Recovery::ALL {
+            for then in Reentry::ALL {
                 let case = Case::new().fault(Fault::crash_at_append(n, landing).then(then));
                 let report = run(&script, &case);
                 assert!(
@@ -620,7 +620,7 @@ fn a_torn_append_on_the_simulated_disk_keeps_the_invariants() {
     for n in 0..12 {
         for seed in 0..6 {
             let case = Case::new()
-                .fault(Fault::crash_at_append(n, Landing::Torn).seed(seed).then(Recovery::Wake));
+                .fault(Fault::crash_at_append(n, Landing::Torn).seed(seed).then(Reentry::Wake));
             let report = simulate(&script, &tools(), &case, &mut SimDiskMedium::new()).unwrap();
             assert!(report.is_ok(), "append {n} seed {seed}: {}", report.summary());
         }

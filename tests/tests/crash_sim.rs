@@ -16,7 +16,7 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use stepjournal::recovery::Config as RecoveryConfig;
 use stepjournal_codec::{CallKind, Replay};
 use stepjournal_sim::{
-    AppendFault, BodyFault, Case, Fault, Landing, LedgerTool, Medium, MemoryMedium, Recovery,
+    AppendFault, BodyFault, Case, Fault, Landing, LedgerTool, Medium, MemoryMedium, Reentry,
     Script, ScriptCall, ScriptStep, SimDiskMedium, ToolSet, Trigger, simulate,
 };
 
@@ -90,7 +90,7 @@ fn fault() -> impl Strategy<Value = Fault> {
         3 => (0..3u32, 0..5u32, body_fault)
             .prop_map(|(n, point, fault)| Trigger::Body { n, point, fault }),
     ];
-    (trigger, prop::sample::select(Recovery::ALL.to_vec()), any::<u64>())
+    (trigger, prop::sample::select(Reentry::ALL.to_vec()), any::<u64>())
         .prop_map(|(trigger, then, seed)| Fault { trigger, then, seed })
 }
 

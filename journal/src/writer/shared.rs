@@ -63,16 +63,16 @@ impl std::fmt::Debug for Shared {
 }
 
 /// How an append loop failed.
-enum Failure {
+enum AppendFailure {
     /// The run may not write, or the protocol forbids it: report as is.
     Write(WriteError),
     /// The store failed: the run's failure path decides what becomes of it.
     Store(AppendError),
 }
 
-impl From<WriteError> for Failure {
+impl From<WriteError> for AppendFailure {
     fn from(e: WriteError) -> Self {
-        Failure::Write(e)
+        AppendFailure::Write(e)
     }
 }
 
@@ -114,8 +114,8 @@ impl Shared {
     ) -> Result<T, WriteError> {
         match self.append_loop(inner, build) {
             Ok(out) => Ok(out),
-            Err(Failure::Write(e)) => Err(e),
-            Err(Failure::Store(source)) => Err(self.fail_after_store_error(inner, source)),
+            Err(AppendFailure::Write(e)) => Err(e),
+            Err(AppendFailure::Store(source)) => Err(self.fail_after_store_error(inner, source)),
         }
     }
 
@@ -142,11 +142,11 @@ impl Shared {
         &self,
         inner: &mut Inner,
         mut build: impl FnMut(&Inner) -> Result<(Vec<Event>, T), Refusal>,
-    ) -> Result<T, Failure> {
+    ) -> Result<T, AppendFailure> {
         let mut pending: Option<Pending<T>> = None;
         for _ in 0..self.append_attempts {
             self.status_allows_write(inner)?;
-            let (events, out) = build(inner).map_err(|r| Failure::Write(r.into()))?;
+            let (events, out) = build(inner).map_err(|r| AppendFailure::Write(r.into()))?;
             debug_assert!(!events.is_empty(), "every operation appends at least one event");
             let batch: Vec<Stamped> = events.into_iter().map(Stamped::now).collect();
             match self.store.append(&self.session, inner.tail, &batch, self.durability) {
@@ -170,15 +170,15 @@ impl Shared {
                     }
                 }
                 Err(e @ (AppendError::Encode { .. } | AppendError::EmptyBatch)) => {
-                    return Err(Failure::Write(WriteError::Encode {
+                    return Err(AppendFailure::Write(WriteError::Encode {
                         run: self.run.clone(),
                         source: e,
                     }));
                 }
-                Err(e) => return Err(Failure::Store(e)),
+                Err(e) => return Err(AppendFailure::Store(e)),
             }
         }
-        Err(Failure::Write(WriteError::Contended {
+        Err(AppendFailure::Write(WriteError::Contended {
             session: self.session.clone(),
             run: self.run.clone(),
             attempts: self.append_attempts,
@@ -192,11 +192,11 @@ impl Shared {
         &self,
         inner: &mut Inner,
         mut pending: Option<Pending<T>>,
-    ) -> Result<CaughtUp<T>, Failure> {
+    ) -> Result<CaughtUp<T>, AppendFailure> {
         let records = self
             .store
             .read(&self.session, inner.tail..Seq(u64::MAX))
-            .map_err(|e| Failure::Store(AppendError::Store(e)))?;
+            .map_err(|e| AppendFailure::Store(AppendError::Store(e)))?;
         if let Some(p) = &pending
             && p.at == inner.tail
             && records.len() >= p.batch.len()
@@ -207,16 +207,17 @@ impl Shared {
             return Ok(CaughtUp::Landed(p.out));
         }
         if records.is_empty() {
-            let actual = self.store.tail(&self.session).map_err(|e| Failure::Store(e.into()))?;
+            let actual =
+                self.store.tail(&self.session).map_err(|e| AppendFailure::Store(e.into()))?;
             if actual < inner.tail {
                 let by = Fence::LogShrank { expected: inner.tail, actual };
                 inner.status = RunStatus::Fenced(by.clone());
-                return Err(Failure::Write(self.fenced(by)));
+                return Err(AppendFailure::Write(self.fenced(by)));
             }
         }
         for record in records {
             if record.seq != inner.tail {
-                return Err(Failure::Store(AppendError::Store(StoreError::Backend {
+                return Err(AppendFailure::Store(AppendError::Store(StoreError::Backend {
                     backend: "journal",
                     context: format!(
                         "reading session `{}` from seq {} returned seq {}",
@@ -228,7 +229,7 @@ impl Shared {
             let fence = fence_of(&record);
             if let Some(by) = fence {
                 inner.status = RunStatus::Fenced(by.clone());
-                return Err(Failure::Write(self.fenced(by)));
+                return Err(AppendFailure::Write(self.fenced(by)));
             }
             inner.state.apply(&record.event);
             inner.tail = record.seq.next();

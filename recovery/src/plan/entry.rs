@@ -65,7 +65,7 @@ impl ValidationError {
 
 /// The way an accepted entry goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub(crate) enum EntryMode {
     /// Recovery, after a `rewound` to the saved step's append checkpoint when `rewind`.
     Recover { rewind: bool },
     /// The message redirects the turn: nothing runs again.
@@ -74,17 +74,19 @@ pub(crate) enum Mode {
     Stop,
 }
 
-pub(crate) fn classify(state: &SessionState, entry: &Entry) -> Result<Mode, ValidationError> {
+pub(crate) fn classify(state: &SessionState, entry: &Entry) -> Result<EntryMode, ValidationError> {
     match entry {
-        Entry::Wake | Entry::Resume(ResumeMode::Continue) => Ok(Mode::Recover { rewind: false }),
+        Entry::Wake | Entry::Resume(ResumeMode::Continue) => {
+            Ok(EntryMode::Recover { rewind: false })
+        }
         Entry::Resume(ResumeMode::WithMessage { message }) | Entry::NewTurn { message } => {
-            Ok(Mode::Redirect { message: message.clone() })
+            Ok(EntryMode::Redirect { message: message.clone() })
         }
         Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }) => {
             let at_saved_append = enterable(state, checkpoint)?;
             // At the saved step's append checkpoint: rewind and recover that step. At the last
             // commit checkpoint (no saved step): there is nothing to recover.
-            Ok(Mode::Recover { rewind: at_saved_append })
+            Ok(EntryMode::Recover { rewind: at_saved_append })
         }
         Entry::Retry { checkpoint: Some(checkpoint), message: None } => {
             Err(ValidationError::RetryCheckpointWithoutMessage { checkpoint: checkpoint.clone() })
@@ -93,16 +95,16 @@ pub(crate) fn classify(state: &SessionState, entry: &Entry) -> Result<Mode, Vali
             if let Some(checkpoint) = checkpoint {
                 enterable(state, checkpoint)?;
             }
-            Ok(Mode::Redirect { message: message.clone() })
+            Ok(EntryMode::Redirect { message: message.clone() })
         }
         Entry::Retry { checkpoint: None, message: None } => {
             if state.last_run_outcome() == Some(RunOutcome::Failed) {
-                Ok(Mode::Recover { rewind: state.saved_step().is_some() })
+                Ok(EntryMode::Recover { rewind: state.saved_step().is_some() })
             } else {
                 Err(ValidationError::RetryWithoutFailedRun { found: last_run_found(state) })
             }
         }
-        Entry::Stop => Ok(Mode::Stop),
+        Entry::Stop => Ok(EntryMode::Stop),
     }
 }
 

@@ -13,7 +13,7 @@ use stepjournal_codec::{
 
 use crate::{Config, SessionState, ToolRegistry};
 pub use decision::{Action, CallPlan, Rule};
-use entry::Mode;
+use entry::EntryMode;
 pub use entry::ValidationError;
 
 /// The run an entry begins, with the ids the writer mints outside the fold (so it stays pure).
@@ -76,19 +76,19 @@ pub fn plan(
     }
     let calls = saved.map(|r| state.calls_of(r)).unwrap_or_default();
     let decisions = match &mode {
-        Mode::Recover { rewind } => decide::recover(&calls, *rewind, registry, config),
-        Mode::Redirect { .. } => decide::redirect(&calls),
-        Mode::Stop => decide::stop(&calls),
+        EntryMode::Recover { rewind } => decide::recover(&calls, *rewind, registry, config),
+        EntryMode::Redirect { .. } => decide::redirect(&calls),
+        EntryMode::Stop => decide::stop(&calls),
     };
 
     let mut appends = Vec::new();
-    if !matches!(mode, Mode::Stop) {
+    if !matches!(mode, EntryMode::Stop) {
         appends.push(Event::RunStarted(RunStarted {
             run: new_run.run.clone(),
             entry: new_run.entry.clone(),
         }));
     }
-    if let (Mode::Recover { rewind: true }, Some(reply)) = (&mode, saved) {
+    if let (EntryMode::Recover { rewind: true }, Some(reply)) = (&mode, saved) {
         appends.push(Event::Rewound(Rewound { to: reply.checkpoint.clone() }));
     }
     for (record, decision) in calls.iter().zip(&decisions) {
@@ -101,22 +101,22 @@ pub fn plan(
             }));
         }
     }
-    if let (Mode::Redirect { .. } | Mode::Stop, Some(reply)) = (&mode, saved) {
+    if let (EntryMode::Redirect { .. } | EntryMode::Stop, Some(reply)) = (&mode, saved) {
         appends.push(Event::StepCommit(StepCommit {
             step: reply.step,
             checkpoint: new_run.commit_checkpoint.clone(),
         }));
     }
     match &mode {
-        Mode::Redirect { message } => {
+        EntryMode::Redirect { message } => {
             appends.push(Event::Message(Message { role: Role::User, text: message.clone() }))
         }
-        Mode::Stop => appends.push(Event::RunEnded(RunEnded {
+        EntryMode::Stop => appends.push(Event::RunEnded(RunEnded {
             run: state.last_run().map(|r| r.run.clone()).unwrap_or_else(|| new_run.run.clone()),
             outcome: RunOutcome::Stopped,
             error: None,
         })),
-        Mode::Recover { .. } => {}
+        EntryMode::Recover { .. } => {}
     }
 
     Plan { error: None, step: saved.map(|r| r.step), calls: decisions, appends }
