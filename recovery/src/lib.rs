@@ -5,6 +5,8 @@
 //!   and what becomes of every call of the saved step, each decision naming the rule that made it
 //!   (the explain trail, ids in [`rules`]).
 //! - [`transcript`] is what the model is shown; [`verify`] checks a log's protocol invariants.
+//! - [`order`] is the order rule (a call behind its group and the sequential chain), which the
+//!   plan decides by and the writer refuses by.
 //!
 //! The rules are `FORMAT.md`'s exactly; `docs/recovery.md` states them. Nothing here does I/O,
 //! reads a clock or draws randomness: the same log, entry, registry and settings give the same
@@ -39,6 +41,7 @@
 )]
 
 mod config;
+pub mod order;
 mod plan;
 mod registry;
 pub mod rules;

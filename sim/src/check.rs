@@ -7,9 +7,8 @@ use stepjournal_codec::{
     Attempt, Call, CallId, CallKind, DispatchId, Event, Record, Replay, RunOutcome, Seq, SessionId,
     StepNo,
 };
-use stepjournal_recovery::{
-    ApprovalState, CallRecord, Config, SessionState, TranscriptItem, transcript, verify,
-};
+use stepjournal_recovery::order::{Blocking, behind, blocking};
+use stepjournal_recovery::{CallRecord, Config, SessionState, TranscriptItem, transcript, verify};
 
 use super::ledger::LedgerEntry;
 use super::store::Acked;
@@ -109,10 +108,10 @@ fn holds(ahead: &CallRecord<'_>) -> Option<String> {
     if !ahead.is_resolved() {
         return Some("was unresolved".to_owned());
     }
-    if ahead.approval() == ApprovalState::Denied {
-        return Some("had its approval denied".to_owned());
+    match blocking(ahead, true)? {
+        Blocking::ApprovalDenied => Some("had its approval denied".to_owned()),
+        Blocking::Paired(reason) => Some(format!("was paired `{}`", reason.as_str())),
     }
-    ahead.blocks_by_log(true).map(|r| format!("was paired `{}`", r.as_str()))
 }
 
 /// Folds the log, checking each body write against the state just before it. Returns the
@@ -160,23 +159,18 @@ fn check_order(
     let Some(reply) = state.replies().iter().find(|r| r.seq == call.reply_seq()) else {
         return;
     };
-    let me = call.call();
-    for ahead in state.calls_of(reply) {
-        if ahead.id() == &me.call {
-            break;
-        }
-        let order = match (&me.group, &ahead.call().group) {
-            (Some(mine), Some(theirs)) if mine == theirs => format!("group `{mine}`"),
-            _ if me.sequential && ahead.call().sequential => "the sequential chain".to_owned(),
-            _ => continue,
-        };
-        if let Some(why) = holds(&ahead) {
+    let calls = state.calls_of(reply);
+    let Some(index) = calls.iter().position(|c| c.id() == call.id()) else {
+        return;
+    };
+    for (ahead, lane) in behind(&calls, index) {
+        if let Some(why) = holds(ahead) {
             out.push(Violation::OrderBroken {
-                call: me.call.clone(),
+                call: call.id().clone(),
                 attempt,
                 seq,
                 ahead: ahead.id().clone(),
-                order,
+                order: lane.to_string(),
                 why,
             });
         }

@@ -9,6 +9,7 @@ use stepjournal_codec::{
     Attempt, CallId, CallKind, PairReason, RunId, RunOutcome, Seq, SessionId, StepNo,
 };
 use stepjournal_recovery::ValidationError;
+use stepjournal_recovery::order::Lane;
 
 /// What fenced a run: an event another writer appended after the run's last append.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,7 +241,7 @@ pub enum WriteError {
     },
 }
 
-/// How a call is behind another.
+/// How a call is behind another: the owned form of recovery's [`Lane`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Order {
@@ -250,12 +251,28 @@ pub enum Order {
     Sequential,
 }
 
+impl Order {
+    /// The lane of the reply this order is, as recovery's order rule names it.
+    pub fn lane(&self) -> Lane<'_> {
+        match self {
+            Order::Group(group) => Lane::Group(group),
+            Order::Sequential => Lane::Sequential,
+        }
+    }
+}
+
+impl From<Lane<'_>> for Order {
+    fn from(lane: Lane<'_>) -> Self {
+        match lane {
+            Lane::Group(group) => Order::Group(group.to_owned()),
+            Lane::Sequential => Order::Sequential,
+        }
+    }
+}
+
 impl fmt::Display for Order {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Order::Group(group) => write!(f, "group `{group}`"),
-            Order::Sequential => f.write_str("the sequential chain"),
-        }
+        self.lane().fmt(f)
     }
 }
 

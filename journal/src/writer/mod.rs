@@ -33,6 +33,7 @@ mod error;
 mod ids;
 mod journal;
 mod options;
+mod refuse;
 mod run;
 mod shared;
 mod step;

@@ -3,14 +3,15 @@
 use std::sync::Arc;
 
 use stepjournal_codec::{
-    ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
+    ApprovalDecided, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
     ClientAnswer, DispatchId, DispatchMinted, Event, PairReason, Paired, RawJson, RunEnded,
     RunOutcome, SessionId, StepCommit, StepNo, Suspended,
 };
-use stepjournal_recovery::{Action, ApprovalState, CallPlan, ReplyRecord, SessionState};
+use stepjournal_recovery::{ApprovalState, CallPlan};
 
-use super::shared::{Inner, OpenStep, Shared, running_bodies};
-use super::{Body, Order, Refusal, RunStatus, WriteError};
+use super::refuse::{self, Reattach, Seen};
+use super::shared::{Inner, Shared, running_bodies};
+use super::{Body, Refusal, RunStatus, WriteError};
 
 /// The handle of an open step: the reply that opened it is durable (it was committed by
 /// [`Run::commit_reply`](super::Run::commit_reply), or it is the saved step a recovered run
@@ -41,35 +42,6 @@ pub struct Step {
     checkpoint: CheckpointId,
 }
 
-/// The open step `number`, or why it is not.
-fn open(inner: &Inner, number: StepNo) -> Result<&OpenStep, Refusal> {
-    inner.step.as_ref().filter(|s| s.number == number).ok_or(Refusal::StepClosed { step: number })
-}
-
-/// The reply that opened step `number` (the last reply: only the last reply's step is open).
-fn reply_of(state: &SessionState, number: StepNo) -> Result<&ReplyRecord, Refusal> {
-    state.last_reply().filter(|r| r.step == number).ok_or(Refusal::StepClosed { step: number })
-}
-
-/// Checks that `call` is a call of step `number`, which is open, and not resolved.
-fn unresolved_call(inner: &Inner, number: StepNo, call: &CallId) -> Result<(), Refusal> {
-    open(inner, number)?;
-    let record = inner
-        .state
-        .call(call)
-        .filter(|r| r.step() == number)
-        .ok_or_else(|| Refusal::UnknownCall { step: number, call: call.clone() })?;
-    if record.is_resolved() {
-        return Err(Refusal::Resolved { call: call.clone() });
-    }
-    Ok(())
-}
-
-/// The kind of a call known to be in the state.
-fn kind_of(inner: &Inner, call: &CallId) -> CallKind {
-    inner.state.call(call).map_or(CallKind::Tool, |r| r.kind())
-}
-
 impl Step {
     pub(crate) fn new(shared: Arc<Shared>, number: StepNo, checkpoint: CheckpointId) -> Self {
         Step { shared, number, checkpoint }
@@ -93,13 +65,13 @@ impl Step {
     /// Whether the step is still open.
     pub fn is_open(&self) -> bool {
         let inner = self.shared.lock();
-        inner.status == RunStatus::Open && open(&inner, self.number).is_ok()
+        inner.status == RunStatus::Open && Seen::of(&inner, self.number).step().is_ok()
     }
 
     /// The reply's calls, in reply order.
     pub fn calls(&self) -> Vec<Call> {
         let inner = self.shared.lock();
-        match reply_of(&inner.state, self.number) {
+        match Seen::of(&inner, self.number).reply() {
             Ok(reply) => inner.state.calls_of(reply).iter().map(|c| c.call().clone()).collect(),
             Err(_) => Vec::new(),
         }
@@ -127,7 +99,7 @@ impl Step {
     /// The calls not yet resolved, in reply order.
     pub fn open_calls(&self) -> Vec<CallId> {
         let inner = self.shared.lock();
-        open_calls(&inner.state, self.number)
+        Seen::of(&inner, self.number).open_calls()
     }
 
     /// Starts a body of `call`: appends `attempt_started` (with the call's `dispatch_minted`
@@ -159,72 +131,10 @@ impl Step {
         let mut minted: Option<DispatchId> = None;
         let mut inner = self.shared.lock();
         let (dispatch, attempt) = self.shared.append(&mut inner, |inner| {
-            let step = open(inner, number)?;
-            let reply = reply_of(&inner.state, number)?;
-            let calls = inner.state.calls_of(reply);
-            let index = calls
-                .iter()
-                .position(|c| c.id() == call)
-                .ok_or_else(|| Refusal::UnknownCall { step: number, call: call.clone() })?;
-            let refuse_call = call.clone();
-            let planned = step.plan.get(call).map(|p| (&p.action, p.rule.id));
-            if let Some((Action::Pair { reason }, rule)) = planned {
-                return Err(Refusal::PairedByPlan { call: refuse_call, reason: *reason, rule });
-            }
-            let Some(record) = calls.get(index) else {
-                return Err(Refusal::UnknownCall { step: number, call: refuse_call });
-            };
-            if record.kind() == CallKind::Client {
-                return Err(Refusal::ClientCall { call: refuse_call });
-            }
-            if record.is_resolved() {
-                return Err(Refusal::Resolved { call: refuse_call });
-            }
-            if let Some(&attempt) = step.started.get(call) {
-                return Err(Refusal::BodyStarted { call: refuse_call, attempt });
-            }
-            if record.kind() == CallKind::Approval && record.approval() != ApprovalState::Approved {
-                return Err(Refusal::AwaitingApproval { call: refuse_call });
-            }
-            let bodies = record.bodies();
-            if bodies >= max {
-                let child = record.child().cloned();
-                return Err(Refusal::MaxBodies { call: refuse_call, bodies, max, child });
-            }
-            let me = record.call();
-            for ahead in calls.iter().take(index) {
-                let order = match (&me.group, &ahead.call().group) {
-                    (Some(mine), Some(theirs)) if mine == theirs => Order::Group(mine.clone()),
-                    _ if me.sequential && ahead.call().sequential => Order::Sequential,
-                    _ => continue,
-                };
-                let why = if ahead.approval() == ApprovalState::Denied {
-                    Some("had its approval denied".to_owned())
-                } else {
-                    ahead.blocks_by_log(true).map(|r| format!("is paired `{}`", r.as_str()))
-                };
-                if let Some(why) = why {
-                    let ahead = ahead.id().clone();
-                    return Err(Refusal::BehindBlocked { call: refuse_call, ahead, order, why });
-                }
-                if !ahead.is_resolved() {
-                    let ahead = ahead.id().clone();
-                    return Err(Refusal::Behind { call: refuse_call, ahead, order });
-                }
-            }
-            let next = Attempt(bodies.saturating_add(1));
-            if let Some((Action::Run { attempt: planned, .. }, _)) = planned
-                && *planned != next
-            {
-                return Err(Refusal::AttemptMismatch {
-                    call: refuse_call,
-                    planned: *planned,
-                    next,
-                });
-            }
+            let start = refuse::start_body(Seen::of(inner, number), call, max)?;
             let mut events = Vec::with_capacity(2);
-            let dispatch = match record.dispatch() {
-                Some(d) => d.clone(),
+            let dispatch = match start.dispatch {
+                Some(d) => d,
                 None => {
                     let d = minted.get_or_insert_with(|| ids.dispatch_id()).clone();
                     events.push(Event::DispatchMinted(DispatchMinted {
@@ -234,9 +144,9 @@ impl Step {
                     d
                 }
             };
-            events
-                .push(Event::AttemptStarted(AttemptStarted { call: call.clone(), attempt: next }));
-            Ok((events, (dispatch, next)))
+            let attempt = start.attempt;
+            events.push(Event::AttemptStarted(AttemptStarted { call: call.clone(), attempt }));
+            Ok((events, (dispatch, attempt)))
         })?;
         if let Some(step) = inner.step.as_mut() {
             step.started.insert(call.clone(), attempt);
@@ -285,53 +195,7 @@ impl Step {
         let number = self.number;
         let mut inner = self.shared.lock();
         self.writable(&inner)?;
-        let (dispatch, attempt) = {
-            let step = open(&inner, number)?;
-            let record = inner
-                .state
-                .call(call)
-                .filter(|r| r.step() == number)
-                .ok_or_else(|| Refusal::UnknownCall { step: number, call: call.clone() })?;
-            if let Some(plan) = step.plan.get(call)
-                && let Action::Pair { reason } = plan.action
-            {
-                let rule = plan.rule.id;
-                return Err(Refusal::PairedByPlan { call: call.clone(), reason, rule }.into());
-            }
-            if record.is_resolved() {
-                return Err(Refusal::Resolved { call: call.clone() }.into());
-            }
-            let kind = record.kind();
-            if !matches!(kind, CallKind::RemoteAgent | CallKind::Companion) {
-                let (what, wanted) = ("re-attaching", "kind `remote_agent` or `companion`");
-                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted }.into());
-            }
-            // A remote sub-agent whose body started but attached no child before the crash:
-            // the plan's `start_child` is keyed on the dispatch id, so asking the remote side
-            // again under the same id starts nothing new; the earlier body goes on.
-            let starts_keyed_child = kind == CallKind::RemoteAgent
-                && matches!(
-                    step.plan.get(call).map(|p| &p.action),
-                    Some(Action::StartChild { .. })
-                );
-            let child = record.child();
-            if child.is_none() && !starts_keyed_child {
-                return Err(Refusal::NoChild { call: call.clone() }.into());
-            }
-            if let Some(&attempt) = step.started.get(call) {
-                return Err(Refusal::BodyStarted { call: call.clone(), attempt }.into());
-            }
-            let (Some(attempt), Some(dispatch)) = (record.last_attempt(), record.dispatch()) else {
-                return Err(match child {
-                    Some(child) => {
-                        Refusal::NoBodyStarted { call: call.clone(), child: child.clone() }
-                    }
-                    None => Refusal::NoChild { call: call.clone() },
-                }
-                .into());
-            };
-            (dispatch.clone(), attempt)
-        };
+        let Reattach { dispatch, attempt } = refuse::reattach(Seen::of(&inner, number), call)?;
         if let Some(step) = inner.step.as_mut() {
             step.started.insert(call.clone(), attempt);
         }
@@ -365,13 +229,13 @@ impl Step {
         let number = self.number;
         let mut inner = self.shared.lock();
         self.shared.append(&mut inner, |inner| {
-            unresolved_call(inner, number, call)?;
-            let kind = kind_of(inner, call);
+            let record = refuse::unresolved(Seen::of(inner, number), call)?;
+            let kind = record.kind();
             if kind != CallKind::Approval {
                 let (what, wanted) = ("an approval decision", "kind `approval`");
                 return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
             }
-            if inner.state.call(call).is_some_and(|r| r.approval() != ApprovalState::Undecided) {
+            if record.approval() != ApprovalState::Undecided {
                 return Err(Refusal::AlreadyDecided { call: call.clone() });
             }
             let event = ApprovalDecided { call: call.clone(), approved };
@@ -386,8 +250,7 @@ impl Step {
         let number = self.number;
         let mut inner = self.shared.lock();
         self.shared.append(&mut inner, |inner| {
-            unresolved_call(inner, number, call)?;
-            let kind = kind_of(inner, call);
+            let kind = refuse::unresolved(Seen::of(inner, number), call)?.kind();
             if kind != CallKind::Client {
                 let (what, wanted) = ("a client answer", "kind `client`");
                 return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
@@ -405,14 +268,14 @@ impl Step {
         let number = self.number;
         let mut inner = self.shared.lock();
         self.shared.append(&mut inner, |inner| {
-            unresolved_call(inner, number, call)?;
-            let kind = kind_of(inner, call);
+            let record = refuse::unresolved(Seen::of(inner, number), call)?;
+            let kind = record.kind();
             if !matches!(kind, CallKind::RemoteAgent | CallKind::Companion) {
                 let (what, wanted) = ("a child", "kind `remote_agent` or `companion`");
                 return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
             }
-            if let Some(bound) = inner.state.call(call).and_then(|r| r.child().cloned()) {
-                return Err(Refusal::ChildAttached { call: call.clone(), child: bound });
+            if let Some(bound) = record.child() {
+                return Err(Refusal::ChildAttached { call: call.clone(), child: bound.clone() });
             }
             let event = ChildAttached { call: call.clone(), child: child.clone() };
             Ok((vec![Event::ChildAttached(event)], ()))
@@ -428,12 +291,15 @@ impl Step {
         let number = self.number;
         let mut inner = self.shared.lock();
         self.shared.append(&mut inner, |inner| {
-            unresolved_call(inner, number, call)?;
-            let why = match inner.state.call(call) {
-                Some(r) if r.kind() == CallKind::Client => Some("the client may have run it"),
-                Some(r) if r.bodies() > 0 => Some("a body of it started"),
-                Some(r) if r.child().is_some() => Some("a child was attached for it"),
-                _ => None,
+            let record = refuse::unresolved(Seen::of(inner, number), call)?;
+            let why = if record.kind() == CallKind::Client {
+                Some("the client may have run it")
+            } else if record.bodies() > 0 {
+                Some("a body of it started")
+            } else if record.child().is_some() {
+                Some("a child was attached for it")
+            } else {
+                None
             };
             if let Some(why) = why {
                 return Err(Refusal::MayHaveRun { call: call.clone(), why });
@@ -461,17 +327,18 @@ impl Step {
         let run = self.shared.run.clone();
         let mut inner = self.shared.lock();
         self.shared.append(&mut inner, |inner| {
-            open(inner, number)?;
+            let seen = Seen::of(inner, number);
+            seen.step()?;
             if calls.is_empty() {
                 return Err(Refusal::NothingToAwait);
             }
             for call in calls {
-                unresolved_call(inner, number, call)?;
-                let awaitable = inner.state.call(call).is_some_and(|r| match r.kind() {
+                let record = refuse::unresolved(seen, call)?;
+                let awaitable = match record.kind() {
                     CallKind::Client => true,
-                    CallKind::Approval => r.approval() == ApprovalState::Undecided,
+                    CallKind::Approval => record.approval() == ApprovalState::Undecided,
                     _ => false,
-                });
+                };
                 if !awaitable {
                     let why = "it is neither a client call nor an approval call with no decision";
                     return Err(Refusal::NotAwaitable { call: call.clone(), why });
@@ -504,8 +371,9 @@ impl Step {
         let checkpoint = self.shared.ids.checkpoint_id();
         let mut inner = self.shared.lock();
         self.shared.append(&mut inner, |inner| {
-            open(inner, number)?;
-            let calls = open_calls(&inner.state, number);
+            let seen = Seen::of(inner, number);
+            seen.step()?;
+            let calls = seen.open_calls();
             if !calls.is_empty() {
                 return Err(Refusal::OpenCalls { step: number, calls });
             }
@@ -514,18 +382,5 @@ impl Step {
         })?;
         inner.step = None;
         Ok(checkpoint)
-    }
-}
-
-/// The unresolved calls of step `number`, in reply order.
-fn open_calls(state: &SessionState, number: StepNo) -> Vec<CallId> {
-    match reply_of(state, number) {
-        Ok(reply) => state
-            .calls_of(reply)
-            .iter()
-            .filter(|c| !c.is_resolved())
-            .map(|c| c.id().clone())
-            .collect(),
-        Err(_) => Vec::new(),
     }
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use stepjournal_codec::{Attempt, CallKind, PairReason, Replay};
 
 use super::decision::{Action, CallPlan, Rule};
+use crate::order::{Blocking, Lane, blocking};
 use crate::state::{ApprovalState, CallRecord, Resolution, reason_blocks};
 use crate::{ArgsCheck, Config, ToolRegistry, rules};
 
@@ -50,39 +51,28 @@ fn is_resolved(record: &CallRecord<'_>, pairings_count: bool) -> bool {
     record.is_settled() || (pairings_count && record.has_counting_pairing())
 }
 
-/// The calls already known to block the ones behind them: by group, and the sequential chain.
+/// The calls already known to hold back the ones behind them: the first of each lane.
 #[derive(Default)]
 struct Blockers<'a> {
-    groups: HashMap<&'a str, String>,
-    chain: Option<String>,
+    first: HashMap<Lane<'a>, String>,
 }
 
 impl<'a> Blockers<'a> {
     fn note(&mut self, record: &'a CallRecord<'a>, what: String) {
-        if let Some(group) = &record.call().group {
-            self.groups.entry(group.as_str()).or_insert_with(|| what.clone());
-        }
-        if record.call().sequential {
-            self.chain.get_or_insert(what);
+        for lane in Lane::of(record.call()) {
+            self.first.entry(lane).or_insert_with(|| what.clone());
         }
     }
 
-    /// The rule and sentence of the order rule that holds `record` back, if one does.
+    /// The rule and sentence of the order rule that holds `record` back, if one does: the first
+    /// of its lanes (see [`Lane::of`]) a call ahead of it blocks.
     fn holding(&self, record: &CallRecord<'_>) -> Option<(&'static str, String)> {
-        if let Some(group) = &record.call().group
-            && let Some(what) = self.groups.get(group.as_str())
-        {
-            return Some((rules::ORDER_GROUP, format!("it is behind {what} of group `{group}`")));
-        }
-        if record.call().sequential
-            && let Some(what) = &self.chain
-        {
-            return Some((
-                rules::ORDER_SEQUENTIAL,
-                format!("it is behind {what} in the sequential chain"),
-            ));
-        }
-        None
+        let (lane, what) =
+            Lane::of(record.call()).find_map(|lane| Some((lane, self.first.get(&lane)?)))?;
+        Some(match lane {
+            Lane::Group(_) => (rules::ORDER_GROUP, format!("it is behind {what} of {lane}")),
+            Lane::Sequential => (rules::ORDER_SEQUENTIAL, format!("it is behind {what} in {lane}")),
+        })
     }
 }
 
@@ -120,10 +110,14 @@ pub(super) fn recover(
     let mut out = Vec::with_capacity(calls.len());
     for record in calls {
         let plan = if is_resolved(record, pairings_count) {
-            if record.approval() == ApprovalState::Denied {
-                blockers.note(record, format!("`{}`, whose approval was denied", record.id()));
-            } else if let Some(reason) = record.blocks_by_log(pairings_count) {
-                blockers.note(record, format!("`{}`, paired {}", record.id(), reason.as_str()));
+            match blocking(record, pairings_count) {
+                Some(Blocking::ApprovalDenied) => {
+                    blockers.note(record, format!("`{}`, whose approval was denied", record.id()));
+                }
+                Some(Blocking::Paired(reason)) => {
+                    blockers.note(record, format!("`{}`, paired {}", record.id(), reason.as_str()));
+                }
+                None => {}
             }
             decided(record, Action::Keep, rules::KEEP_RESOLVED, keep_why(record, pairings_count))
         } else {
