@@ -265,6 +265,16 @@ macro_rules! events {
             /// Every kind, in code order.
             pub const ALL: &'static [EventKind] = &[$(EventKind::$variant),*];
 
+            /// How many kinds there are: the length of [`EventKind::ALL`], for tables with a
+            /// slot per kind (see [`EventKind::index`]).
+            pub const COUNT: usize = Self::ALL.len();
+
+            /// The kind's place in [`EventKind::ALL`], below [`EventKind::COUNT`]: its code
+            /// less one (the codes are 1, 2, ... in order).
+            pub fn index(self) -> usize {
+                usize::from(self.code()).saturating_sub(1)
+            }
+
             /// The kind's `type` in the JSON form.
             pub fn name(self) -> &'static str {
                 match self {
@@ -364,5 +374,19 @@ pub(crate) trait PayloadDecoder {
 impl std::fmt::Display for EventKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_slot_below_count_in_code_order() {
+        for (i, kind) in EventKind::ALL.iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind}");
+            assert_eq!(EventKind::from_code(kind.code()), Some(*kind));
+        }
+        assert!(EventKind::ALL.iter().all(|k| k.index() < EventKind::COUNT));
     }
 }

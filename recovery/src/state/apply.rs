@@ -1,5 +1,7 @@
-//! Folding one event into the state, from a borrowed event (its text copied) or an owned one
-//! (its text moved in). Both give the same state.
+//! The fold: [`fold`] and [`fold_owned`] over a whole log, and [`SessionState::apply`] and
+//! [`SessionState::apply_owned`] for one event, from a borrowed event (its text copied) or an
+//! owned one (its text moved in). One match serves both (`fold_event!`), so both give the same
+//! state.
 
 use stepjournal_codec::{
     Call, CallId, CheckpointId, DispatchId, Event, EventKind, PairReason, RawJson, Seq, SessionId,
@@ -13,6 +15,75 @@ use super::records::{
     RunEndRecord, RunRecord, SuspensionRecord,
 };
 use super::{SCAN_LAST_REPLY, SessionState, slot_id};
+
+/// The one body of [`SessionState::apply`] and [`SessionState::apply_owned`]: folds `$event`,
+/// the event at `$seq`, into `$state`. `$take` is what a record keeps of a field of the matched
+/// event: `moved!` out of an owned event, `cloned!` from a borrowed one. Fields that are
+/// `Copy`, or only read (the call an event names), are used as they are.
+macro_rules! fold_event {
+    ($state:ident, $seq:ident, $event:expr, $take:ident) => {
+        match $event {
+            Event::RunStarted(e) => $state.runs.push(RunRecord {
+                seq: $seq,
+                run: $take!(e.run),
+                entry: $take!(e.entry),
+            }),
+            Event::Message(e) => $state.messages.push(MessageRecord {
+                seq: $seq,
+                role: e.role,
+                text: $take!(e.text),
+            }),
+            Event::ReplyCommitted(e) => {
+                $state.on_reply($seq, e.step, $take!(e.checkpoint), $take!(e.text), $take!(e.calls))
+            }
+            Event::DispatchMinted(e) => $state.on_dispatch($seq, &e.call, $take!(e.dispatch)),
+            Event::AttemptStarted(e) => $state.on_attempt($seq, &e.call, e.attempt),
+            Event::OutputChunk(e) => $state.on_chunk($seq, &e.call, e.attempt, &e.text),
+            Event::ToolResult(e) => {
+                $state.on_result($seq, &e.call, e.attempt, $take!(e.output), e.is_error)
+            }
+            Event::ApprovalDecided(e) => $state.on_approval($seq, &e.call, e.approved),
+            Event::ClientAnswer(e) => $state.on_answer($seq, &e.call, $take!(e.output)),
+            Event::ChildAttached(e) => $state.on_child($seq, &e.call, $take!(e.child)),
+            Event::Paired(e) => {
+                $state.on_paired($seq, &e.call, e.reason, $take!(e.message), $take!(e.partial))
+            }
+            Event::Suspended(e) => {
+                $state.suspensions.push(SuspensionRecord { seq: $seq, calls: $take!(e.calls) })
+            }
+            Event::StepCommit(e) => $state.commits.push(CommitRecord {
+                seq: $seq,
+                step: e.step,
+                checkpoint: $take!(e.checkpoint),
+            }),
+            Event::RunEnded(e) => $state.run_ends.push(RunEndRecord {
+                seq: $seq,
+                run: $take!(e.run),
+                outcome: e.outcome,
+                error: $take!(e.error),
+                voided_by: None,
+            }),
+            Event::Rewound(e) => $state.on_rewind($seq, $take!(e.to)),
+            Event::ModelAborted(e) => {
+                $state.aborts.push(AbortRecord { seq: $seq, partial: $take!(e.partial) })
+            }
+        }
+    };
+}
+
+/// A field of an owned event, moved into the record.
+macro_rules! moved {
+    ($field:expr) => {
+        $field
+    };
+}
+
+/// A field of a borrowed event, cloned into the record.
+macro_rules! cloned {
+    ($field:expr) => {
+        $field.clone()
+    };
+}
 
 /// A hasher with fixed keys: the fold draws no randomness.
 type FixedState = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
@@ -41,10 +112,10 @@ impl SessionState {
     /// grows no table: a large allocation in the middle of many small frees is what makes a
     /// general-purpose allocator stall.
     fn with_capacity_for(events: &[Event]) -> Self {
-        let mut counts = [0usize; 17];
+        let mut counts = [0usize; EventKind::COUNT];
         let (mut calls, mut text) = (0usize, 0usize);
         for e in events {
-            if let Some(n) = counts.get_mut(usize::from(e.kind().code())) {
+            if let Some(n) = counts.get_mut(e.kind().index()) {
                 *n += 1;
             }
             match e {
@@ -53,7 +124,7 @@ impl SessionState {
                 _ => {}
             }
         }
-        let count = |k: EventKind| counts.get(usize::from(k.code())).copied().unwrap_or(0);
+        let count = |k: EventKind| counts.get(k.index()).copied().unwrap_or(0);
         let mut state = SessionState::default();
         state.calls.reserve(calls);
         state.index.reserve(calls);
@@ -84,82 +155,14 @@ impl SessionState {
     /// Folds one more event: the next one of the log.
     pub fn apply(&mut self, event: &Event) {
         let seq = self.next_seq();
-        match event {
-            Event::RunStarted(e) => {
-                self.runs.push(RunRecord { seq, run: e.run.clone(), entry: e.entry.clone() })
-            }
-            Event::Message(e) => {
-                self.messages.push(MessageRecord { seq, role: e.role, text: e.text.clone() })
-            }
-            Event::ReplyCommitted(e) => {
-                self.on_reply(seq, e.step, e.checkpoint.clone(), e.text.clone(), e.calls.clone())
-            }
-            Event::DispatchMinted(e) => self.on_dispatch(seq, &e.call, e.dispatch.clone()),
-            Event::AttemptStarted(e) => self.on_attempt(seq, &e.call, e.attempt),
-            Event::OutputChunk(e) => self.on_chunk(seq, &e.call, e.attempt, &e.text),
-            Event::ToolResult(e) => {
-                self.on_result(seq, &e.call, e.attempt, e.output.clone(), e.is_error)
-            }
-            Event::ApprovalDecided(e) => self.on_approval(seq, &e.call, e.approved),
-            Event::ClientAnswer(e) => self.on_answer(seq, &e.call, e.output.clone()),
-            Event::ChildAttached(e) => self.on_child(seq, &e.call, e.child.clone()),
-            Event::Paired(e) => {
-                self.on_paired(seq, &e.call, e.reason, e.message.clone(), e.partial.clone())
-            }
-            Event::Suspended(e) => {
-                self.suspensions.push(SuspensionRecord { seq, calls: e.calls.clone() })
-            }
-            Event::StepCommit(e) => self.commits.push(CommitRecord {
-                seq,
-                step: e.step,
-                checkpoint: e.checkpoint.clone(),
-            }),
-            Event::RunEnded(e) => self.run_ends.push(RunEndRecord {
-                seq,
-                run: e.run.clone(),
-                outcome: e.outcome,
-                error: e.error.clone(),
-                voided_by: None,
-            }),
-            Event::Rewound(e) => self.on_rewind(seq, e.to.clone()),
-            Event::ModelAborted(e) => {
-                self.aborts.push(AbortRecord { seq, partial: e.partial.clone() })
-            }
-        }
+        fold_event!(self, seq, event, cloned);
     }
 
     /// Folds one more event it owns: the same as [`SessionState::apply`], moving the event's
     /// text in instead of copying it.
     pub fn apply_owned(&mut self, event: Event) {
         let seq = self.next_seq();
-        match event {
-            Event::RunStarted(e) => self.runs.push(RunRecord { seq, run: e.run, entry: e.entry }),
-            Event::Message(e) => {
-                self.messages.push(MessageRecord { seq, role: e.role, text: e.text })
-            }
-            Event::ReplyCommitted(e) => self.on_reply(seq, e.step, e.checkpoint, e.text, e.calls),
-            Event::DispatchMinted(e) => self.on_dispatch(seq, &e.call, e.dispatch),
-            Event::AttemptStarted(e) => self.on_attempt(seq, &e.call, e.attempt),
-            Event::OutputChunk(e) => self.on_chunk(seq, &e.call, e.attempt, &e.text),
-            Event::ToolResult(e) => self.on_result(seq, &e.call, e.attempt, e.output, e.is_error),
-            Event::ApprovalDecided(e) => self.on_approval(seq, &e.call, e.approved),
-            Event::ClientAnswer(e) => self.on_answer(seq, &e.call, e.output),
-            Event::ChildAttached(e) => self.on_child(seq, &e.call, e.child),
-            Event::Paired(e) => self.on_paired(seq, &e.call, e.reason, e.message, e.partial),
-            Event::Suspended(e) => self.suspensions.push(SuspensionRecord { seq, calls: e.calls }),
-            Event::StepCommit(e) => {
-                self.commits.push(CommitRecord { seq, step: e.step, checkpoint: e.checkpoint })
-            }
-            Event::RunEnded(e) => self.run_ends.push(RunEndRecord {
-                seq,
-                run: e.run,
-                outcome: e.outcome,
-                error: e.error,
-                voided_by: None,
-            }),
-            Event::Rewound(e) => self.on_rewind(seq, e.to),
-            Event::ModelAborted(e) => self.aborts.push(AbortRecord { seq, partial: e.partial }),
-        }
+        fold_event!(self, seq, event, moved);
     }
 
     fn on_reply(

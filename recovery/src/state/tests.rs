@@ -1,4 +1,8 @@
-use stepjournal_codec::{CallId, PairReason, RunOutcome, Seq};
+use std::collections::BTreeSet;
+
+use stepjournal_codec::{
+    CallId, CallKind, Event, EventKind, ModelAborted, PairReason, RunOutcome, Seq, Suspended,
+};
 
 use super::*;
 use crate::testlog::*;
@@ -26,6 +30,49 @@ fn feeding_events_one_by_one_gives_the_same_state_as_all_at_once() {
     assert_eq!(state, fold(&log.events));
     assert_eq!(state, fold_owned(log.events.clone()));
     assert_eq!(state.len(), log.events.len() as u64);
+}
+
+/// A log holding every kind of event, each naming what it can of the reply's calls.
+fn every_kind() -> Log {
+    Log::new()
+        .reply(
+            1,
+            "cp-1",
+            vec![
+                call("c1", "safe_tool").safe(),
+                call("c2", "approve").kind(CallKind::Approval),
+                call("c3", "ask").kind(CallKind::Client),
+                call("c4", "agent").kind(CallKind::RemoteAgent),
+            ],
+        )
+        .bodies("c1", 1)
+        .chunk("c1", 1, "half")
+        .result("c1", 1)
+        .approval("c2", true)
+        .answer("c3")
+        .child("c4", "child-1")
+        .paired("c4", PairReason::OutcomeUnknown)
+        .push(Event::Suspended(Suspended { calls: vec![CallId::new("c2")] }))
+        .ended("r1", RunOutcome::Failed)
+        .run("r2", retry())
+        .rewound("cp-1")
+        .push(Event::ModelAborted(ModelAborted { partial: "Let me".into() }))
+        .commit(1, "cp-1-commit")
+}
+
+#[test]
+fn apply_and_apply_owned_fold_every_event_kind_to_the_same_state() {
+    let log = every_kind();
+    let kinds: BTreeSet<EventKind> = log.events.iter().map(Event::kind).collect();
+    assert_eq!(kinds.into_iter().collect::<Vec<_>>(), EventKind::ALL, "the log has every kind");
+    let (mut borrowed, mut owned) = (SessionState::default(), SessionState::default());
+    for event in &log.events {
+        borrowed.apply(event);
+        owned.apply_owned(event.clone());
+        assert_eq!(borrowed, owned, "after {}", event.kind());
+    }
+    assert_eq!(borrowed, fold(&log.events));
+    assert_eq!(owned, fold_owned(log.events));
 }
 
 #[test]
