@@ -47,7 +47,8 @@ impl FrameKind {
 }
 
 /// Appends a batch frame holding `events` at `first`, `first + 1`, ... of `session` to `buf`.
-/// Returns the frame's length. On error `buf` is unchanged.
+/// Returns the frame's length. On error `buf` is unchanged; an empty `events` is refused
+/// ([`EncodeError::EmptyBatch`]), as [`Frame::parse`] refuses an events frame with no record.
 pub fn encode_into(
     buf: &mut Vec<u8>,
     session: &SessionId,
@@ -55,6 +56,9 @@ pub fn encode_into(
     events: &[Stamped],
     limits: &Limits,
 ) -> Result<usize, EncodeError> {
+    if events.is_empty() {
+        return Err(EncodeError::EmptyBatch);
+    }
     let start = buf.len();
     buf.extend_from_slice(&[0; HEADER_LEN]);
     for (i, e) in events.iter().enumerate() {
@@ -81,11 +85,15 @@ pub fn encode_delete_into(
 }
 
 /// Appends a batch frame holding already-placed records (their own session, seq and time).
+/// An empty `records` is refused ([`EncodeError::EmptyBatch`]), as in [`encode_into`].
 pub fn encode_records_into(
     buf: &mut Vec<u8>,
     records: &[Record],
     limits: &Limits,
 ) -> Result<usize, EncodeError> {
+    if records.is_empty() {
+        return Err(EncodeError::EmptyBatch);
+    }
     let start = buf.len();
     buf.extend_from_slice(&[0; HEADER_LEN]);
     for r in records {

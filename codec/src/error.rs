@@ -66,6 +66,10 @@ pub enum EncodeError {
         /// The maximum.
         max: u64,
     },
+    /// The batch holds no event. An events frame holds at least one record (a reader refuses
+    /// an empty one), so none is written.
+    #[error("a batch must hold at least one event; an empty one is not written")]
+    EmptyBatch,
     /// The batch would exceed the maximum batch size.
     #[error("a batch of {len} bytes exceeds the maximum batch size of {max} bytes")]
     BatchTooLarge {

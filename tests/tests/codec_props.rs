@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 use stepjournal_codec::record::{self, RecordRef};
 use stepjournal_codec::{
-    DecodeError, Event, Limits, Record, Seq, SessionId, Stamped, UnixMillis, batch, json,
+    DecodeError, EncodeError, Event, Limits, Record, Seq, SessionId, Stamped, UnixMillis, batch,
+    json,
 };
 use stepjournal_tests::arb;
 
@@ -213,4 +214,24 @@ fn an_event_over_the_record_limit_is_refused_not_split() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("maximum record size of 1024"), "{err}");
+}
+
+#[test]
+fn an_empty_batch_is_refused_as_its_frame_would_be_on_read() {
+    // Pins a defect: `batch::encode_into` wrote an events frame with no record, which
+    // `Frame::parse` refuses, so a caller could store bytes no reader accepts.
+    let limits = Limits::default();
+    let mut buf = b"kept".to_vec();
+    let err = batch::encode_into(&mut buf, &SessionId::from("s"), Seq(0), &[], &limits);
+    assert_eq!(err, Err(EncodeError::EmptyBatch));
+    let err = batch::encode_records_into(&mut buf, &[], &limits);
+    assert_eq!(err, Err(EncodeError::EmptyBatch));
+    assert_eq!(buf, b"kept", "nothing was written");
+    // The frame an empty batch would have been: a header counting no record, sealed.
+    let mut frame = vec![0u8; batch::HEADER_LEN];
+    frame[12..14].copy_from_slice(&1u16.to_le_bytes());
+    let crc = crc32(&frame[4..]);
+    frame[..4].copy_from_slice(&crc.to_le_bytes());
+    let err = batch::decode(&frame, &limits).unwrap_err();
+    assert!(matches!(err, DecodeError::Malformed { .. }), "{err:?}");
 }
