@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use stepjournal::recovery::MemoryRegistry;
-use stepjournal::writer::SequentialIds;
+use stepjournal::writer::{Clock, SequentialIds, SystemClock};
 use stepjournal::{Journal, JournalOptions, Reply};
 use stepjournal_backends::file::{FileOptions, FileStore};
 use stepjournal_backends::memory::MemoryStore;
@@ -307,12 +307,16 @@ enum Driver<'a> {
 
 impl<'a> Driver<'a> {
     fn raw(store: &'a dyn JournalStore, session: SessionId) -> Result<Self, String> {
+        let at = SystemClock.now();
         let begin = [
-            Stamped::now(RunStarted {
-                run: RunId::from("bench-run"),
-                entry: Entry::NewTurn { message: "bench".into() },
-            }),
-            Stamped::now(Message { role: Role::User, text: "bench".into() }),
+            Stamped::at(
+                at,
+                RunStarted {
+                    run: RunId::from("bench-run"),
+                    entry: Entry::NewTurn { message: "bench".into() },
+                },
+            ),
+            Stamped::at(at, Message { role: Role::User, text: "bench".into() }),
         ];
         let ack = store
             .append(&session, Seq(0), &begin, Durability::Synced)
@@ -332,7 +336,9 @@ impl<'a> Driver<'a> {
             Driver::Raw { store, session, tail, calls } => {
                 let step = StepNo(n + 1);
                 let mut append = |events: Vec<Event>| -> Result<(), String> {
-                    let stamped: Vec<Stamped> = events.into_iter().map(Stamped::now).collect();
+                    let at = SystemClock.now();
+                    let stamped: Vec<Stamped> =
+                        events.into_iter().map(|e| Stamped::at(at, e)).collect();
                     let ack = store
                         .append(session, *tail, &stamped, Durability::Synced)
                         .map_err(|e| e.to_string())?;

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
+use stepjournal::writer::{Clock, SystemClock};
 use stepjournal_backends::JournalStore;
 use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMillis};
 use stepjournal_recovery::{SessionState, fold_owned};
@@ -234,7 +235,7 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let since = args
         .since
         .as_deref()
-        .map(|t| parse_since(t, UnixMillis::now()))
+        .map(|t| parse_since(t, SystemClock.now()))
         .transpose()
         .map_err(|reason| CliError::Usage { option: "--since", reason })?;
     let store = open_read(&args.store)?;

@@ -177,7 +177,8 @@ number_id!(
     Attempt(u32)
 );
 number_id!(
-    /// A wall-clock time in milliseconds since the Unix epoch. Recovery never reads it.
+    /// A wall-clock time in milliseconds since the Unix epoch. Recovery never reads it, and the
+    /// codec reads no clock: the writer's `Clock` gives it.
     UnixMillis(u64)
 );
 
@@ -190,16 +191,5 @@ impl Seq {
     /// This position moved on by `n`.
     pub const fn add(self, n: u64) -> Seq {
         Seq(self.0.saturating_add(n))
-    }
-}
-
-impl UnixMillis {
-    /// The current wall-clock time (0 if the clock is before the epoch).
-    pub fn now() -> Self {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
-        UnixMillis(ms)
     }
 }

@@ -71,12 +71,7 @@ pub struct Stamped {
 }
 
 impl Stamped {
-    /// The event stamped with the current time.
-    pub fn now(event: impl Into<Event>) -> Self {
-        Stamped { at: UnixMillis::now(), event: event.into() }
-    }
-
-    /// The event stamped with `at`.
+    /// The event stamped with `at` (the codec reads no clock: the writer's clock gives `at`).
     pub fn at(at: UnixMillis, event: impl Into<Event>) -> Self {
         Stamped { at, event: event.into() }
     }

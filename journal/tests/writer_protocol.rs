@@ -4,20 +4,39 @@
 mod writer_support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use stepjournal::recovery::{Action, verify};
-use stepjournal::writer::{Order, Refusal, RunStatus, WriteError};
-use stepjournal::{Journal, Reply};
+use stepjournal::writer::{Order, Refusal, RunStatus, SteppingClock, WriteError};
+use stepjournal::{Journal, JournalOptions, Reply};
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::memory::MemoryStore;
 use stepjournal_codec::{
     Attempt, AttemptStarted, CallId, ChildAttached, DispatchMinted, Entry, Event, EventKind,
     PairReason, ReplyCommitted, RunOutcome, RunStarted, Seq, SessionId, Stamped, StepNo,
+    UnixMillis,
 };
 use writer_support::*;
 
 fn new_turn() -> Entry {
     Entry::NewTurn { message: "hello".into() }
+}
+
+#[test]
+fn every_append_is_stamped_with_one_reading_of_the_options_clock() {
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(SteppingClock::new(UnixMillis(1_000), Duration::from_millis(10)));
+    let options = JournalOptions::new().ids(ids()).clock(clock);
+    let journal = Journal::new(store.clone(), Arc::new(registry()), options);
+    let run = journal.begin_run(&session(), new_turn()).unwrap();
+    let step = run.commit_reply(Reply::new("").call(call("c1", "search"))).unwrap();
+    step.start_body(&id("c1")).unwrap().finish(json("1"), false).unwrap();
+    step.commit().unwrap();
+    run.end(RunOutcome::Completed).unwrap();
+    let at: Vec<u64> = store.read_all(&session()).unwrap().iter().map(|r| r.at.get()).collect();
+    // run_started + message; reply_committed + dispatch_minted; attempt_started; tool_result;
+    // step_commit; run_ended: one reading per batch.
+    assert_eq!(at, [1_000, 1_000, 1_010, 1_010, 1_020, 1_030, 1_040, 1_050]);
 }
 
 #[test]
@@ -332,7 +351,7 @@ fn remote_agent_log(store: &MemoryStore, session: &SessionId) {
         AttemptStarted { call: id("c1"), attempt: Attempt(1) }.into(),
         ChildAttached { call: id("c1"), child: "child-1".into() }.into(),
     ];
-    let stamped: Vec<Stamped> = events.into_iter().map(Stamped::now).collect();
+    let stamped: Vec<Stamped> = events.into_iter().map(|e| Stamped::at(T0, e)).collect();
     store.append(session, Seq(0), &stamped, stepjournal_backends::Durability::Synced).unwrap();
 }
 

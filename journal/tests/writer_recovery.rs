@@ -314,7 +314,12 @@ fn an_event_another_writer_appends_is_folded_and_the_append_made_at_the_new_tail
     let tail = store.tail(&session()).unwrap();
     let answer = ClientAnswer { call: id("c1"), output: json(r#""yes""#) };
     store
-        .append(&session(), tail, &[Stamped::now(answer)], stepjournal_backends::Durability::Synced)
+        .append(
+            &session(),
+            tail,
+            &[Stamped::at(T0, answer)],
+            stepjournal_backends::Durability::Synced,
+        )
         .unwrap();
     let body = step.start_body(&id("c2")).unwrap();
     body.finish(json("1"), false).unwrap();
@@ -330,13 +335,16 @@ fn a_recovered_call_with_no_dispatch_id_gets_one_minted_before_its_body() {
     let (journal, store) = memory_journal();
     // A log from a writer that saved the reply but no dispatch id.
     let log: Vec<Stamped> = vec![
-        Stamped::now(RunStarted { run: "r-old".into(), entry: Entry::Wake }),
-        Stamped::now(ReplyCommitted {
-            step: StepNo(1),
-            checkpoint: "cp-old".into(),
-            text: String::new(),
-            calls: vec![call("c1", "search")],
-        }),
+        Stamped::at(T0, RunStarted { run: "r-old".into(), entry: Entry::Wake }),
+        Stamped::at(
+            T0,
+            ReplyCommitted {
+                step: StepNo(1),
+                checkpoint: "cp-old".into(),
+                text: String::new(),
+                calls: vec![call("c1", "search")],
+            },
+        ),
     ];
     store
         .append(

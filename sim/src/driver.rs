@@ -3,11 +3,14 @@
 
 use std::fmt::Display;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use stepjournal::writer::{BeginError, RunStatus, SequentialIds};
+use stepjournal::writer::{BeginError, RunStatus, SequentialIds, SteppingClock};
 use stepjournal::{Journal, JournalOptions, Reply, Run};
 use stepjournal_backends::JournalStore;
-use stepjournal_codec::{Call, CallKind, Entry, Event, ResumeMode, RunOutcome, SessionId};
+use stepjournal_codec::{
+    Call, CallKind, Entry, Event, ResumeMode, RunOutcome, SessionId, UnixMillis,
+};
 use stepjournal_recovery::{MemoryRegistry, SessionState};
 
 use super::check::{History, check};
@@ -21,6 +24,9 @@ use super::script::{Script, ScriptCall};
 use super::store::{AckLog, FaultStore};
 use super::tools::ToolSet;
 use super::violation::Violation;
+
+/// The time of a simulation's first append: 2023-11-14T22:13:20Z.
+const START: UnixMillis = UnixMillis(1_700_000_000_000);
 
 /// How a run of the simulation ended, short of a fault.
 enum End {
@@ -40,6 +46,9 @@ pub(crate) struct Sim<'a> {
     session: SessionId,
     registry: Arc<MemoryRegistry>,
     ids: Arc<SequentialIds>,
+    /// Every run's time: it moves on by 1 ms per append from the same start, so the same
+    /// simulation writes the same bytes.
+    clock: Arc<SteppingClock>,
     acked: AckLog,
     /// How many runs were begun. Invariant: at most the bound `runs_until_over` sets.
     runs: u32,
@@ -72,6 +81,7 @@ impl<'a> Sim<'a> {
             session: SessionId::new("sim-session"),
             registry: Arc::new(tools.registry()),
             ids: Arc::new(SequentialIds::new()),
+            clock: Arc::new(SteppingClock::new(START, Duration::from_millis(1))),
             acked: Arc::new(Mutex::new(Vec::new())),
             runs: 0,
         })
@@ -260,7 +270,10 @@ impl<'a> Sim<'a> {
     }
 
     fn options(&self) -> JournalOptions {
-        JournalOptions::new().ids(self.ids.clone()).recovery(self.world.case.config)
+        JournalOptions::new()
+            .ids(self.ids.clone())
+            .clock(self.clock.clone())
+            .recovery(self.world.case.config)
     }
 
     /// One run: the entry, the zombie's late writes, the recovered step, then the script's next

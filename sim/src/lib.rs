@@ -84,7 +84,7 @@ pub use tools::{BodyRun, Interrupted, LedgerTool, SimTool, ToolOutput, ToolSet, 
 pub use violation::Violation;
 
 /// Runs `script` with `tools` on `medium`, injecting `case`'s faults, and reports what it
-/// found. Deterministic: the same inputs make the same appends, ids and faults.
+/// found. Deterministic: the same inputs make the same appends, ids, times and faults.
 ///
 /// Fails only when the script cannot be simulated (see [`ScriptError`]); everything the
 /// simulation finds wrong is in [`Report::violations`].

@@ -627,6 +627,34 @@ fn a_torn_append_on_the_simulated_disk_keeps_the_invariants() {
     }
 }
 
+/// Every file of the simulated disk's journal directory, with its written bytes.
+fn journal_files(medium: &SimDiskMedium) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let disk = medium.disk();
+    let files = disk.files(std::path::Path::new("/journal"));
+    files.into_iter().map(|(path, _)| (path.clone(), disk.read_file(&path).unwrap())).collect()
+}
+
+#[test]
+fn two_identical_simulations_write_byte_identical_journals() {
+    let script = two_calls();
+    let case = Case::new()
+        .fault(Fault::crash_in_body(1, 1).then(Reentry::Wake))
+        .fault(Fault::crash_at_append(2, Landing::Torn).seed(3).then(Reentry::Continue));
+    let (mut first, mut second) = (SimDiskMedium::new(), SimDiskMedium::new());
+    let a = simulate(&script, &tools(), &case, &mut first).unwrap();
+    let b = simulate(&script, &tools(), &case, &mut second).unwrap();
+    assert!(a.is_ok(), "{}", a.summary());
+    assert_eq!(a.faults_fired, 2, "{}", a.summary());
+    assert_eq!(a.log, b.log, "the same records, times included");
+    let (files, again) = (journal_files(&first), journal_files(&second));
+    assert!(files.iter().any(|(_, bytes)| !bytes.is_empty()), "the journal holds segments");
+    assert!(files == again, "the segment files differ byte for byte");
+    // The times are the simulation's clock's, one step per append, not the system's.
+    let times: Vec<u64> = a.log.iter().map(|r| r.at.get()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(times.first().is_some_and(|t| (1_700_000_000_000..1_700_000_001_000).contains(t)));
+}
+
 #[test]
 fn a_script_the_simulator_cannot_run_is_refused() {
     let script = Script::new("go")

@@ -31,6 +31,7 @@ impl std::fmt::Debug for Journal {
             .field("durability", &self.options.durability)
             .field("config", &self.options.config)
             .field("ids", &self.options.ids)
+            .field("clock", &self.options.clock)
             .finish_non_exhaustive()
     }
 }
@@ -120,7 +121,9 @@ impl Journal {
             if let Some(error) = plan.error {
                 return Err(BeginError::Refused(error));
             }
-            let stamped: Vec<Stamped> = plan.appends.iter().cloned().map(Stamped::now).collect();
+            let at = self.options.clock.now();
+            let stamped: Vec<Stamped> =
+                plan.appends.iter().cloned().map(|e| Stamped::at(at, e)).collect();
             match self.store.append(session, tail, &stamped, self.options.durability) {
                 Ok(_) => {
                     let mut records = records;
@@ -214,6 +217,7 @@ impl Journal {
             durability: self.options.durability,
             config: self.options.config,
             ids: self.options.ids.clone(),
+            clock: self.options.clock.clone(),
             append_attempts: self.options.append_attempts,
             inner: Mutex::new(Inner { tail, state, status, step }),
         };

@@ -29,6 +29,7 @@
 //! `docs/embedding.md` walks through a runtime's loop; `examples/agent_loop.rs` is one, compiled.
 
 mod body;
+mod clock;
 mod error;
 mod ids;
 mod journal;
@@ -39,6 +40,7 @@ mod shared;
 mod step;
 
 pub use body::Body;
+pub use clock::{Clock, FixedClock, SteppingClock, SystemClock};
 pub use error::{AfterFailure, BeginError, Fence, Order, Refusal, RunStatus, WriteError};
 pub use ids::{IdSource, SequentialIds, UniqueIds};
 pub use journal::Journal;

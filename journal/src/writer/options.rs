@@ -5,7 +5,8 @@ use std::sync::Arc;
 use stepjournal_backends::Durability;
 use stepjournal_recovery::Config;
 
-use super::{IdSource, UniqueIds};
+use super::clock::{Clock, SystemClock};
+use super::ids::{IdSource, UniqueIds};
 
 /// The writer's settings. Build with [`JournalOptions::new`] (the defaults) and the setters.
 ///
@@ -14,6 +15,7 @@ use super::{IdSource, UniqueIds};
 /// | [`durability`](Self::durability) | [`Durability::Synced`] (weakened to what the store gives) |
 /// | [`recovery`](Self::recovery) | [`Config::default`]: `max_bodies` 3 |
 /// | [`ids`](Self::ids) | [`UniqueIds::new`] |
+/// | [`clock`](Self::clock) | [`SystemClock`]: the system's wall clock |
 /// | [`begin_attempts`](Self::begin_attempts) | 16 |
 /// | [`append_attempts`](Self::append_attempts) | 16 |
 #[derive(Debug, Clone)]
@@ -21,6 +23,7 @@ pub struct JournalOptions {
     pub(crate) durability: Durability,
     pub(crate) config: Config,
     pub(crate) ids: Arc<dyn IdSource>,
+    pub(crate) clock: Arc<dyn Clock>,
     pub(crate) begin_attempts: u32,
     pub(crate) append_attempts: u32,
 }
@@ -40,6 +43,7 @@ impl JournalOptions {
             durability: Durability::Synced,
             config: Config::default(),
             ids: Arc::new(UniqueIds::new()),
+            clock: Arc::new(SystemClock),
             begin_attempts: Self::DEFAULT_BEGIN_ATTEMPTS,
             append_attempts: Self::DEFAULT_APPEND_ATTEMPTS,
         }
@@ -63,6 +67,15 @@ impl JournalOptions {
     /// simulators use one shared [`SequentialIds`](super::SequentialIds).
     pub fn ids(mut self, ids: Arc<dyn IdSource>) -> Self {
         self.ids = ids;
+        self
+    }
+
+    /// Where the time each append is stamped with comes from (every event of a batch gets the
+    /// same time; recovery never reads it). Default [`SystemClock`]; a
+    /// [`FixedClock`](super::FixedClock) or a [`SteppingClock`](super::SteppingClock) makes the
+    /// bytes a run writes the same every time (simulators, tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 

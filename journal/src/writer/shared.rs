@@ -11,6 +11,7 @@ use stepjournal_codec::{
 };
 use stepjournal_recovery::{ApprovalState, CallPlan, Config, SessionState};
 
+use super::clock::Clock;
 use super::{AfterFailure, Fence, IdSource, Refusal, RunStatus, WriteError};
 
 /// The step a run has open: the reply it committed, or the saved step its entry recovered.
@@ -48,6 +49,7 @@ pub(crate) struct Shared {
     pub(crate) durability: Durability,
     pub(crate) config: Config,
     pub(crate) ids: Arc<dyn IdSource>,
+    pub(crate) clock: Arc<dyn Clock>,
     pub(crate) append_attempts: u32,
     pub(crate) inner: Mutex<Inner>,
 }
@@ -148,7 +150,8 @@ impl Shared {
             self.status_allows_write(inner)?;
             let (events, out) = build(inner).map_err(|r| AppendFailure::Write(r.into()))?;
             debug_assert!(!events.is_empty(), "every operation appends at least one event");
-            let batch: Vec<Stamped> = events.into_iter().map(Stamped::now).collect();
+            let at = self.clock.now();
+            let batch: Vec<Stamped> = events.into_iter().map(|e| Stamped::at(at, e)).collect();
             match self.store.append(&self.session, inner.tail, &batch, self.durability) {
                 Ok(ack) => {
                     apply(inner, &batch);

@@ -13,8 +13,12 @@ use stepjournal_backends::{
 };
 use stepjournal_codec::{
     Call, CallId, CallKind, Event, EventKind, RawJson, Record, Replay, Seq, SessionId, Stamped,
-    ToolName,
+    ToolName, UnixMillis,
 };
+
+/// The time the tests' hand-made appends (another writer's, an older writer's) are stamped
+/// with.
+pub const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 
 /// The tools the tests call: `set_preference` and `search` are safe; `send_email` and
 /// `charge_card` are unsafe; `ask_user` is a client tool; `delete_account` is approval-gated;
