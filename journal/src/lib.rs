@@ -21,7 +21,7 @@
 //! | `postgres` | off | the PostgreSQL backend (`postgres`) |
 //!
 //! The memory and file backends are always there.
-#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 #[cfg(feature = "schema")]
 pub mod registry;

@@ -1,6 +1,5 @@
 //! A store failure after the save: the run pairs its open calls and ends `failed` while the
 //! store accepts writes (a `retry` recovers), or is broken when it does not (reopen; `wake`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod writer_support;
 

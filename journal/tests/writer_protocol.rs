@@ -1,5 +1,4 @@
 //! The protocol as the writer enforces it: every refusal, each leaving the log untouched.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod writer_support;
 

@@ -2,7 +2,6 @@
 //! started and whose child is attached is finished after a lost run, even with no body left
 //! under `max_bodies`, and without a new `attempt_started`; and every refusal, each writing
 //! nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod writer_support;
 

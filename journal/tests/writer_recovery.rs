@@ -1,6 +1,5 @@
 //! Whole steps through the writer and recovery after a dropped run, on the memory and file
 //! stores; appends whose outcome is unknown; other writers' events that do not fence.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod writer_support;
 

@@ -55,6 +55,7 @@
 //! assert!(report.is_ok(), "{}", report.summary());
 //! assert_eq!(report.faults_fired, 2);
 //! ```
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 mod check;
 mod driver;

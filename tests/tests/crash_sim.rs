@@ -7,7 +7,6 @@
 //!
 //! Every invariant of `sim::check` is asserted after every fault and at the end of every
 //! simulation; each suite also asserts that most of its scripts really had a fault fire.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

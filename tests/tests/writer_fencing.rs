@@ -2,7 +2,6 @@
 //! issued elsewhere) is refused with `Fenced`, nothing of it lands, and what the model is shown
 //! is run 2's decision. The second writer works through its own store handle wherever the
 //! backend allows several (SQLite, PostgreSQL), as another process would.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 
