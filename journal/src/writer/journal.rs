@@ -187,6 +187,7 @@ impl Journal {
             state.apply(&record.event);
             tail = record.seq.next();
         }
+        debug_assert_eq!(state.len(), tail.get(), "the state is folded up to the tail");
         // A recovered saved step stays open for the runtime to act on and commit; a redirect or
         // a stop closed it in the entry's batch.
         let step = match state.saved_step() {

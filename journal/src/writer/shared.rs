@@ -35,8 +35,9 @@ pub(crate) struct Inner {
     /// The session folded up to `tail`.
     pub(crate) state: SessionState,
     pub(crate) status: RunStatus,
-    /// Invariant: `Some` only while `status` is `Open` or after the run ended without closing
-    /// it (suspended, failed), where nothing reads it.
+    /// Invariant: `Some` only while `status` is `Open`, or after the run ended without closing
+    /// it (suspended, failed, fenced, broken), where nothing reads it: never once it completed
+    /// or was stopped.
     pub(crate) step: Option<OpenStep>,
 }
 
@@ -95,11 +96,29 @@ enum CaughtUp<T> {
     Moved(Option<Pending<T>>),
 }
 
+impl Inner {
+    /// Checks the invariants written on the fields (in debug builds): they hold whenever the
+    /// lock is free.
+    fn debug_check(&self) {
+        debug_assert_eq!(self.state.len(), self.tail.get(), "the state is folded up to the tail");
+        debug_assert!(
+            self.step.is_none()
+                || !matches!(
+                    self.status,
+                    RunStatus::Ended { outcome: RunOutcome::Completed | RunOutcome::Stopped, .. }
+                ),
+            "a run that completed or was stopped has no open step"
+        );
+    }
+}
+
 impl Shared {
     /// The run's view, locked. A panic elsewhere while it was held leaves it as consistent as
     /// any append left it (the state only changes after an append landed), so it is taken back.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.debug_check();
+        inner
     }
 
     /// Appends the events `build` makes from the run's view as one compare-and-set batch at the
@@ -237,6 +256,7 @@ impl Shared {
             inner.state.apply(&record.event);
             inner.tail = record.seq.next();
         }
+        inner.debug_check();
         // A pending batch can land only at its place, and only while nothing else is there.
         Ok(CaughtUp::Moved(pending.filter(|p| p.at == inner.tail)))
     }
@@ -299,7 +319,7 @@ fn apply(inner: &mut Inner, batch: &[Stamped]) {
         inner.state.apply(&stamped.event);
     }
     inner.tail = inner.tail.add(batch.len() as u64);
-    debug_assert_eq!(inner.state.len(), inner.tail.get(), "the state is folded up to the tail");
+    inner.debug_check();
 }
 
 /// The batch that ends a run `failed`: a pairing for each open call, then `run_ended`.

@@ -220,6 +220,11 @@ impl SessionState {
                 self.index.insert(id, first.saturating_add(pos), |i| slot_id(calls, replies, i));
             }
         }
+        debug_assert_eq!(
+            self.calls.len(),
+            first as usize + count as usize,
+            "a reply's calls follow the calls of the replies before it"
+        );
     }
 
     fn on_dispatch(&mut self, seq: Seq, call: &CallId, dispatch: DispatchId) {
@@ -311,9 +316,17 @@ impl SessionState {
             && let Some(c) = self.calls.get_mut(i)
         {
             let record = PairingRecord { seq, reason, message, partial, voided_by: None };
-            c.paired = c.paired.saturating_add(1);
-            self.lists.pairings.push(&mut c.pairings, record);
-            self.pairing_calls.extend(u32::try_from(i).ok());
+            if let Ok(call) = u32::try_from(i)
+                && self.lists.pairings.push(&mut c.pairings, record)
+            {
+                c.paired = c.paired.saturating_add(1);
+                self.pairing_calls.push(call);
+            }
+            debug_assert_eq!(
+                self.pairing_calls.len(),
+                self.lists.pairings.items.len(),
+                "every pairing kept has its call"
+            );
         }
     }
 
@@ -331,6 +344,10 @@ impl SessionState {
                     linked.item.voided_by = Some(seq);
                     if let Some(c) = self.calls.get_mut(call as usize) {
                         c.voided = c.voided.saturating_add(1);
+                        debug_assert!(
+                            c.voided <= c.paired,
+                            "only a call's own pairings are voided"
+                        );
                     }
                 }
             }

@@ -274,12 +274,14 @@ impl<T> Default for List<T> {
 }
 
 impl<T> List<T> {
-    pub(crate) fn push(&mut self, chain: &mut Chain, item: T) {
+    /// Appends `item` to `chain`; returns whether it was kept (a list holds fewer than
+    /// `u32::MAX` records: one more is dropped).
+    pub(crate) fn push(&mut self, chain: &mut Chain, item: T) -> bool {
         let Ok(at) = u32::try_from(self.items.len()) else {
-            return;
+            return false;
         };
         if at == NONE {
-            return;
+            return false;
         }
         self.items.push(Linked { item, next: NONE });
         if let Some(prev) = self.items.get_mut(chain.tail as usize) {
@@ -288,6 +290,11 @@ impl<T> List<T> {
             chain.head = at;
         }
         chain.tail = at;
+        debug_assert!(
+            chain.head <= chain.tail,
+            "a chain runs from its oldest record to its newest"
+        );
+        true
     }
 
     pub(crate) fn iter(&self, chain: Chain) -> ChainIter<'_, T> {
