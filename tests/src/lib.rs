@@ -8,3 +8,4 @@ pub mod conformance;
 pub mod file_fixture;
 pub mod protocol_gen;
 pub mod sample;
+pub mod watchdog;

@@ -5,13 +5,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
 use stepjournal_codec::{Seq, SessionId};
 use stepjournal_tests::sample::numbered;
+use stepjournal_tests::watchdog::hung;
 
 /// Runs the child until it has acknowledged `acks` appends, kills it, and returns the last
 /// acknowledged tail (every line it printed, including those still in the pipe).
@@ -33,12 +34,18 @@ fn run_and_kill(db: &std::path::Path, session: &str, acks: usize) -> u64 {
         }
     });
     let mut lines = Vec::new();
+    let limit = Duration::from_secs(30);
     while lines.len() < acks {
-        match rx.recv_timeout(Duration::from_secs(30)) {
+        match rx.recv_timeout(limit) {
             Ok(line) => lines.push(line),
-            Err(e) => {
+            Err(RecvTimeoutError::Timeout) => {
                 let _ = child.kill();
-                panic!("the child acknowledged only {} appends: {e}", lines.len());
+                let what = format!("the child's next acknowledgement after {}", lines.len());
+                panic!("{}", hung(&what, limit));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let _ = child.kill();
+                panic!("the child stopped after acknowledging {} of {acks} appends", lines.len());
             }
         }
     }
