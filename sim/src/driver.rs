@@ -50,7 +50,7 @@ pub(crate) struct Sim<'a> {
     /// simulation writes the same bytes.
     clock: Arc<SteppingClock>,
     acked: AckLog,
-    /// How many runs were begun. Invariant: at most the bound `runs_until_over` sets.
+    /// How many runs were begun (at most the bound `runs_until_over` sets).
     runs: u32,
 }
 
