@@ -8,8 +8,10 @@
 //! `postgres://...` or `postgresql://...`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
 
+mod completion;
 mod error;
 pub mod file;
+pub mod head;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -20,6 +22,8 @@ pub mod sqlite;
 mod store;
 mod url;
 
+pub use completion::{AppendFuture, Completer, StoreFuture};
 pub use error::{AppendError, OpenError, StoreError};
+pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead};
 pub use store::{AppendAck, Durability, JournalStore};
 pub use url::{OpenOptions, StoreUrl, open_url};

@@ -1,10 +1,12 @@
 //! The [`JournalStore`] trait: the contract every backend keeps.
 
 use std::ops::Range;
+use std::time::Duration;
 
-use stepjournal_codec::{Record, Seq, SessionId, Stamped};
+use stepjournal_codec::{Record, RunId, Seq, SessionId, Stamped};
 
-use crate::{AppendError, StoreError};
+use crate::head::{LeaseTaken, OwnerId, RunHead, SessionHead};
+use crate::{AppendError, AppendFuture, StoreError, StoreFuture};
 
 /// What an `Ok` from [`JournalStore::append`] promises about the appended events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,6 +90,123 @@ pub trait JournalStore: Send + Sync + 'static {
     fn read_all(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
         self.read(session, Seq(0)..Seq(u64::MAX))
     }
+
+    /// [`append`](Self::append) on the completion-based path: the batch is checked and encoded
+    /// now (a refusal or a conflict the store can tell at once comes back ready), and the
+    /// returned future is completed by the store's committer once the batch is stored at the
+    /// durability asked for, with the same result `append` would give. No thread waits for it:
+    /// await it from any executor, or [`wait`](StoreFuture::wait) on it.
+    ///
+    /// Dropping the future does not withdraw the batch: it may still land.
+    ///
+    /// The provided implementation appends synchronously and returns a ready future; the
+    /// backends of this crate complete it from their committers instead.
+    fn append_async(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> AppendFuture {
+        StoreFuture::ready(self.append(session, expected, events, durability))
+    }
+
+    /// [`read`](Self::read) as a future, for a caller that must not block its task on a store
+    /// across a network. The provided implementation reads synchronously (right for stores on
+    /// the local machine, whose reads do not wait on anyone).
+    fn read_async(
+        &self,
+        session: &SessionId,
+        range: Range<Seq>,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        StoreFuture::ready(self.read(session, range))
+    }
+
+    /// [`tail`](Self::tail) as a future; see [`read_async`](Self::read_async).
+    fn tail_async(&self, session: &SessionId) -> StoreFuture<Result<Seq, StoreError>> {
+        StoreFuture::ready(self.tail(session))
+    }
+
+    /// Every session's [`SessionHead`], sorted by id: what a runtime's start-up reads to find
+    /// the sessions to recover, without folding them.
+    ///
+    /// The backends of this crate keep heads as batches land. The provided implementation reads
+    /// every session's log (correct, and as slow as folding them all): a store should keep its
+    /// own.
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let mut heads = Vec::new();
+        for session in self.sessions()? {
+            if let Some(head) = self.head(&session)? {
+                heads.push(head);
+            }
+        }
+        Ok(heads)
+    }
+
+    /// The session's [`SessionHead`] (`None` for a session with no events). The provided
+    /// implementation reads the session's log.
+    fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        let records = self.read_all(session)?;
+        let Some(last) = records.last() else { return Ok(None) };
+        let mut run = RunHead::default();
+        for r in &records {
+            run.advance(&r.event);
+        }
+        Ok(Some(SessionHead {
+            session: session.clone(),
+            tail: last.seq.next(),
+            last_at: last.at,
+            run: run.run,
+            answered_while_suspended: run.answered_while_suspended,
+            lease: None,
+        }))
+    }
+
+    /// Takes the lease on `session`'s run `run` for `owner`, for `ttl` from now (the store's
+    /// clock). It is taken when no lease is held, the held one expired, or it is `owner`'s;
+    /// otherwise, unless `force`, nothing changes and the live lease is reported
+    /// ([`LeaseTaken::HeldBy`]). With `force` a live lease of another owner is replaced and
+    /// reported ([`LeaseTaken::Taken::took_over`]): an explicit entry (a new turn, a stop) may
+    /// take a session over from a live run, which its next append then finds fenced.
+    ///
+    /// The provided implementation keeps no leases ([`LeaseTaken::NotKept`]): right for a store
+    /// one process writes at a time.
+    fn take_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        run: &RunId,
+        ttl: Duration,
+        force: bool,
+    ) -> Result<LeaseTaken, StoreError> {
+        let _ = (session, owner, run, ttl, force);
+        Ok(LeaseTaken::NotKept)
+    }
+
+    /// Renews `owner`'s leases on these runs for `ttl` from now, in one round where the store
+    /// can. Returns the sessions whose lease `owner` no longer holds (taken over, or the run
+    /// ended): their runs are fenced or about to be. The provided implementation keeps none.
+    fn renew_leases(
+        &self,
+        owner: &OwnerId,
+        runs: &[(SessionId, RunId)],
+        ttl: Duration,
+    ) -> Result<Vec<SessionId>, StoreError> {
+        let _ = (owner, runs, ttl);
+        Ok(Vec::new())
+    }
+
+    /// Releases `owner`'s lease on `session`'s run `run`, if it still holds it: a run that ended,
+    /// or one left for the next start to recover. The provided implementation keeps none.
+    fn release_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        run: &RunId,
+    ) -> Result<(), StoreError> {
+        let _ = (session, owner, run);
+        Ok(())
+    }
 }
 
 /// A shared or boxed store is a store: every method forwards to the one inside.
@@ -121,6 +240,60 @@ macro_rules! forward_store {
             }
             fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
                 (**self).delete(session)
+            }
+            fn read_all(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+                (**self).read_all(session)
+            }
+            fn append_async(
+                &self,
+                session: &SessionId,
+                expected: Seq,
+                events: &[Stamped],
+                durability: Durability,
+            ) -> AppendFuture {
+                (**self).append_async(session, expected, events, durability)
+            }
+            fn read_async(
+                &self,
+                session: &SessionId,
+                range: Range<Seq>,
+            ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+                (**self).read_async(session, range)
+            }
+            fn tail_async(&self, session: &SessionId) -> StoreFuture<Result<Seq, StoreError>> {
+                (**self).tail_async(session)
+            }
+            fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+                (**self).heads()
+            }
+            fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+                (**self).head(session)
+            }
+            fn take_lease(
+                &self,
+                session: &SessionId,
+                owner: &OwnerId,
+                run: &RunId,
+                ttl: Duration,
+                force: bool,
+            ) -> Result<LeaseTaken, StoreError> {
+                (**self).take_lease(session, owner, run, ttl, force)
+            }
+            fn renew_leases(
+                &self,
+                owner: &OwnerId,
+                runs: &[(SessionId, RunId)],
+                ttl: Duration,
+            ) -> Result<Vec<SessionId>, StoreError> {
+                (**self).renew_leases(owner, runs, ttl)
+            }
+            fn release_lease(
+                &self,
+                session: &SessionId,
+                owner: &OwnerId,
+                run: &RunId,
+            ) -> Result<(), StoreError> {
+                (**self).release_lease(session, owner, run)
             }
         }
     };

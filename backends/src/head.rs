@@ -1,0 +1,205 @@
+//! What a store keeps beside each session's log for a runtime's start-up: the state of its last
+//! run ([`SessionHead`]), kept as batches land so that finding the sessions to recover folds
+//! none of them, and the lease of the process running it ([`Lease`]), on stores that several
+//! processes share.
+
+use std::fmt;
+
+use stepjournal_codec::{Event, RunId, RunOutcome, Seq, SessionId, Stamped, UnixMillis};
+
+/// A runtime process that owns runs: the holder of their leases. Any text; the writer's default
+/// is `host:pid:random`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OwnerId(String);
+
+impl OwnerId {
+    /// The owner called `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        OwnerId(id.into())
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who runs a session's open run, and until when, unless renewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The process holding it.
+    pub owner: OwnerId,
+    /// The run it covers.
+    pub run: RunId,
+    /// When it lapses unless renewed (by the store's clock: the server's, for a shared store).
+    pub expires: UnixMillis,
+}
+
+/// What the log says of a session's last run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunState {
+    /// No run was ever begun.
+    NoRun,
+    /// A run began (`run_started`) and has no `run_ended`: it is running, or its process died.
+    Open {
+        /// The run.
+        run: RunId,
+    },
+    /// The last run ended.
+    Ended {
+        /// The run.
+        run: RunId,
+        /// How.
+        outcome: RunOutcome,
+    },
+    /// The store has no head for the session (written by an older version): fold the session's
+    /// log to learn it.
+    Unknown,
+}
+
+/// A session's summary, kept by the store as batches land.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHead {
+    /// The session.
+    pub session: SessionId,
+    /// Its next sequence number.
+    pub tail: Seq,
+    /// When its last batch was appended.
+    pub last_at: UnixMillis,
+    /// Its last run.
+    pub run: RunState,
+    /// Whether a `client_answer` or an `approval_decided` was appended after the last run ended
+    /// `suspended`: the answer the run waited for may be there, so a wake has work to do.
+    pub answered_while_suspended: bool,
+    /// The lease on its open run, where the store keeps leases and one is held (expired or
+    /// not: compare [`Lease::expires`] with the store's time).
+    pub lease: Option<Lease>,
+}
+
+/// The part of a [`SessionHead`] that the events themselves decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHead {
+    /// The last run.
+    pub run: RunState,
+    /// See [`SessionHead::answered_while_suspended`].
+    pub answered_while_suspended: bool,
+}
+
+impl Default for RunHead {
+    fn default() -> Self {
+        RunHead { run: RunState::NoRun, answered_while_suspended: false }
+    }
+}
+
+impl RunHead {
+    /// The head after `event`. The one rule every backend keeps its heads by.
+    pub fn advance(&mut self, event: &Event) {
+        match event {
+            Event::RunStarted(e) => {
+                self.run = RunState::Open { run: e.run.clone() };
+                self.answered_while_suspended = false;
+            }
+            Event::RunEnded(e) => {
+                self.run = RunState::Ended { run: e.run.clone(), outcome: e.outcome };
+                self.answered_while_suspended = false;
+            }
+            Event::ClientAnswer(_) | Event::ApprovalDecided(_) => {
+                if matches!(self.run, RunState::Ended { outcome: RunOutcome::Suspended, .. }) {
+                    self.answered_while_suspended = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The head after a batch.
+    pub fn advance_all(&mut self, events: &[Stamped]) {
+        for e in events {
+            self.advance(&e.event);
+        }
+    }
+
+    /// Whether a batch could change a head: it holds an event [`advance`](Self::advance) reads.
+    pub fn touches(events: &[Stamped]) -> bool {
+        events.iter().any(|e| {
+            matches!(
+                e.event,
+                Event::RunStarted(_)
+                    | Event::RunEnded(_)
+                    | Event::ClientAnswer(_)
+                    | Event::ApprovalDecided(_)
+            )
+        })
+    }
+}
+
+/// What [`JournalStore::take_lease`](crate::JournalStore::take_lease) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseTaken {
+    /// The lease is the caller's now, until `expires`.
+    Taken {
+        /// When it lapses unless renewed.
+        expires: UnixMillis,
+        /// The live lease of another owner it replaced (only when forced): a run taken over.
+        took_over: Option<Lease>,
+    },
+    /// Another owner holds a live lease on the session; nothing changed.
+    HeldBy(Lease),
+    /// This store keeps no leases: one process writes it at a time (the file backend's
+    /// directory lock, the memory backend's process), so a run open when the store was opened
+    /// is one whose process died.
+    NotKept,
+}
+
+#[cfg(test)]
+mod tests {
+    use stepjournal_codec::{CallId, Entry};
+    use stepjournal_codec::{ClientAnswer, RawJson, RunEnded, RunStarted};
+
+    use super::*;
+
+    fn started(run: &str) -> Event {
+        Event::RunStarted(RunStarted { run: RunId::new(run), entry: Entry::Wake })
+    }
+
+    fn ended(run: &str, outcome: RunOutcome) -> Event {
+        Event::RunEnded(RunEnded { run: RunId::new(run), outcome, error: None })
+    }
+
+    fn answer() -> Event {
+        Event::ClientAnswer(ClientAnswer { call: CallId::new("c1"), output: RawJson::default() })
+    }
+
+    #[test]
+    fn a_run_started_without_an_end_is_open_and_its_end_closes_it() {
+        let mut head = RunHead::default();
+        head.advance(&started("r1"));
+        assert_eq!(head.run, RunState::Open { run: RunId::new("r1") });
+        head.advance(&ended("r1", RunOutcome::Completed));
+        assert_eq!(
+            head.run,
+            RunState::Ended { run: RunId::new("r1"), outcome: RunOutcome::Completed }
+        );
+    }
+
+    #[test]
+    fn an_answer_after_a_suspension_is_noted_and_the_next_run_clears_it() {
+        let mut head = RunHead::default();
+        head.advance(&started("r1"));
+        head.advance(&answer());
+        assert!(!head.answered_while_suspended, "an answer inside a running run is not noted");
+        head.advance(&ended("r1", RunOutcome::Suspended));
+        assert!(!head.answered_while_suspended);
+        head.advance(&answer());
+        assert!(head.answered_while_suspended);
+        head.advance(&started("r2"));
+        assert!(!head.answered_while_suspended);
+    }
+}
