@@ -139,6 +139,29 @@ impl RunHead {
     }
 }
 
+/// A store's figures since it was opened, for a runtime to export as metrics. Counters only
+/// grow; a backend that does not measure a figure leaves it 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreMetrics {
+    /// Batches appended (acknowledged).
+    pub appends: u64,
+    /// Groups committed (one write or transaction each; `appends / groups` is the mean group).
+    pub groups: u64,
+    /// The largest group committed.
+    pub max_group: u64,
+    /// Syncs (`fdatasync`, or durable commits) made.
+    pub syncs: u64,
+    /// The time spent in syncs, in microseconds (`sync_micros / syncs` is the mean latency).
+    pub sync_micros: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Whether the store is poisoned (1) or not (0).
+    pub poisoned: u64,
+    /// Leases of another owner's live run replaced by a forced take.
+    pub leases_taken_over: u64,
+}
+
 /// What [`JournalStore::take_lease`](crate::JournalStore::take_lease) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

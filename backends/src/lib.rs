@@ -24,6 +24,6 @@ mod url;
 
 pub use completion::{AppendFuture, Completer, StoreFuture};
 pub use error::{AppendError, OpenError, StoreError};
-pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead};
+pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead, StoreMetrics};
 pub use store::{AppendAck, Durability, JournalStore};
 pub use url::{OpenOptions, StoreUrl, open_url};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use stepjournal_codec::{Record, RunId, Seq, SessionId, Stamped};
 
-use crate::head::{LeaseTaken, OwnerId, RunHead, SessionHead};
+use crate::head::{LeaseTaken, OwnerId, RunHead, SessionHead, StoreMetrics};
 use crate::{AppendError, AppendFuture, StoreError, StoreFuture};
 
 /// What an `Ok` from [`JournalStore::append`] promises about the appended events.
@@ -207,6 +207,11 @@ pub trait JournalStore: Send + Sync + 'static {
         let _ = (session, owner, run);
         Ok(())
     }
+
+    /// The store's figures since it was opened. The provided implementation measures nothing.
+    fn metrics(&self) -> StoreMetrics {
+        StoreMetrics::default()
+    }
 }
 
 /// A shared or boxed store is a store: every method forwards to the one inside.
@@ -294,6 +299,9 @@ macro_rules! forward_store {
                 run: &RunId,
             ) -> Result<(), StoreError> {
                 (**self).release_lease(session, owner, run)
+            }
+            fn metrics(&self) -> StoreMetrics {
+                (**self).metrics()
             }
         }
     };
