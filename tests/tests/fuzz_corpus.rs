@@ -305,4 +305,33 @@ mod regressions {
             "{text}"
         );
     }
+
+    /// Found by the `file_journal` target, left open until opening and verify shared one walk.
+    /// A resealed frame at byte 222 (its checksum holds) whose records leave 3 bytes over, and
+    /// whose first record starts session `seed-alh` at seq 6: opening checks a frame's first
+    /// record and refused the batch as a gap; verify checked every record, found the damaged
+    /// one and, judging it by position alone, called the frame a torn tail (journal clean). Now
+    /// both refuse: a frame whose checksum holds was written whole, so nothing in it is ever a
+    /// torn write; the torn tail begins after it.
+    #[test]
+    fn a_resealed_frame_with_a_malformed_inner_record_is_refused_by_open_and_verify() {
+        let data = std::fs::read(
+            fuzz_dir().join("regressions/file_journal/resealed-frame-with-malformed-inner-record"),
+        )
+        .unwrap();
+        let (segs, limits, resealed) = stepjournal_tests::checks::journal_of_input(&data);
+        assert!(resealed);
+        let disk = stepjournal_tests::checks::build_disk(&segs).unwrap();
+        let dir = stepjournal_tests::checks::journal_dir();
+        let report =
+            verify_dir_with(Arc::new(disk.clone()), &dir, &limits, &mut |_, _| {}).unwrap();
+        assert!(!report.is_clean(), "{:?}", report.findings);
+        let problem = report.findings.iter().find(|f| !f.torn_tail).unwrap();
+        assert_eq!((problem.offset, problem.seq.map(|q| q.get())), (278, Some(7)), "{problem}");
+        let torn = report.findings.iter().find(|f| f.torn_tail).unwrap();
+        assert_eq!(torn.offset, 281, "{torn}");
+        let options = FileOptions::new().limits(limits).read_only(true);
+        let err = FileStore::open_with(Arc::new(disk), &dir, options).unwrap_err();
+        assert!(err.to_string().contains("at byte 222"), "{err}");
+    }
 }

@@ -32,8 +32,10 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The sequence number after the batch (saturating: a damaged journal may claim a batch
+    /// past the last sequence number).
     pub(crate) fn end(&self) -> u64 {
-        self.first + u64::from(self.count)
+        self.first.saturating_add(u64::from(self.count))
     }
 }
 
@@ -212,13 +214,88 @@ impl Index {
     }
 }
 
-/// A session's batches that do not fit together, found at the end of a replay.
+/// How a batch does not fit its session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MisfitKind {
+    /// The session's events before it end at `from`; it starts at `to`.
+    Gap { from: u64, to: u64 },
+    /// It claims sequence numbers the session's events before it already hold (up to `tail`).
+    Overlap { first: u64, count: u32, tail: u64 },
+}
+
+/// A batch that does not fit its session, found at the end of a replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Misfit {
+    pub session: String,
     /// The frame that does not fit.
     pub seg: SegmentId,
     pub offset: u64,
-    pub reason: String,
+    pub len: u32,
+    pub kind: MisfitKind,
+    /// Whether it is its session's first misfit (in sequence order).
+    pub first: bool,
+}
+
+impl Misfit {
+    /// What is wrong, in words.
+    pub(crate) fn reason(&self) -> String {
+        let name = &self.session;
+        match self.kind {
+            MisfitKind::Gap { from, to } => format!(
+                "a batch of session {name} starts at seq {to}, but the session's events before \
+                 it end at seq {from}"
+            ),
+            MisfitKind::Overlap { first, count, tail } => format!(
+                "a batch of {count} events of session {name} from seq {first} overlaps the \
+                 session's events up to seq {tail}"
+            ),
+        }
+    }
+}
+
+/// A session's batches as a replay ordered them.
+#[derive(Debug, Default)]
+pub(crate) struct Ordered {
+    /// Dense from seq 0 up to the first gap (batches that overlap are left out).
+    pub log: SessionLog,
+    /// Events in the batches after the first gap.
+    pub after_gap: u64,
+}
+
+/// What a replay found: each session's batches in order, and every batch that does not fit.
+#[derive(Debug, Default)]
+pub(crate) struct Replayed {
+    /// The sessions with at least one batch.
+    pub sessions: BTreeMap<String, Ordered>,
+    /// Every misfit, in the order of the segments and offsets.
+    pub misfits: Vec<Misfit>,
+    /// The segments, without sessions.
+    index: Index,
+}
+
+impl Replayed {
+    /// The segments replayed.
+    pub(crate) fn segments(&self) -> &BTreeMap<SegmentId, SegmentInfo> {
+        &self.index.segments
+    }
+
+    /// The index, once every session is dense from 0. Otherwise the earliest (in log order) of
+    /// the sessions' first misfits.
+    pub(crate) fn into_index(self) -> Result<Index, Misfit> {
+        let Replayed { sessions, misfits, mut index } = self;
+        if let Some(m) = misfits.into_iter().filter(|m| m.first).min_by_key(|m| (m.seg, m.offset)) {
+            return Err(m);
+        }
+        for (name, ordered) in sessions {
+            for run in &ordered.log.runs {
+                index.count_live(run, true);
+            }
+            if !ordered.log.runs.is_empty() {
+                index.sessions.insert(name, ordered.log);
+            }
+        }
+        Ok(index)
+    }
 }
 
 /// Builds the index from the frames of a scan, in log order.
@@ -248,55 +325,71 @@ impl Replay {
         }
     }
 
+    /// The session's last batch so far, in log order.
+    pub(crate) fn last(&self, session: &str) -> Option<&Run> {
+        self.sessions.get(session).and_then(|runs| runs.last())
+    }
+
     pub(crate) fn delete(&mut self, session: &str, at: SegmentId) {
         if let Some(runs) = self.sessions.remove(session) {
             self.index.guard(at, runs.iter().map(|r| r.seg));
         }
     }
 
-    /// The index, once every session is checked to be dense from 0. Otherwise the frame where
-    /// the earliest misfit (in log order) is.
-    pub(crate) fn finish(self) -> Result<Index, Misfit> {
-        let Replay { sessions, mut index } = self;
-        let mut misfits = Vec::new();
+    /// Puts each session's runs in order (a stable sort: among copies of one batch, the latest
+    /// stays last and wins) and checks that they continue each other from seq 0.
+    pub(crate) fn finish(self) -> Replayed {
+        let Replay { sessions, index } = self;
+        let mut out = Replayed { index, ..Replayed::default() };
         for (name, mut runs) in sessions {
-            // Stable: among copies of one batch, the latest stays last.
             runs.sort_by_key(|r| r.first);
-            let mut log = SessionLog::default();
+            let mut ordered = Ordered::default();
+            let mut kept: Vec<Run> = Vec::with_capacity(runs.len());
             for run in runs {
-                match log.runs.last_mut() {
+                match kept.last_mut() {
                     Some(last) if last.first == run.first && last.count == run.count => {
-                        log.shadows.insert(last.seg);
+                        ordered.log.shadows.insert(last.seg);
                         *last = run;
-                        continue;
                     }
-                    _ => {}
+                    _ => kept.push(run),
                 }
-                let tail = log.tail();
-                if run.first != tail {
-                    misfits.push(Misfit {
-                        seg: run.seg,
-                        offset: run.offset,
-                        reason: format!(
-                            "a batch of session {name} starts at seq {}, but the session's \
-                             events before it end at seq {tail}",
-                            run.first
-                        ),
-                    });
-                    break;
-                }
-                log.runs.push(run);
             }
+            let mut tail = 0u64;
+            let mut gap = false;
+            let mut first = true;
+            for run in kept {
+                let misfit = |kind| Misfit {
+                    session: name.clone(),
+                    seg: run.seg,
+                    offset: run.offset,
+                    len: run.len,
+                    kind,
+                    first,
+                };
+                if run.first < tail {
+                    let kind = MisfitKind::Overlap { first: run.first, count: run.count, tail };
+                    out.misfits.push(misfit(kind));
+                    first = false;
+                    continue;
+                }
+                if run.first > tail {
+                    out.misfits.push(misfit(MisfitKind::Gap { from: tail, to: run.first }));
+                    first = false;
+                    gap = true;
+                }
+                if gap {
+                    ordered.after_gap = ordered.after_gap.saturating_add(u64::from(run.count));
+                } else {
+                    ordered.log.runs.push(run);
+                }
+                tail = run.end();
+            }
+            let log = &mut ordered.log;
             log.shadows.retain(|s| log.runs.iter().all(|r| r.seg != *s));
-            for run in &log.runs {
-                index.count_live(run, true);
-            }
-            index.sessions.insert(name, log);
+            out.sessions.insert(name, ordered);
         }
-        match misfits.into_iter().min_by_key(|m| (m.seg, m.offset)) {
-            Some(m) => Err(m),
-            None => Ok(index),
-        }
+        out.misfits.sort_by_key(|m| (m.seg, m.offset));
+        out
     }
 }
 
@@ -387,7 +480,7 @@ mod tests {
         r.events("d", run(0, 1, 1));
         r.events("d", run(5, 1, 3));
         r.delete("d", SegmentId(3));
-        let ix = r.finish().unwrap();
+        let ix = r.finish().into_index().unwrap();
         let s = &ix.sessions["s"];
         assert_eq!(
             s.runs.iter().map(|r| (r.first, r.seg.0)).collect::<Vec<_>>(),
@@ -406,8 +499,8 @@ mod tests {
         r.events("a", run(0, 1, 1));
         r.events("a", run(3, 1, 1));
         r.events("b", run(1, 1, 1));
-        let m = r.finish().unwrap_err();
+        let m = r.finish().into_index().unwrap_err();
         assert_eq!((m.seg, m.offset), (SegmentId(1), 33), "{m:?}");
-        assert!(m.reason.contains("session b"), "{m:?}");
+        assert!(m.reason().contains("session b"), "{m:?}");
     }
 }

@@ -31,10 +31,11 @@ pub mod io;
 pub mod layout;
 mod open;
 mod options;
-mod scan;
+mod read;
 pub mod sim;
 mod store;
 pub mod verify;
+mod walk;
 
 pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};

@@ -13,8 +13,8 @@ use super::index::{Misfit, Replay, Run};
 use super::io::{Io, IoFile};
 use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
-use super::scan::{Damage, FrameKindInfo, GroupView, Verdict, classify, scan_segment};
 use super::store::{Counters, FileStore, State, Writer};
+use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use stepjournal_codec::DecodeError;
 
 use crate::{OpenError, StoreError};
@@ -42,6 +42,8 @@ fn failure(f: Failure) -> OpenError {
 fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
     let why = if !last {
         "inside a sealed segment"
+    } else if d.problem.inconsistent() {
+        "intact bytes that contradict themselves"
     } else {
         "followed by data written after this point was durable"
     };
@@ -52,33 +54,41 @@ fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
             path.display(),
             d.offset
         ),
-        source: d.error.clone(),
+        source: d.problem.to_decode_error(),
     })
 }
 
-/// Adds one group's frames to the replay. With `stop` (salvage after a misfit), the group that
-/// holds the frame at `stop` and everything after it are refused.
-fn apply_group(
-    replay: &mut Replay,
+/// Adds each intact group's frames to the replay. With `stop` (salvage after a misfit), the
+/// group that holds the frame at `stop` is refused, and the walk stops there.
+struct Indexer<'a> {
+    replay: &'a mut Replay,
     seg: SegmentId,
-    g: GroupView<'_>,
-    stop: Option<&Misfit>,
-) -> Result<(), (usize, String)> {
-    if let Some(m) = stop.filter(|m| m.seg == seg)
-        && let Some(i) = g.frames.iter().position(|f| f.offset >= m.offset)
-    {
-        return Err((i, m.reason.clone()));
-    }
-    for f in g.frames {
-        let s = g.session(f);
-        match f.kind {
-            FrameKindInfo::Events { first, count } => {
-                replay.events(s, Run { first, count, len: f.len, seg, offset: f.offset });
-            }
-            FrameKindInfo::Delete => replay.delete(s, seg),
+    stop: Option<&'a Misfit>,
+}
+
+impl Visit for Indexer<'_> {
+    fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
+        if let Some(m) = self.stop.filter(|m| m.seg == self.seg)
+            && let Some(i) = g.frames.iter().position(|f| f.offset >= m.offset)
+        {
+            return Err((i, m.reason()));
         }
+        for f in g.frames {
+            let s = g.session(f);
+            match f.kind {
+                FrameKindInfo::Events { first, count } => {
+                    let run = Run { first, count, len: f.len, seg: self.seg, offset: f.offset };
+                    self.replay.events(s, run);
+                }
+                FrameKindInfo::Delete => self.replay.delete(s, self.seg),
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    fn damage(&mut self, _: &Damage, _: Option<&GroupView<'_>>) -> Flow {
+        Flow::Stop
+    }
 }
 
 /// Opens the journal; in salvage mode, a misfit found at the end of the scan makes the scan run
@@ -105,7 +115,7 @@ pub(crate) fn open(
                             dir.join(m.seg.file_name()).display(),
                             m.offset
                         ),
-                        source: DecodeError::Malformed { reason: m.reason },
+                        source: DecodeError::Malformed { reason: m.reason() },
                     }));
                 }
                 stop = Some(m);
@@ -177,16 +187,20 @@ fn open_at(
             Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
         };
         replay.add_segment(id, Arc::clone(&file));
-        let scan = scan_segment(&*file, id, &options.limits, &mut buf, |g| {
-            apply_group(&mut replay, id, g, stop)
-        })
-        .map_err(io_error(format!("reading segment {}", path.display())))?;
         let last = k + 1 == ids.len();
-        let Some(d) = &scan.damage else {
-            kept = Some((id, file, scan.len, false));
+        let mut indexer = Indexer { replay: &mut replay, seg: id, stop };
+        let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
+            .map_err(io_error(format!("reading segment {}", path.display())))?;
+        let Some(d) = &walk.first else {
+            // Zeros the writer put ahead of its data may follow it: they are cut.
+            let zeros = walk.end < walk.len;
+            if zeros {
+                actions.push(Action::Cut { id, file: Arc::clone(&file), at: walk.end });
+            }
+            kept = Some((id, file, walk.end, zeros));
             continue;
         };
-        if classify(d, last) == Verdict::Corruption {
+        if d.verdict == Verdict::Corruption {
             match options.on_corruption {
                 OnCorruption::Refuse => return Err(corruption(&path, d, last)),
                 OnCorruption::TruncateAtCorruption => {}
@@ -202,7 +216,7 @@ fn open_at(
         }
     }
 
-    let mut index = match replay.finish() {
+    let mut index = match replay.finish().into_index() {
         Ok(index) => index,
         Err(m) => return Ok(Opened::Misfit(m)),
     };

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use stepjournal_codec::batch::{self, Frame, FrameKind};
+use stepjournal_codec::batch;
 use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped};
 
 use super::commit::{Active, Op, Request};
@@ -186,96 +186,6 @@ impl FileStore {
             }
         }
     }
-
-    /// Reads `runs` (a session's batches in order, each with its segment's file). Batches close
-    /// together in one segment are read with one `pread`.
-    fn read_runs(
-        &self,
-        session: &str,
-        runs: &[(Run, Arc<dyn IoFile>)],
-        range: &Range<u64>,
-        out: &mut Vec<Record>,
-    ) -> Result<(), StoreError> {
-        /// The most bytes between two batches read together.
-        const MAX_GAP: u64 = 64 << 10;
-        /// The most bytes one read spans.
-        const MAX_SPAN: u64 = 1 << 20;
-        let mut buf = Vec::new();
-        let mut i = 0;
-        while let Some((head, file)) = runs.get(i) {
-            let start = head.offset;
-            let mut end = head.offset + u64::from(head.len);
-            let mut j = i + 1;
-            while let Some((r, _)) = runs.get(j) {
-                let r_end = r.offset + u64::from(r.len);
-                if r.seg != head.seg
-                    || r.offset < end
-                    || r.offset - end > MAX_GAP
-                    || r_end - start > MAX_SPAN
-                {
-                    break;
-                }
-                end = r_end;
-                j += 1;
-            }
-            buf.resize((end - start) as usize, 0);
-            file.read_exact_at(&mut buf, start).map_err(|source| StoreError::Io {
-                context: format!(
-                    "reading {} bytes at byte {start} of segment {}",
-                    end - start,
-                    self.segment_path(head.seg).display()
-                ),
-                source,
-            })?;
-            for (run, _) in runs.get(i..j).unwrap_or_default() {
-                let at = (run.offset - start) as usize;
-                let bytes = buf.get(at..at + run.len as usize).unwrap_or_default();
-                self.check_batch(session, run, bytes, range, out)?;
-            }
-            i = j;
-        }
-        Ok(())
-    }
-
-    /// Checks one batch's bytes against what the index says of them and decodes the events in
-    /// `range`.
-    fn check_batch(
-        &self,
-        session: &str,
-        run: &Run,
-        bytes: &[u8],
-        range: &Range<u64>,
-        out: &mut Vec<Record>,
-    ) -> Result<(), StoreError> {
-        let place =
-            || format!("segment {} at byte {}", self.segment_path(run.seg).display(), run.offset);
-        let corrupt = |source: DecodeError| StoreError::Corrupt { context: place(), source };
-        let (frame, len) = Frame::parse(bytes, &self.options.limits).map_err(corrupt)?;
-        if frame.kind != FrameKind::Events || frame.count != run.count || len != bytes.len() {
-            return Err(corrupt(DecodeError::Malformed {
-                reason: format!(
-                    "the index expects a batch of {} events of {session} from seq {}",
-                    run.count, run.first
-                ),
-            }));
-        }
-        for (i, r) in frame.records().enumerate() {
-            let r = r.map_err(corrupt)?;
-            let expected = run.first + i as u64;
-            if r.session != session || r.seq.get() != expected {
-                return Err(corrupt(DecodeError::Malformed {
-                    reason: format!(
-                        "misdirected record: expected {session} seq {expected}, found {} seq {}",
-                        r.session, r.seq
-                    ),
-                }));
-            }
-            if range.contains(&expected) {
-                out.push(r.to_record().map_err(corrupt)?);
-            }
-        }
-        Ok(())
-    }
 }
 
 impl JournalStore for FileStore {
@@ -346,7 +256,18 @@ impl JournalStore for FileStore {
             runs
         };
         let mut out = Vec::new();
-        self.read_runs(session.as_str(), &runs, &range, &mut out)?;
+        super::read::read_batches(
+            &self.dir,
+            &self.options.limits,
+            session.as_str(),
+            &runs,
+            |_, r, _| {
+                if range.contains(&r.seq.get()) {
+                    out.push(r.to_record()?);
+                }
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 
