@@ -22,6 +22,23 @@
 //!
 //! Every byte goes through the [`io::Io`] trait: [`io::RealIo`] or the simulated disk
 //! [`sim::SimDisk`].
+//!
+//! ## Modules
+//!
+//! Each module uses only modules listed before it (and none uses `store`, the public face):
+//!
+//! - `layout` (the bytes of segment and group headers), `options`, `io` and `sim`;
+//! - `walk`: the one walk over a segment's groups and frames, and what damage means;
+//! - `index`: where each session's batches are, and the replay that rebuilds it;
+//! - `read`: reading batches back by their index entries;
+//! - `queue`: the requests appenders queue and the slot each waits on;
+//! - `state`: what callers share (`Core`: index and queue under one lock, the active segment
+//!   under the leader's);
+//! - `segment`: creating a segment file; `write`: writing one group to the active segment;
+//!   `reclaim`: removing and compacting segments; `commit`: the group commit (the leader);
+//! - `open`: scanning, judging and repairing a directory into a `Core`;
+//! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
+//! - `verify`: the read-only check of a directory, on `walk`, `index` and `read`.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
 
@@ -31,11 +48,16 @@ pub mod io;
 pub mod layout;
 mod open;
 mod options;
+mod queue;
 mod read;
+mod reclaim;
+mod segment;
 pub mod sim;
+mod state;
 mod store;
 pub mod verify;
 mod walk;
+mod write;
 
 pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};

@@ -8,12 +8,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::commit::{Active, Failure, create_segment};
 use super::index::{Misfit, Replay, Run};
-use super::io::{Io, IoFile};
+use super::io::{Io, IoFile, IoLock};
 use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
-use super::store::{Counters, FileStore, State, Writer};
+use super::reclaim::reclaim;
+use super::segment::{Failure, create_segment};
+use super::state::{Active, Core, Counters, State, Writer};
 use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use stepjournal_codec::DecodeError;
 
@@ -97,12 +98,12 @@ pub(crate) fn open(
     io: Arc<dyn Io>,
     dir: &Path,
     options: FileOptions,
-) -> Result<FileStore, OpenError> {
+) -> Result<(Core, Option<Box<dyn IoLock>>), OpenError> {
     options.validate()?;
     let mut stop = None;
     loop {
         match open_at(Arc::clone(&io), dir, options, stop.as_ref())? {
-            Opened::Store(s) => return Ok(*s),
+            Opened::Store(core, dir_lock) => return Ok((*core, dir_lock)),
             Opened::Misfit(m) => {
                 let earlier =
                     stop.as_ref().is_none_or(|s: &Misfit| (m.seg, m.offset) < (s.seg, s.offset));
@@ -125,7 +126,7 @@ pub(crate) fn open(
 }
 
 enum Opened {
-    Store(Box<FileStore>),
+    Store(Box<Core>, Option<Box<dyn IoLock>>),
     /// Sessions do not fit together; nothing was changed on disk.
     Misfit(Misfit),
 }
@@ -265,17 +266,16 @@ fn open_at(
         writer.active = Some(a);
     }
 
-    let store = FileStore {
+    let core = Core {
         io,
         dir,
         options,
         state: Mutex::new(State { index, active, ..State::default() }),
         writer: Mutex::new(writer),
         counters: Counters::default(),
-        _dir_lock: dir_lock,
     };
     if !read_only {
-        store.reclaim().map_err(failure)?;
+        reclaim(&core).map_err(failure)?;
     }
-    Ok(Opened::Store(Box::new(store)))
+    Ok(Opened::Store(Box::new(core), dir_lock))
 }
