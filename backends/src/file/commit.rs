@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 
-use super::index::Run;
-use super::queue::{Op, Request, Wake};
+use super::index::BatchLoc;
+use super::queue::{Request, RequestKind, Wake};
 use super::reclaim::reclaim;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
@@ -61,10 +61,10 @@ pub(crate) fn lead(core: &Core) {
             }
             let mut appends = 0;
             for (req, offset) in group.iter().zip(&w.offsets) {
-                match req.op {
-                    Op::Events { first, count } => {
+                match req.kind {
+                    RequestKind::Events { first, count } => {
                         let len = req.frame.len() as u32;
-                        let run = Run { first, count, len, seg: w.seg, offset: *offset };
+                        let run = BatchLoc { first, count, len, seg: w.seg, offset: *offset };
                         let pushed = st.index.push(&req.session, run);
                         debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
                         if st.pending.get(&req.session) == Some(&run.end()) {
@@ -72,7 +72,7 @@ pub(crate) fn lead(core: &Core) {
                         }
                         appends += 1;
                     }
-                    Op::Delete => {
+                    RequestKind::Delete => {
                         st.index.delete(&req.session, w.seg);
                         if st.pending.get(&req.session) == Some(&0) {
                             st.pending.remove(&req.session);

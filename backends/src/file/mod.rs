@@ -29,7 +29,9 @@
 //!
 //! - `layout` (the bytes of segment and group headers), `options`, `io` and `sim`;
 //! - `walk`: the one walk over a segment's groups and frames, and what damage means;
-//! - `index`: where each session's batches are, and the replay that rebuilds it;
+//! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
+//! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
+//!   continuity);
 //! - `read`: reading batches back by their index entries;
 //! - `queue`: the requests appenders queue and the slot each waits on;
 //! - `state`: what callers share (`Core`: index and queue under one lock, the active segment
@@ -42,6 +44,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
 
+mod builder;
 mod commit;
 mod index;
 pub mod io;

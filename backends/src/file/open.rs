@@ -8,12 +8,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::index::{Misfit, Replay, Run};
+use super::builder::{IndexBuilder, Misfit};
+use super::index::BatchLoc;
 use super::io::{Io, IoFile, IoLock};
 use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::reclaim;
-use super::segment::{Failure, create_segment};
+use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Counters, State, Writer};
 use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use stepjournal_codec::DecodeError;
@@ -25,18 +26,30 @@ pub const LOCK_FILE: &str = "LOCK";
 
 /// What opening will change on disk, decided before anything is changed.
 #[derive(Debug)]
-enum Action {
+enum Repair {
     /// Cut the segment at this length (a torn tail, or salvage).
     Cut { id: SegmentId, file: Arc<dyn IoFile>, at: u64 },
     /// Remove the segment (its header is torn, or salvage drops it).
     Remove { id: SegmentId },
 }
 
+/// The newest segment kept, where appends go on.
+#[derive(Debug)]
+struct Newest {
+    id: SegmentId,
+    file: Arc<dyn IoFile>,
+    /// Where its data ends (and the next group goes).
+    len: u64,
+    /// Whether opening cuts it there (a torn tail, or zeros ahead of the data): the cut is
+    /// synced with it.
+    cut: bool,
+}
+
 fn io_error(context: String) -> impl FnOnce(io::Error) -> OpenError {
     move |source| OpenError::Store(StoreError::Io { context, source })
 }
 
-fn failure(f: Failure) -> OpenError {
+fn failure(f: IoFailure) -> OpenError {
     OpenError::Store(StoreError::Io { context: f.context, source: f.source })
 }
 
@@ -59,10 +72,10 @@ fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
     })
 }
 
-/// Adds each intact group's frames to the replay. With `stop` (salvage after a misfit), the
+/// Adds each intact group's frames to the index being built. With `stop` (salvage after a misfit), the
 /// group that holds the frame at `stop` is refused, and the walk stops there.
 struct Indexer<'a> {
-    replay: &'a mut Replay,
+    builder: &'a mut IndexBuilder,
     seg: SegmentId,
     stop: Option<&'a Misfit>,
 }
@@ -78,10 +91,11 @@ impl Visit for Indexer<'_> {
             let s = g.session(f);
             match f.kind {
                 FrameKindInfo::Events { first, count } => {
-                    let run = Run { first, count, len: f.len, seg: self.seg, offset: f.offset };
-                    self.replay.events(s, run);
+                    let run =
+                        BatchLoc { first, count, len: f.len, seg: self.seg, offset: f.offset };
+                    self.builder.events(s, run);
                 }
-                FrameKindInfo::Delete => self.replay.delete(s, self.seg),
+                FrameKindInfo::Delete => self.builder.delete(s, self.seg),
             }
         }
         Ok(())
@@ -170,15 +184,15 @@ fn open_at(
         names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
 
-    let mut replay = Replay::default();
+    let mut builder = IndexBuilder::default();
     let mut actions = Vec::new();
     let mut stopped = false;
     let mut buf = Vec::new();
-    let mut kept: Option<(SegmentId, Arc<dyn IoFile>, u64, bool)> = None;
+    let mut kept: Option<Newest> = None;
     for (k, &id) in ids.iter().enumerate() {
         let path = dir.join(id.file_name());
         if stopped {
-            actions.push(Action::Remove { id });
+            actions.push(Repair::Remove { id });
             continue;
         }
         let file = match io.open(&path, read_only) {
@@ -187,18 +201,18 @@ fn open_at(
             Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
         };
-        replay.add_segment(id, Arc::clone(&file));
+        builder.add_segment(id, Arc::clone(&file));
         let last = k + 1 == ids.len();
-        let mut indexer = Indexer { replay: &mut replay, seg: id, stop };
+        let mut indexer = Indexer { builder: &mut builder, seg: id, stop };
         let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
             .map_err(io_error(format!("reading segment {}", path.display())))?;
         let Some(d) = &walk.first else {
             // Zeros the writer put ahead of its data may follow it: they are cut.
             let zeros = walk.end < walk.len;
             if zeros {
-                actions.push(Action::Cut { id, file: Arc::clone(&file), at: walk.end });
+                actions.push(Repair::Cut { id, file: Arc::clone(&file), at: walk.end });
             }
-            kept = Some((id, file, walk.end, zeros));
+            kept = Some(Newest { id, file, len: walk.end, cut: zeros });
             continue;
         };
         if d.verdict == Verdict::Corruption {
@@ -209,15 +223,15 @@ fn open_at(
         }
         stopped = true;
         if d.cut < SEGMENT_HEADER_LEN as u64 {
-            replay.drop_segment(id);
-            actions.push(Action::Remove { id });
+            builder.drop_segment(id);
+            actions.push(Repair::Remove { id });
         } else {
-            actions.push(Action::Cut { id, file: Arc::clone(&file), at: d.cut });
-            kept = Some((id, file, d.cut, true));
+            actions.push(Repair::Cut { id, file: Arc::clone(&file), at: d.cut });
+            kept = Some(Newest { id, file, len: d.cut, cut: true });
         }
     }
 
-    let mut index = match replay.finish().into_index() {
+    let mut index = match builder.finish().into_index() {
         Ok(index) => index,
         Err(m) => return Ok(Opened::Misfit(m)),
     };
@@ -226,7 +240,7 @@ fn open_at(
     let mut active = None;
     if !read_only {
         for a in &actions {
-            if let Action::Remove { id } = a {
+            if let Repair::Remove { id } = a {
                 let path = dir.join(id.file_name());
                 io.remove(&path)
                     .map_err(io_error(format!("removing segment {}", path.display())))?;
@@ -236,7 +250,7 @@ fn open_at(
         // the directory, and what it left is about to be counted on.
         io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
         for a in &actions {
-            if let Action::Cut { id, file, at } = a {
+            if let Repair::Cut { id, file, at } = a {
                 let path = dir.join(id.file_name());
                 let what = format!("cutting segment {} at byte {at}", path.display());
                 file.set_len(*at).map_err(io_error(what.clone()))?;
@@ -244,7 +258,7 @@ fn open_at(
             }
         }
         let a = match kept {
-            Some((id, file, len, cut)) => {
+            Some(Newest { id, file, len, cut }) => {
                 if !cut {
                     // Bytes a crashed process wrote may not be durable yet: later groups claim
                     // them as durable, so make them so.

@@ -9,7 +9,7 @@ use crate::StoreError;
 
 /// What a request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
+pub(crate) enum RequestKind {
     /// Append `count` events from `first`.
     Events { first: u64, count: u32 },
     /// Delete the session.
@@ -20,7 +20,7 @@ pub(crate) enum Op {
 #[derive(Debug)]
 pub(crate) struct Request {
     pub session: String,
-    pub op: Op,
+    pub kind: RequestKind,
     /// The encoded frame.
     pub frame: Vec<u8>,
     /// Whether the caller asked for `fdatasync` before its acknowledgement.
@@ -29,8 +29,8 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    pub(crate) fn new(session: &str, op: Op, frame: Vec<u8>, sync: bool) -> Request {
-        Request { session: session.to_owned(), op, frame, sync, slot: Arc::new(Slot::default()) }
+    pub(crate) fn new(session: &str, kind: RequestKind, frame: Vec<u8>, sync: bool) -> Request {
+        Request { session: session.to_owned(), kind, frame, sync, slot: Arc::new(Slot::default()) }
     }
 }
 

@@ -10,7 +10,7 @@ use stepjournal_codec::batch::{Frame, FrameKind, HEADER_LEN as FRAME_HEADER_LEN}
 use stepjournal_codec::record::RecordRef;
 use stepjournal_codec::{DecodeError, Limits};
 
-use super::index::Run;
+use super::index::BatchLoc;
 use super::io::IoFile;
 use crate::StoreError;
 
@@ -20,8 +20,8 @@ pub(crate) fn read_batches(
     dir: &Path,
     limits: &Limits,
     session: &str,
-    runs: &[(Run, Arc<dyn IoFile>)],
-    mut each: impl FnMut(&Run, RecordRef<'_>, u64) -> Result<(), DecodeError>,
+    runs: &[(BatchLoc, Arc<dyn IoFile>)],
+    mut each: impl FnMut(&BatchLoc, RecordRef<'_>, u64) -> Result<(), DecodeError>,
 ) -> Result<(), StoreError> {
     /// The most bytes between two batches read together.
     const MAX_GAP: u64 = 64 << 10;
@@ -74,10 +74,10 @@ pub(crate) fn read_batches(
 /// records of `session` from `first`, exactly filling its bytes) and hands each record on.
 fn check_batch(
     bytes: &[u8],
-    run: &Run,
+    run: &BatchLoc,
     session: &str,
     limits: &Limits,
-    each: &mut impl FnMut(&Run, RecordRef<'_>, u64) -> Result<(), DecodeError>,
+    each: &mut impl FnMut(&BatchLoc, RecordRef<'_>, u64) -> Result<(), DecodeError>,
 ) -> Result<(), DecodeError> {
     let (frame, len) = Frame::parse(bytes, limits)?;
     if frame.kind != FrameKind::Events || frame.count != run.count || len != bytes.len() {

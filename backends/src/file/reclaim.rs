@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use stepjournal_codec::batch::Frame;
 
-use super::index::{Reclaim, Run};
+use super::index::{BatchLoc, Reclaim};
 use super::layout::SegmentId;
-use super::segment::Failure;
+use super::segment::IoFailure;
 use super::state::{Core, lock};
 use super::write::write_frames;
 
@@ -18,7 +18,7 @@ use super::write::write_frames;
 /// then the segment removed). Each removal is made durable before the index forgets the
 /// segment, so a deletion frame is never removed before the frames it hides. Called only by
 /// the leader (or while opening).
-pub(crate) fn reclaim(core: &Core) -> Result<(), Failure> {
+pub(crate) fn reclaim(core: &Core) -> Result<(), IoFailure> {
     loop {
         let next = {
             let st = lock(&core.state);
@@ -32,13 +32,13 @@ pub(crate) fn reclaim(core: &Core) -> Result<(), Failure> {
     }
 }
 
-fn remove_segment(core: &Core, id: SegmentId) -> Result<(), Failure> {
+fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
     let path = core.segment_path(id);
     core.io
         .remove(&path)
-        .map_err(|e| Failure::new(format!("removing segment {}", path.display()), e))?;
+        .map_err(|e| IoFailure::new(format!("removing segment {}", path.display()), e))?;
     core.io.sync_dir(&core.dir).map_err(|e| {
-        Failure::new(format!("syncing directory {} after removing {id}", core.dir.display()), e)
+        IoFailure::new(format!("syncing directory {} after removing {id}", core.dir.display()), e)
     })?;
     lock(&core.state).index.forget(id);
     Ok(())
@@ -46,7 +46,7 @@ fn remove_segment(core: &Core, id: SegmentId) -> Result<(), Failure> {
 
 /// Copies the live batches of segment `id` to the active segment, synced; afterwards the
 /// segment holds nothing live and the next round removes it.
-fn compact(core: &Core, id: SegmentId, live: &[(String, Run)]) -> Result<(), Failure> {
+fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<(), IoFailure> {
     let path = core.segment_path(id);
     let file = lock(&core.state).index.segments.get(&id).map(|s| Arc::clone(&s.file));
     let Some(file) = file else { return Ok(()) };
@@ -55,7 +55,7 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, Run)]) -> Result<(), Fai
         let at = format!("segment {} at byte {}", path.display(), run.offset);
         let mut frame = vec![0u8; run.len as usize];
         file.read_exact_at(&mut frame, run.offset)
-            .map_err(|e| Failure::new(format!("reading {at} to compact it"), e))?;
+            .map_err(|e| IoFailure::new(format!("reading {at} to compact it"), e))?;
         match Frame::parse(&frame, &core.options.limits) {
             Ok((f, len)) if f.count == run.count && len == frame.len() => {}
             other => {
@@ -64,7 +64,7 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, Run)]) -> Result<(), Fai
                     Ok(_) => format!("not the batch of {session} the index expects"),
                 };
                 let e = io::Error::new(io::ErrorKind::InvalidData, why);
-                return Err(Failure::new(format!("compacting {at}: corrupt data"), e));
+                return Err(IoFailure::new(format!("compacting {at}: corrupt data"), e));
             }
         }
         frames.push(frame);

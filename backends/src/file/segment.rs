@@ -10,14 +10,14 @@ use crate::StoreError;
 
 /// A failed write or sync: what was being done, and the OS error.
 #[derive(Debug)]
-pub(crate) struct Failure {
+pub(crate) struct IoFailure {
     pub context: String,
     pub source: io::Error,
 }
 
-impl Failure {
-    pub(crate) fn new(context: String, source: io::Error) -> Failure {
-        Failure { context, source }
+impl IoFailure {
+    pub(crate) fn new(context: String, source: io::Error) -> IoFailure {
+        IoFailure { context, source }
     }
 
     /// The error a caller of the failed group gets.
@@ -29,7 +29,7 @@ impl Failure {
     }
 }
 
-impl std::fmt::Display for Failure {
+impl std::fmt::Display for IoFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.context, self.source)
     }
@@ -40,15 +40,15 @@ pub(crate) fn create_segment(
     io: &dyn Io,
     dir: &Path,
     id: SegmentId,
-) -> Result<Arc<dyn IoFile>, Failure> {
+) -> Result<Arc<dyn IoFile>, IoFailure> {
     let path = dir.join(id.file_name());
     let at = |what: &str| format!("{what} segment {}", path.display());
-    let file = io.create_new(&path).map_err(|e| Failure::new(at("creating"), e))?;
+    let file = io.create_new(&path).map_err(|e| IoFailure::new(at("creating"), e))?;
     file.write_all_at(&encode_segment_header(id), 0)
-        .map_err(|e| Failure::new(at("writing the header of"), e))?;
-    file.sync_data().map_err(|e| Failure::new(at("fdatasync of the new"), e))?;
+        .map_err(|e| IoFailure::new(at("writing the header of"), e))?;
+    file.sync_data().map_err(|e| IoFailure::new(at("fdatasync of the new"), e))?;
     io.sync_dir(dir).map_err(|e| {
-        Failure::new(format!("syncing directory {} after creating {}", dir.display(), id), e)
+        IoFailure::new(format!("syncing directory {} after creating {}", dir.display(), id), e)
     })?;
     Ok(file)
 }

@@ -9,11 +9,11 @@ use stepjournal_codec::batch;
 use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped};
 
 use super::commit::submit;
-use super::index::Run;
+use super::index::BatchLoc;
 use super::io::{Io, IoFile, IoLock, RealIo};
 use super::open::open;
 use super::options::FileOptions;
-use super::queue::{Op, Request};
+use super::queue::{Request, RequestKind};
 use super::read::read_batches;
 use super::state::{Core, lock};
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
@@ -134,7 +134,7 @@ impl JournalStore for FileStore {
         let next = expected.add(u64::from(count));
         let request = Request::new(
             session.as_str(),
-            Op::Events { first: expected.get(), count },
+            RequestKind::Events { first: expected.get(), count },
             frame,
             durability >= Durability::Synced,
         );
@@ -156,7 +156,7 @@ impl JournalStore for FileStore {
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         let range = range.start.get()..range.end.get();
-        let runs: Vec<(Run, Arc<dyn IoFile>)> = {
+        let runs: Vec<(BatchLoc, Arc<dyn IoFile>)> = {
             let st = lock(&self.core.state);
             st.check_poison()?;
             let Some(log) = st.index.sessions.get(session.as_str()) else {
@@ -213,7 +213,7 @@ impl JournalStore for FileStore {
             // An id that cannot be written was never stored.
             return Ok(false);
         }
-        let request = Request::new(session.as_str(), Op::Delete, frame, true);
+        let request = Request::new(session.as_str(), RequestKind::Delete, frame, true);
         let mut st = lock(&self.core.state);
         st.check_poison()?;
         if st.pending_tail(session.as_str()) == 0 {

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::io::IoFile;
 use super::layout::{GROUP_HEADER_LEN, GroupHeader, SEGMENT_HEADER_LEN, SegmentId};
-use super::segment::{Failure, create_segment};
+use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Writer, lock};
 
 /// Where a group went.
@@ -22,12 +22,16 @@ pub(crate) struct Written {
 
 /// Writes `frames` as one group at the end of the active segment (starting a new segment
 /// first if this one is full), then syncs it if `sync`. Called only by the leader.
-pub(crate) fn write_frames(core: &Core, frames: &[&[u8]], sync: bool) -> Result<Written, Failure> {
+pub(crate) fn write_frames(
+    core: &Core,
+    frames: &[&[u8]],
+    sync: bool,
+) -> Result<Written, IoFailure> {
     let mut w = lock(&core.writer);
     let Writer { active, buf } = &mut *w;
     let Some(a) = active.as_mut() else {
         let e = io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
-        return Err(Failure::new(format!("appending to {}", core.dir.display()), e));
+        return Err(IoFailure::new(format!("appending to {}", core.dir.display()), e));
     };
     let body: usize = frames.iter().map(|f| f.len()).sum();
     let total = (GROUP_HEADER_LEN + body) as u64;
@@ -49,7 +53,7 @@ pub(crate) fn write_frames(core: &Core, frames: &[&[u8]], sync: bool) -> Result<
     a.file.write_all_at(buf, a.len).map_err(|e| {
         let what =
             format!("writing {} bytes at byte {} of segment {}", buf.len(), a.len, path.display());
-        Failure::new(what, e)
+        IoFailure::new(what, e)
     })?;
     a.len += buf.len() as u64;
     core.counters.groups.fetch_add(1, Ordering::Relaxed);
@@ -57,7 +61,7 @@ pub(crate) fn write_frames(core: &Core, frames: &[&[u8]], sync: bool) -> Result<
     if sync {
         a.file
             .sync_data()
-            .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
+            .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
         core.counters.syncs.fetch_add(1, Ordering::Relaxed);
         a.synced = a.len;
     }
@@ -70,7 +74,7 @@ pub(crate) fn write_frames(core: &Core, frames: &[&[u8]], sync: bool) -> Result<
 /// Makes sure the file holds at least `need` bytes: when the data would pass the zeros
 /// already there, writes `preallocate` more bytes of zeros (never past the segment size
 /// unless one group needs it) and syncs them.
-fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), Failure> {
+fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), IoFailure> {
     let step = core.options.preallocate;
     if step == 0 || need <= a.allocated {
         return Ok(());
@@ -86,11 +90,11 @@ fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), Failure> {
             a.allocated,
             path.display()
         );
-        Failure::new(what, e)
+        IoFailure::new(what, e)
     })?;
     a.file
         .sync_data()
-        .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
+        .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
     core.counters.syncs.fetch_add(1, Ordering::Relaxed);
     a.allocated = target;
     a.synced = a.len;
@@ -99,12 +103,12 @@ fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), Failure> {
 
 /// Seals the active segment (its zeros cut off, synced whole, so only the newest segment
 /// ever holds bytes that were not durable) and starts the next.
-fn rotate(core: &Core, a: &mut Active) -> Result<Arc<dyn IoFile>, Failure> {
+fn rotate(core: &Core, a: &mut Active) -> Result<Arc<dyn IoFile>, IoFailure> {
     let path = core.segment_path(a.id);
     let trimmed = a.allocated > a.len;
     if trimmed {
         a.file.set_len(a.len).map_err(|e| {
-            Failure::new(format!("cutting segment {} at byte {}", path.display(), a.len), e)
+            IoFailure::new(format!("cutting segment {} at byte {}", path.display(), a.len), e)
         })?;
         a.allocated = a.len;
     }
@@ -112,7 +116,7 @@ fn rotate(core: &Core, a: &mut Active) -> Result<Arc<dyn IoFile>, Failure> {
     if trimmed || a.synced < a.len {
         a.file
             .sync_data()
-            .map_err(|e| Failure::new(format!("fdatasync of segment {}", path.display()), e))?;
+            .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
         core.counters.syncs.fetch_add(1, Ordering::Relaxed);
         a.synced = a.len;
     }

@@ -11,7 +11,7 @@ use stepjournal_codec::record::{self, RecordRef};
 use stepjournal_codec::{DecodeError, Limits, Seq, SessionId};
 
 use super::finding::{FileFinding, FileProblem, finding};
-use crate::file::index::Run;
+use crate::file::index::BatchLoc;
 use crate::file::layout::SegmentId;
 
 /// A damaged batch of a session: the first sequence number it held (and how many, where its
@@ -27,7 +27,7 @@ pub(super) trait Sink {
     /// A problem found.
     fn finding(&mut self, f: FileFinding);
     /// A batch that passed every check.
-    fn batch(&mut self, session: &str, run: Run);
+    fn batch(&mut self, session: &str, run: BatchLoc);
     /// A batch that did not.
     fn hole(&mut self, session: &str, hole: Hole);
     /// A deletion frame in segment `at`.
@@ -129,8 +129,13 @@ impl Frames<'_> {
         }
         let Some((session, first)) = head else { return };
         if intact {
-            let run =
-                Run { first, count: frame.count, len: bytes.len() as u32, seg: self.seg, offset };
+            let run = BatchLoc {
+                first,
+                count: frame.count,
+                len: bytes.len() as u32,
+                seg: self.seg,
+                offset,
+            };
             sink.batch(session, run);
         } else {
             sink.hole(session, Hole { first, count: Some(frame.count) });

@@ -32,7 +32,8 @@ use std::sync::Arc;
 use stepjournal_codec::batch::Frame;
 use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 
-use super::index::{MisfitKind, Replay, Replayed, Run};
+use super::builder::{Built, IndexBuilder, MisfitKind};
+use super::index::BatchLoc;
 use super::io::{Io, RealIo};
 use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use super::read::read_batches;
@@ -65,7 +66,7 @@ pub struct VerifyReport {
     pub bytes: u64,
     /// Every problem, in the order of the files and offsets, then the sequence checks.
     pub findings: Vec<FileFinding>,
-    replayed: Replayed,
+    built: Built,
 }
 
 impl VerifyReport {
@@ -76,24 +77,24 @@ impl VerifyReport {
 
     /// The sessions with at least one intact batch, by id.
     pub fn sessions(&self) -> impl Iterator<Item = SessionId> + '_ {
-        self.replayed.sessions.keys().map(|s| SessionId::from(s.as_str()))
+        self.built.sessions.keys().map(|s| SessionId::from(s.as_str()))
     }
 
     /// How many events of the session can be read in order from seq 0 (up to its first gap), and
     /// how many intact events come after that gap.
     pub fn session_events(&self, session: &SessionId) -> (u64, u64) {
-        self.replayed.sessions.get(session.as_str()).map_or((0, 0), |s| (s.log.tail(), s.after_gap))
+        self.built.sessions.get(session.as_str()).map_or((0, 0), |s| (s.log.tail(), s.after_gap))
     }
 
     /// Reads the session's events from seq 0 up to its first gap, each with its place on disk.
     /// The files are read again: a byte that changed since the check is reported as corrupt.
     pub fn read_session(&self, session: &SessionId) -> Result<Vec<LocatedRecord>, StoreError> {
-        let Some(ordered) = self.replayed.sessions.get(session.as_str()) else {
+        let Some(ordered) = self.built.sessions.get(session.as_str()) else {
             return Ok(Vec::new());
         };
         let mut runs = Vec::with_capacity(ordered.log.runs.len());
         for run in &ordered.log.runs {
-            let Some(seg) = self.replayed.segments().get(&run.seg) else {
+            let Some(seg) = self.built.segments().get(&run.seg) else {
                 return Err(StoreError::Corrupt {
                     context: format!(
                         "segment {} at byte {}",
@@ -154,7 +155,7 @@ pub fn verify_dir_with(
     let total: u64 = opened.iter().map(|(_, _, len)| len).sum();
     let mut checker = Checker {
         findings: Vec::new(),
-        replay: Replay::default(),
+        builder: IndexBuilder::default(),
         holes: HashMap::new(),
         done: 0,
         total,
@@ -163,7 +164,7 @@ pub fn verify_dir_with(
     let last = opened.last().map(|(id, _, _)| *id);
     for (id, file, len) in &opened {
         let path = dir.join(id.file_name());
-        checker.replay.add_segment(*id, Arc::clone(file));
+        checker.builder.add_segment(*id, Arc::clone(file));
         let frames = Frames { path: &path, seg: *id, limits };
         let mut seg = SegmentCheck { checker: &mut checker, frames, progress: &mut *progress };
         match walk_segment(&**file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
@@ -182,14 +183,14 @@ pub fn verify_dir_with(
         progress(checker.done, total);
     }
     let segments = opened.iter().map(|(id, _, len)| (dir.join(id.file_name()), *len)).collect();
-    let (replayed, findings) = checker.finish(dir);
+    let (built, findings) = checker.finish(dir);
     Ok(VerifyReport {
         dir: dir.to_path_buf(),
         limits: *limits,
         segments,
         bytes: total,
         findings,
-        replayed,
+        built,
     })
 }
 
@@ -223,7 +224,7 @@ fn damage_finding(path: &Path, d: &Damage) -> FileFinding {
 struct Checker {
     findings: Vec<FileFinding>,
     /// The intact batches, ordered as opening orders them.
-    replay: Replay,
+    builder: IndexBuilder,
     /// Each session's damaged batches since its last deletion.
     holes: HashMap<String, Vec<Hole>>,
     /// Bytes of the segments before the current one.
@@ -236,8 +237,8 @@ impl Sink for Checker {
         self.findings.push(f);
     }
 
-    fn batch(&mut self, session: &str, run: Run) {
-        self.replay.events(session, run);
+    fn batch(&mut self, session: &str, run: BatchLoc) {
+        self.builder.events(session, run);
     }
 
     fn hole(&mut self, session: &str, hole: Hole) {
@@ -245,22 +246,22 @@ impl Sink for Checker {
     }
 
     fn delete(&mut self, session: &str, at: SegmentId) {
-        self.replay.delete(session, at);
+        self.builder.delete(session, at);
         self.holes.remove(session);
     }
 
     fn tail(&self, session: &str) -> Option<u64> {
-        self.replay.last(session).map(Run::end)
+        self.builder.last(session).map(BatchLoc::end)
     }
 }
 
 impl Checker {
     /// Puts each session's intact batches in order and reports those that do not continue the
     /// session (a gap a damaged batch already reported is not reported again).
-    fn finish(self, dir: &Path) -> (Replayed, Vec<FileFinding>) {
-        let Checker { mut findings, replay, holes, .. } = self;
-        let replayed = replay.finish();
-        for m in &replayed.misfits {
+    fn finish(self, dir: &Path) -> (Built, Vec<FileFinding>) {
+        let Checker { mut findings, builder, holes, .. } = self;
+        let built = builder.finish();
+        for m in &built.misfits {
             let holes = holes.get(&m.session).map(Vec::as_slice).unwrap_or_default();
             let (problem, seq) = match m.kind {
                 MisfitKind::Gap { from, to } => {
@@ -284,7 +285,7 @@ impl Checker {
             f.seq = Some(Seq(seq));
             findings.push(f);
         }
-        (replayed, findings)
+        (built, findings)
     }
 }
 
