@@ -1,7 +1,7 @@
 //! `stepjournal verify`: records, checksums, sequence continuity and the protocol, every problem
 //! with where it is.
 //!
-//! A file journal is checked on its bytes ([`stepjournal_backends::file::verify`]): every
+//! A file journal is checked on its bytes ([`stepjournal_backends::file::verify_dir`]): every
 //! segment to its end, without the writer's lock and without writing. Other stores are read
 //! session by session; a damaged row is pinned down by reading the session one event at a time.
 //! Then each session's events are checked against the protocol ([`stepjournal_recovery::verify`]).
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde_json::{Value, json};
-use stepjournal_backends::file::verify::{FileFinding, verify_dir};
+use stepjournal_backends::file::{FileFinding, verify_dir};
 use stepjournal_backends::{JournalStore, StoreError, StoreUrl};
 use stepjournal_codec::{Event, Limits, Record, Seq, SessionId};
 

@@ -225,7 +225,7 @@ mod regressions {
 
     use stepjournal_backends::file::io::Io;
     use stepjournal_backends::file::sim::SimDisk;
-    use stepjournal_backends::file::verify::verify_dir_with;
+    use stepjournal_backends::file::verify_dir_with;
     use stepjournal_backends::file::{FileOptions, FileStore};
     use stepjournal_codec::Limits;
 

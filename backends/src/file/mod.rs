@@ -20,8 +20,11 @@
 //! - **Space**: deleting a session appends a deletion frame; segments left with no live batch
 //!   are removed (a deletion frame stays while older frames of its session remain on disk).
 //!
-//! Every byte goes through the [`io::Io`] trait: [`io::RealIo`] or the simulated disk
-//! [`sim::SimDisk`].
+//! Every byte goes through the `io::Io` trait: the operating system, or (feature `testing`) the
+//! simulated disk `sim::SimDisk` that crash tests use.
+//!
+//! [`verify_dir`] checks a journal directory without opening it for writing, reporting every
+//! problem with its segment file and byte offset; `stepjournal verify` is built on it.
 //!
 //! ## Modules
 //!
@@ -47,21 +50,35 @@
 mod builder;
 mod commit;
 mod index;
+#[cfg(feature = "testing")]
 pub mod io;
+#[cfg(not(feature = "testing"))]
+mod io;
+#[cfg(feature = "testing")]
 pub mod layout;
+#[cfg(not(feature = "testing"))]
+mod layout;
 mod open;
 mod options;
 mod queue;
 mod read;
 mod reclaim;
 mod segment;
+#[cfg(feature = "testing")]
 pub mod sim;
+#[cfg(all(test, not(feature = "testing")))]
+#[expect(dead_code, reason = "the unit tests use a part of the simulated disk")]
+mod sim;
 mod state;
 mod store;
-pub mod verify;
+mod verify;
 mod walk;
 mod write;
 
+pub use layout::SegmentId;
 pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
+#[cfg(feature = "testing")]
+pub use verify::verify_dir_with;
+pub use verify::{FileFinding, FileProblem, LocatedRecord, VerifyReport, verify_dir};

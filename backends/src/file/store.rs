@@ -54,7 +54,7 @@ pub struct FileStore {
 impl FileStore {
     /// Opens (creating it if needed) the journal in directory `dir` on the real file system.
     pub fn open(dir: impl AsRef<Path>, options: FileOptions) -> Result<FileStore, OpenError> {
-        Self::open_with(Arc::new(RealIo), dir.as_ref(), options)
+        Self::open_through(Arc::new(RealIo), dir.as_ref(), options)
     }
 
     /// Opens the journal in `dir` read-only: no lock is taken and nothing is written; the store
@@ -64,7 +64,17 @@ impl FileStore {
     }
 
     /// Opens the journal in `dir` through `io` (the real file system or a simulated disk).
+    /// Feature `testing`.
+    #[cfg(feature = "testing")]
     pub fn open_with(
+        io: Arc<dyn Io>,
+        dir: &Path,
+        options: FileOptions,
+    ) -> Result<FileStore, OpenError> {
+        Self::open_through(io, dir, options)
+    }
+
+    fn open_through(
         io: Arc<dyn Io>,
         dir: &Path,
         options: FileOptions,

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use stepjournal_backends::file::io::Io;
 use stepjournal_backends::file::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use stepjournal_backends::file::sim::SimDisk;
-use stepjournal_backends::file::verify::{FileProblem, verify_dir_with};
 use stepjournal_backends::file::{FileOptions, FileStore, OnCorruption};
+use stepjournal_backends::file::{FileProblem, verify_dir_with};
 use stepjournal_backends::{Durability, JournalStore, OpenError, StoreError};
 use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped, UnixMillis};
 

@@ -118,7 +118,16 @@ impl VerifyReport {
     }
 }
 
-/// Checks the journal in `dir` on the real file system. See the [module documentation](self).
+/// Checks the journal in `dir` on the real file system, reading every segment to its end and
+/// never writing (safe while a writer runs).
+///
+/// The segments are walked as opening walks them, so the two agree: damage opening would cut
+/// as a torn tail is one finding marked [`FileFinding::torn_tail`], and damage opening refuses
+/// is a problem; after a problem the check carries on at the next group. Every record of every
+/// intact frame is read as a read of its session would, and each session's batches are put in
+/// order as opening puts them and checked to continue each other. Each [`FileFinding`] names the
+/// segment file and byte offset, and the session and sequence number where intact bytes tell
+/// them. The batches that passed can be read back with [`VerifyReport::read_session`].
 ///
 /// `progress` is called with (bytes checked, bytes to check) as the scan moves on. Only the
 /// directory's listing failing is an error; a segment that cannot be read is a finding.
@@ -127,11 +136,21 @@ pub fn verify_dir(
     limits: &Limits,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport, StoreError> {
-    verify_dir_with(Arc::new(RealIo), dir, limits, progress)
+    verify_through(Arc::new(RealIo), dir, limits, progress)
 }
 
-/// [`verify_dir`] through `io` (the real file system or a simulated disk).
+/// [`verify_dir`] through `io` (the real file system or a simulated disk). Feature `testing`.
+#[cfg(feature = "testing")]
 pub fn verify_dir_with(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    limits: &Limits,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, StoreError> {
+    verify_through(io, dir, limits, progress)
+}
+
+fn verify_through(
     io: Arc<dyn Io>,
     dir: &Path,
     limits: &Limits,
