@@ -69,6 +69,10 @@ impl JournalStore for MemoryStore {
             event: e.event.clone(),
         }));
         let next = Seq(log.len() as u64);
+        debug_assert!(
+            log.last().is_some_and(|r| r.seq.next() == next),
+            "a session's events sit at seq 0, 1, 2, ..."
+        );
         Ok(AppendAck { first: expected, next, durability: Durability::Volatile })
     }
 

@@ -87,6 +87,8 @@ impl Built {
                 index.count_live(run, true);
             }
             if !ordered.log.runs.is_empty() {
+                // With no misfit, every session's batches run from seq 0 without a gap.
+                debug_assert!(ordered.log.is_dense() && ordered.after_gap == 0, "{name}");
                 index.sessions.insert(name, ordered.log);
             }
         }

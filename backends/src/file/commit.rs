@@ -110,6 +110,13 @@ pub(crate) fn lead(core: &Core) {
         st.leading = false;
         None
     };
+    // A pending tail lives only while a request of its session is queued or being written (and a
+    // poisoned store has none).
+    debug_assert!(
+        st.leading || st.pending.is_empty(),
+        "no request is queued or being written, yet tails are pending: {:?}",
+        st.pending
+    );
     let poison = st.check_poison().err();
     drop(st);
     if let Some(next) = next {

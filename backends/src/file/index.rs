@@ -50,6 +50,18 @@ pub(crate) struct SessionLog {
 }
 
 impl SessionLog {
+    /// Whether the invariant on `runs` holds: dense from 0 and not empty.
+    pub(crate) fn is_dense(&self) -> bool {
+        let mut tail = 0;
+        for run in &self.runs {
+            if run.first != tail || run.count == 0 {
+                return false;
+            }
+            tail = run.end();
+        }
+        !self.runs.is_empty()
+    }
+
     pub(crate) fn tail(&self) -> u64 {
         self.runs.last().map_or(0, BatchLoc::end)
     }
@@ -135,8 +147,13 @@ impl Index {
             return Err(tail);
         }
         match self.sessions.get_mut(session) {
-            Some(log) => log.runs.push(run),
+            Some(log) => {
+                // The check above keeps the runs dense: the new one starts where they end.
+                debug_assert!(log.runs.last().is_some_and(|last| last.end() == run.first));
+                log.runs.push(run);
+            }
             None => {
+                debug_assert_eq!(run.first, 0, "a session's first batch starts at seq 0");
                 let log = SessionLog { runs: vec![run], shadows: BTreeSet::new() };
                 self.sessions.insert(session.to_owned(), log);
             }
@@ -161,6 +178,10 @@ impl Index {
     pub(crate) fn guard(&mut self, at: SegmentId, segs: impl Iterator<Item = SegmentId>) {
         let older: BTreeSet<SegmentId> =
             segs.filter(|s| *s != at && self.segments.contains_key(s)).collect();
+        debug_assert!(
+            older.iter().all(|s| *s < at),
+            "a deletion frame comes after every frame of its session it hides"
+        );
         if let (false, Some(seg)) = (older.is_empty(), self.segments.get_mut(&at)) {
             seg.guards.push(Guard { older });
         }
@@ -190,6 +211,7 @@ impl Index {
         let i = log.runs.partition_point(|r| r.first < first);
         let Some(run) = log.runs.get_mut(i).filter(|r| r.first == first) else { return };
         let old = *run;
+        debug_assert!(seg >= old.seg, "compaction copies a batch to a newer segment");
         run.seg = seg;
         run.offset = offset;
         log.shadows.insert(old.seg);
@@ -207,6 +229,7 @@ impl Index {
                 g.older.remove(&id);
             }
             seg.guards.retain(|g| !g.older.is_empty());
+            debug_assert!(seg.guards.iter().all(|g| g.older.iter().all(|s| *s != id)));
         }
         for log in self.sessions.values_mut() {
             log.shadows.remove(&id);

@@ -44,8 +44,6 @@
 //! - `open`: scanning, judging and repairing a directory into a `Core`;
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `index` and `read`.
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used, clippy::panic)]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
 
 mod builder;
 mod commit;

@@ -33,7 +33,9 @@ pub(crate) struct State {
     /// What is acknowledged: the index of written batches.
     pub index: Index,
     /// The tail of each session that has batches queued or being written, counting them: the
-    /// compare-and-set is checked against it. A session with nothing pending has no entry.
+    /// compare-and-set is checked against it (0 after a queued deletion).
+    // Invariant: an entry exists only while a request of its session is queued or being written
+    // (so none while no leader is chosen), and none once the store is poisoned.
     pub pending: HashMap<String, u64>,
     /// Requests waiting for the next group, in arrival order.
     pub queue: VecDeque<Request>,
@@ -76,13 +78,24 @@ pub(crate) struct Active {
     /// Bytes known durable.
     pub synced: u64,
     /// The file's length: past `len` it holds zeros, written and synced ahead of the data so
-    /// that a synced append changes no file metadata.
+    /// that a synced append changes no file metadata (with preallocation off, `len`).
     pub allocated: u64,
 }
 
 impl Active {
     pub(crate) fn new(id: SegmentId, file: Arc<dyn IoFile>, len: u64) -> Active {
         Active { id, file, len, synced: len, allocated: len }
+    }
+
+    /// Checks the invariant on `len` (debug builds); called wherever it changes.
+    pub(crate) fn check(&self) {
+        debug_assert!(
+            self.synced <= self.len && self.len <= self.allocated,
+            "the active segment keeps synced <= len <= allocated: {} <= {} <= {}",
+            self.synced,
+            self.len,
+            self.allocated
+        );
     }
 }
 

@@ -56,6 +56,9 @@ pub(crate) fn write_frames(
         IoFailure::new(what, e)
     })?;
     a.len += buf.len() as u64;
+    // With preallocation off the write extends the file.
+    a.allocated = a.allocated.max(a.len);
+    a.check();
     core.counters.groups.fetch_add(1, Ordering::Relaxed);
     core.counters.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
     if sync {
@@ -64,6 +67,7 @@ pub(crate) fn write_frames(
             .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
         core.counters.syncs.fetch_add(1, Ordering::Relaxed);
         a.synced = a.len;
+        a.check();
     }
     if buf.capacity() > 2 * core.options.max_group_bytes as usize {
         *buf = Vec::new();
@@ -98,6 +102,7 @@ fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), IoFailure> 
     core.counters.syncs.fetch_add(1, Ordering::Relaxed);
     a.allocated = target;
     a.synced = a.len;
+    a.check();
     Ok(())
 }
 
@@ -120,6 +125,10 @@ fn rotate(core: &Core, a: &mut Active) -> Result<Arc<dyn IoFile>, IoFailure> {
         core.counters.syncs.fetch_add(1, Ordering::Relaxed);
         a.synced = a.len;
     }
+    debug_assert!(
+        a.synced == a.len && a.len == a.allocated,
+        "a sealed segment is synced whole and holds nothing past its data"
+    );
     let id = SegmentId(a.id.0 + 1);
     let file = create_segment(&*core.io, &core.dir, id)?;
     *a = Active::new(id, Arc::clone(&file), SEGMENT_HEADER_LEN as u64);
