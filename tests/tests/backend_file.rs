@@ -23,7 +23,7 @@ mod simulated_disk {
     ));
 }
 
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 
 use stepjournal_backends::file::sim::SimDisk;
 use stepjournal_backends::file::{FileStore, LOCK_FILE};
@@ -254,70 +254,72 @@ fn compaction_moves_live_batches_out_of_mostly_dead_segments() {
 
 #[test]
 fn concurrent_appenders_share_syncs() {
-    const THREADS: usize = 16;
-    const EACH: u64 = 10;
+    // Appenders that queue while a group's sync runs are written together: one write and one
+    // sync for all of them. The sync is held until they are all queued.
+    const FOLLOWERS: usize = 15;
     let disk = SimDisk::new();
-    disk.set_sync_delay(std::time::Duration::from_millis(20));
-    let store = open_sim(&disk, FileOptions::new()).unwrap();
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|scope| {
-        for t in 0..THREADS {
-            let (store, barrier) = (&store, &barrier);
-            scope.spawn(move || {
-                barrier.wait();
-                for q in 0..EACH {
-                    append_events(store, t, q, 1);
-                }
-            });
-        }
-    });
-    let stats = store.stats();
-    let appends = THREADS as u64 * EACH;
-    assert_eq!(stats.appends, appends);
-    assert!(stats.groups <= appends, "{stats:?}");
-    assert!(
-        stats.syncs * 2 <= appends,
-        "appenders waiting on a slow sync share the next: {stats:?}"
-    );
-    for t in 0..THREADS {
-        assert_eq!(check_prefix(&store, t, EACH, EACH), EACH);
+    let store = open_sim(&disk, FileOptions::new().preallocate(0)).unwrap();
+    for round in 0..3u64 {
+        disk.hold_syncs();
+        std::thread::scope(|scope| {
+            let store = &store;
+            scope.spawn(move || append_events(store, 0, round, 1));
+            // The first appender leads: its group is written, its sync held.
+            disk.wait_for_held_syncs(1);
+            for t in 1..=FOLLOWERS {
+                scope.spawn(move || append_events(store, t, round, 1));
+            }
+            while store.queued() < FOLLOWERS {
+                std::thread::yield_now();
+            }
+            disk.release_syncs();
+        });
+        let stats = store.stats();
+        let appends = (round + 1) * (FOLLOWERS as u64 + 1);
+        assert_eq!(stats.appends, appends, "{stats:?}");
+        assert_eq!(stats.groups, 2 * (round + 1), "the followers share one group: {stats:?}");
+        assert_eq!(stats.syncs, 2 * (round + 1), "and one sync: {stats:?}");
+    }
+    for t in 0..=FOLLOWERS {
+        assert_eq!(check_prefix(&store, t, 3, 3), 3);
     }
 }
 
 #[test]
 fn racing_appends_to_one_session_have_exactly_one_winner_even_while_a_sync_is_pending() {
+    // Eight appenders aim at the same position while the winner's sync cannot finish: the
+    // others are refused against the pending tail, not the acknowledged one.
+    const RACERS: u64 = 8;
     let disk = SimDisk::new();
-    disk.set_sync_delay(std::time::Duration::from_millis(2));
-    let store = Arc::new(open_sim(&disk, FileOptions::new()).unwrap());
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
     let s = SessionId::from("contested");
-    let barrier = Barrier::new(8);
-    let wins: usize = std::thread::scope(|scope| {
-        let hs: Vec<_> = (0..8u64)
-            .map(|t| {
-                let (store, s, barrier) = (&store, &s, &barrier);
+    for round in 0..10u64 {
+        disk.hold_syncs();
+        let barrier = Barrier::new(RACERS as usize);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            for t in 0..RACERS {
+                let (store, s, barrier, tx) = (&store, &s, &barrier, tx.clone());
                 scope.spawn(move || {
-                    let mut won = 0;
                     barrier.wait();
-                    for round in 0..10u64 {
-                        // Everyone aims at the same position.
-                        let e = stamped_numbered(t, 1);
-                        match store.append(s, Seq(round), &e, Durability::Synced) {
-                            Ok(_) => won += 1,
-                            Err(AppendError::Conflict { actual, .. }) => {
-                                assert!(actual.get() > round)
-                            }
-                            Err(e) => panic!("{e}"),
-                        }
-                        while store.tail(s).unwrap().get() <= round {
-                            std::thread::yield_now();
-                        }
+                    let e = stamped_numbered(t, 1);
+                    tx.send(store.append(s, Seq(round), &e, Durability::Synced)).unwrap();
+                });
+            }
+            // Seven answers come while the sync is held; they are all refusals.
+            for _ in 1..RACERS {
+                match rx.recv().unwrap() {
+                    Err(AppendError::Conflict { expected, actual }) => {
+                        assert_eq!((expected, actual), (Seq(round), Seq(round + 1)));
                     }
-                    won
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).sum()
-    });
-    assert_eq!(wins, 10, "each position is won once");
+                    other => panic!("round {round}: {other:?} while the winner's sync is held"),
+                }
+            }
+            assert_eq!(store.tail(&s).unwrap(), Seq(round), "nothing acknowledged yet");
+            disk.release_syncs();
+            let ack = rx.recv().unwrap().unwrap();
+            assert_eq!(ack.next, Seq(round + 1));
+        });
+    }
     assert_eq!(store.read_all(&s).unwrap().len(), 10);
 }

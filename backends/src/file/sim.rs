@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::io::{Io, IoFile, IoLock};
 
@@ -139,7 +139,10 @@ struct State {
     crashed: bool,
     fail_at: Option<u64>,
     fail_next: Vec<OpKind>,
-    sync_delay: std::time::Duration,
+    /// Whether [`IoFile::sync_data`] waits (see [`SimDisk::hold_syncs`]).
+    syncs_held: bool,
+    /// How many syncs wait at the gate now.
+    syncs_waiting: usize,
     /// Every counted operation and the file it named, when asked for.
     log: Option<Vec<(OpKind, PathBuf)>>,
 }
@@ -148,6 +151,8 @@ struct State {
 #[derive(Clone, Default)]
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
+    /// Wakes syncs held at the gate, and those waiting for them to be held.
+    gate: Arc<Condvar>,
 }
 
 impl std::fmt::Debug for SimDisk {
@@ -201,10 +206,24 @@ impl SimDisk {
         self.lock().fail_next.push(kind);
     }
 
-    /// Makes every [`IoFile::sync_data`] take at least `delay` (as a slow disk would), so that
-    /// concurrent appenders pile up behind a sync.
-    pub fn set_sync_delay(&self, delay: std::time::Duration) {
-        self.lock().sync_delay = delay;
+    /// Holds every [`IoFile::sync_data`] from now on until [`SimDisk::release_syncs`]: a test
+    /// lines appenders up behind a sync that cannot finish, instead of hoping a slow one lasts.
+    pub fn hold_syncs(&self) {
+        self.lock().syncs_held = true;
+    }
+
+    /// Lets the held syncs go on (in no particular order), and every later one.
+    pub fn release_syncs(&self) {
+        self.lock().syncs_held = false;
+        self.gate.notify_all();
+    }
+
+    /// Blocks until `n` syncs are held (see [`SimDisk::hold_syncs`]).
+    pub fn wait_for_held_syncs(&self, n: usize) {
+        let mut state = self.lock();
+        while state.syncs_waiting < n {
+            state = self.gate.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
     }
 
     /// Starts recording every counted operation (its kind and the path it named), for tests that
@@ -318,7 +337,7 @@ impl SimDisk {
             next.dir.insert(path.clone(), *ino);
         }
         next.dir_synced = next.dir.clone();
-        SimDisk { state: Arc::new(Mutex::new(next)) }
+        SimDisk { state: Arc::new(Mutex::new(next)), gate: Arc::default() }
     }
 
     /// A power loss in which every unsynced operation happened to land.
@@ -342,7 +361,7 @@ impl SimDisk {
             pending: state.pending.clone(),
             ..State::default()
         };
-        SimDisk { state: Arc::new(Mutex::new(next)) }
+        SimDisk { state: Arc::new(Mutex::new(next)), gate: Arc::default() }
     }
 
     /// A power loss in which nothing unsynced survives.
@@ -432,11 +451,15 @@ impl IoFile for SimFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        let delay = self.disk.lock().sync_delay;
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
-        }
         let mut state = self.disk.lock();
+        if state.syncs_held {
+            state.syncs_waiting += 1;
+            self.disk.gate.notify_all();
+            while state.syncs_held {
+                state = self.disk.gate.wait(state).unwrap_or_else(PoisonError::into_inner);
+            }
+            state.syncs_waiting -= 1;
+        }
         SimDisk::begin(&mut state, OpKind::SyncData, &self.path)?;
         let (mine, rest): (Vec<Op>, Vec<Op>) = std::mem::take(&mut state.pending)
             .into_iter()

@@ -104,6 +104,14 @@ impl FileStore {
         }
     }
 
+    /// How many appends and deletions wait for the next group (not the one being written).
+    /// Feature `testing`: for tests that line appenders up behind a held sync
+    /// (`SimDisk::hold_syncs`).
+    #[cfg(feature = "testing")]
+    pub fn queued(&self) -> usize {
+        lock(&self.core.state).queue.len()
+    }
+
     /// How much the in-memory index holds.
     pub fn index_size(&self) -> IndexSize {
         let st = lock(&self.core.state);
