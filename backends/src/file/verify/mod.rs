@@ -284,12 +284,7 @@ impl Checker {
             let holes = holes.get(&m.session).map(Vec::as_slice).unwrap_or_default();
             let (problem, seq) = match m.kind {
                 MisfitKind::Gap { from, to } => {
-                    // A damaged batch that held exactly the missing events was reported already.
-                    let explained = holes.iter().any(|h| {
-                        h.first == from
-                            && h.count.is_none_or(|c| from.checked_add(u64::from(c)) == Some(to))
-                    });
-                    if explained {
+                    if explained(holes, from, to) {
                         continue;
                     }
                     (FileProblem::SeqGap { from: Seq(from), to: Seq(to) }, from)
@@ -306,6 +301,20 @@ impl Checker {
         }
         (built, findings)
     }
+}
+
+/// Whether damaged batches already reported hold exactly the events of the gap `from..to`: one
+/// after the other from `from`, up to `to` (or to one whose length could not be read).
+fn explained(holes: &[Hole], from: u64, to: u64) -> bool {
+    let mut at = from;
+    while at < to {
+        match holes.iter().find(|h| h.first == at).map(|h| h.count) {
+            Some(None) => return true,
+            Some(Some(count)) if count > 0 => at = at.saturating_add(u64::from(count)),
+            _ => return false,
+        }
+    }
+    at == to
 }
 
 /// One segment being checked.
