@@ -16,8 +16,9 @@ use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 
 use super::index::BatchLoc;
-use super::queue::{Request, RequestKind, Wake};
+use super::queue::{GroupError, Request, RequestKind, Wake};
 use super::reclaim::reclaim;
+use super::segment::IoFailure;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
 use crate::StoreError;
@@ -49,7 +50,7 @@ pub(crate) fn lead(core: &Core) {
     };
 
     let mut st = lock(&core.state);
-    let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
+    let mut results: Vec<Result<(), GroupError>> = Vec::with_capacity(group.len());
     let mut purge = false;
     match outcome {
         None => {}
@@ -87,7 +88,7 @@ pub(crate) fn lead(core: &Core) {
         Some(Err(f)) => {
             st.poisoned.get_or_insert_with(|| f.to_string());
             st.pending.clear();
-            results.extend(group.iter().map(|_| Err(f.to_store_error())));
+            results.extend(group.iter().map(|_| Err(group_error(&f))));
         }
     }
     if purge && st.poisoned.is_none() {
@@ -130,7 +131,7 @@ pub(crate) fn lead(core: &Core) {
             Some(StoreError::Poisoned { first_failure }) => first_failure.clone(),
             _ => String::new(),
         };
-        req.slot.finish(Err(StoreError::Poisoned { first_failure }));
+        req.slot.finish(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
     }
 }
 
@@ -140,7 +141,7 @@ pub(crate) fn submit(
     core: &Core,
     mut st: MutexGuard<'_, State>,
     request: Request,
-) -> Result<(), StoreError> {
+) -> Result<(), GroupError> {
     let slot = Arc::clone(&request.slot);
     st.queue.push_back(request);
     if st.leading {
@@ -155,5 +156,15 @@ pub(crate) fn submit(
             Wake::Lead => lead(core),
             Wake::Done(result) => return result,
         }
+    }
+}
+
+/// What each caller of a group that failed with `f` is told.
+fn group_error(f: &IoFailure) -> GroupError {
+    if f.may_have_landed {
+        let source = std::io::Error::new(f.source.kind(), f.source.to_string());
+        GroupError::Unknown { context: f.context.clone(), source }
+    } else {
+        GroupError::Store(f.to_store_error())
     }
 }

@@ -5,7 +5,18 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::Thread;
 
+use std::io;
+
 use crate::StoreError;
+
+/// Why a request's group failed.
+#[derive(Debug)]
+pub(crate) enum GroupError {
+    /// Nothing of the group reached the segment (or the store was poisoned before it).
+    Store(StoreError),
+    /// The group's write or sync failed after its bytes may have reached the segment.
+    Unknown { context: String, source: io::Error },
+}
 
 /// What a request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +51,7 @@ pub(crate) enum Wake {
     /// It leads the next group.
     Lead,
     /// Its group is done.
-    Done(Result<(), StoreError>),
+    Done(Result<(), GroupError>),
 }
 
 const WAITING: u8 = 0;
@@ -53,7 +64,7 @@ const DONE: u8 = 2;
 pub(crate) struct Slot {
     /// WAITING, LEAD (lead the next group) or DONE (`result` is set).
     state: AtomicU8,
-    result: Mutex<Option<Result<(), StoreError>>>,
+    result: Mutex<Option<Result<(), GroupError>>>,
     /// The caller's thread.
     thread: Thread,
 }
@@ -97,7 +108,7 @@ impl Slot {
         self.thread.unpark();
     }
 
-    pub(crate) fn finish(&self, result: Result<(), StoreError>) {
+    pub(crate) fn finish(&self, result: Result<(), GroupError>) {
         *self.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
         self.state.store(DONE, Ordering::Release);
         self.thread.unpark();

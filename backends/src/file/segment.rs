@@ -13,11 +13,20 @@ use crate::StoreError;
 pub(crate) struct IoFailure {
     pub context: String,
     pub source: io::Error,
+    /// Whether it came after a group's bytes may have reached the segment (its write failed part
+    /// way, or its sync failed): the group may be found there on the next open.
+    pub may_have_landed: bool,
 }
 
 impl IoFailure {
+    /// A failure before anything of the group was written.
     pub(crate) fn new(context: String, source: io::Error) -> IoFailure {
-        IoFailure { context, source }
+        IoFailure { context, source, may_have_landed: false }
+    }
+
+    /// A failure of a group's write, or of the sync after it.
+    pub(crate) fn after_write(context: String, source: io::Error) -> IoFailure {
+        IoFailure { context, source, may_have_landed: true }
     }
 
     /// The error a caller of the failed group gets.

@@ -13,7 +13,7 @@ use super::index::BatchLoc;
 use super::io::{Io, IoFile, IoLock, RealIo};
 use super::open::open;
 use super::options::FileOptions;
-use super::queue::{Request, RequestKind};
+use super::queue::{GroupError, Request, RequestKind};
 use super::read::read_batches;
 use super::state::{Core, lock};
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
@@ -147,7 +147,7 @@ impl JournalStore for FileStore {
         }
         let mut frame = Vec::with_capacity(64 + events.len() * 64);
         batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
-            .map_err(|source| AppendError::Encode { session: session.clone(), source })?;
+            .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
         let count = events.len() as u32;
         let next = expected.add(u64::from(count));
         let request = Request::new(
@@ -168,8 +168,19 @@ impl JournalStore for FileStore {
                 st.pending.insert(session.as_str().to_owned(), next.get());
             }
         }
-        submit(&self.core, st, request)?;
-        Ok(AppendAck { first: expected, next, durability })
+        match submit(&self.core, st, request) {
+            Ok(()) => Ok(AppendAck { first: expected, next, durability }),
+            Err(GroupError::Store(e)) => Err(e.into()),
+            Err(GroupError::Unknown { context, source }) => Err(AppendError::OutcomeUnknown {
+                session: session.clone(),
+                expected,
+                reason: format!(
+                    "{context} failed after the batch's bytes may have reached the segment; the \
+                     store is poisoned: reopen it, which reads what landed"
+                ),
+                source: Some(source),
+            }),
+        }
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
@@ -238,7 +249,10 @@ impl JournalStore for FileStore {
             return Ok(false);
         }
         st.pending.insert(session.as_str().to_owned(), 0);
-        submit(&self.core, st, request)?;
-        Ok(true)
+        match submit(&self.core, st, request) {
+            Ok(()) => Ok(true),
+            Err(GroupError::Store(e)) => Err(e),
+            Err(GroupError::Unknown { context, source }) => Err(StoreError::Io { context, source }),
+        }
     }
 }

@@ -53,7 +53,7 @@ pub(crate) fn write_frames(
     a.file.write_all_at(buf, a.len).map_err(|e| {
         let what =
             format!("writing {} bytes at byte {} of segment {}", buf.len(), a.len, path.display());
-        IoFailure::new(what, e)
+        IoFailure::after_write(what, e)
     })?;
     a.len += buf.len() as u64;
     // With preallocation off the write extends the file.
@@ -62,9 +62,9 @@ pub(crate) fn write_frames(
     core.counters.groups.fetch_add(1, Ordering::Relaxed);
     core.counters.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
     if sync {
-        a.file
-            .sync_data()
-            .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
+        a.file.sync_data().map_err(|e| {
+            IoFailure::after_write(format!("fdatasync of segment {}", path.display()), e)
+        })?;
         core.counters.syncs.fetch_add(1, Ordering::Relaxed);
         a.synced = a.len;
         a.check();
