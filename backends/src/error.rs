@@ -139,6 +139,19 @@ pub enum OpenError {
         /// The lock file.
         lock: PathBuf,
     },
+    /// A file in the journal's directory is named like a segment but cannot be taken for one:
+    /// it is not a regular file (a named pipe, a directory, a symbolic link to nothing). Nothing
+    /// was changed.
+    #[error(
+        "{} is named like a segment of the journal but {what}: refusing to open, nothing was changed (move it out of the directory if it is not the journal's)",
+        .path.display()
+    )]
+    NotASegment {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        what: String,
+    },
     /// The options are inconsistent.
     #[error("invalid options: {reason}")]
     Options {

@@ -323,3 +323,94 @@ fn racing_appends_to_one_session_have_exactly_one_winner_even_while_a_sync_is_pe
     }
     assert_eq!(store.read_all(&s).unwrap().len(), 10);
 }
+
+/// A journal of one segment on real files, and the name of its second segment.
+fn journal_with_one_segment() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    append_events(&store, 0, 0, 3);
+    drop(store);
+    let second = dir.path().join(stepjournal_backends::file::SegmentId(2).file_name());
+    (dir, second)
+}
+
+fn not_a_segment(r: Result<FileStore, OpenError>, path: &std::path::Path) -> String {
+    match r {
+        Err(e @ OpenError::NotASegment { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            text
+        }
+        Err(other) => panic!("expected NotASegment, got {other}"),
+        Ok(_) => panic!("a journal with {} opened", path.display()),
+    }
+}
+
+#[test]
+fn a_dangling_symlink_named_like_a_segment_is_a_problem_for_verify_and_refused_by_open() {
+    // The defect: verify skipped a segment it could not open ("0 segments ... clean", exit 0)
+    // while other commands failed on it; a read-only open skipped it too.
+    let (dir, second) = journal_with_one_segment();
+    std::os::unix::fs::symlink(dir.path().join("gone"), &second).unwrap();
+    let report =
+        stepjournal_backends::file::verify_dir(dir.path(), &Default::default(), &mut |_, _| {})
+            .unwrap();
+    assert!(!report.is_clean(), "{:?}", report.findings);
+    let f = report.findings.iter().find(|f| f.segment == second).unwrap();
+    assert!(!f.torn_tail);
+    assert!(f.to_string().contains("symbolic link to nothing"), "{f}");
+    not_a_segment(FileStore::open_read_only(dir.path()), &second);
+    not_a_segment(FileStore::open(dir.path(), FileOptions::new()), &second);
+    assert!(second.symlink_metadata().is_ok(), "the link is left where it is");
+}
+
+#[test]
+fn a_named_pipe_named_like_a_segment_is_refused_without_being_opened() {
+    // The defect: opening a FIFO waits for a writer, so `sessions`, `verify` and `stats` hung on
+    // `mkfifo J/00000000000000000002.seg`. A writer end is held here so that a regression
+    // fails instead of hanging: the old code opened the pipe, read nothing and removed it as a
+    // half-created segment.
+    let (dir, second) = journal_with_one_segment();
+    let made = std::process::Command::new("mkfifo").arg(&second).status().unwrap();
+    assert!(made.success());
+    let _writer = std::fs::OpenOptions::new().read(true).write(true).open(&second).unwrap();
+    let report =
+        stepjournal_backends::file::verify_dir(dir.path(), &Default::default(), &mut |_, _| {})
+            .unwrap();
+    let f = report.findings.iter().find(|f| f.segment == second).unwrap();
+    assert!(!f.torn_tail && f.to_string().contains("named pipe"), "{f}");
+    assert!(!report.is_clean());
+    let text = not_a_segment(FileStore::open_read_only(dir.path()), &second);
+    assert!(text.contains("named pipe"), "{text}");
+    not_a_segment(FileStore::open(dir.path(), FileOptions::new()), &second);
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_fifo(&second.metadata().unwrap().file_type()),
+        "the pipe is left where it is"
+    );
+}
+
+#[test]
+fn a_segment_that_cannot_be_opened_is_a_problem_for_verify() {
+    // A root-owned 0600 segment read by another user: opening it fails. Verify used to skip it
+    // and call the journal clean.
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    append_events(&store, 0, 0, 2);
+    drop(store);
+    let seg = stepjournal_tests::file_fixture::sim_dir()
+        .join(stepjournal_backends::file::SegmentId(1).file_name());
+    disk.forbid_open(&seg);
+    let report = stepjournal_backends::file::verify_dir_with(
+        std::sync::Arc::new(disk.clone()),
+        &stepjournal_tests::file_fixture::sim_dir(),
+        &Default::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(!report.is_clean(), "{:?}", report.findings);
+    let f = &report.findings[0];
+    assert_eq!((f.segment.as_path(), f.offset), (seg.as_path(), 0));
+    assert!(f.to_string().contains("permission denied"), "{f}");
+    let err = open_sim(&disk, FileOptions::new().read_only(true)).unwrap_err();
+    assert!(err.to_string().contains(&seg.display().to_string()), "{err}");
+}

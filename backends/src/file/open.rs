@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use super::builder::{IndexBuilder, Misfit};
 use super::index::BatchLoc;
-use super::io::{Io, IoFile, IoLock};
+use super::io::{EntryKind, Io, IoFile, IoLock};
 use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::reclaim;
@@ -189,6 +189,30 @@ fn open_at(
     let mut stopped = false;
     let mut buf = Vec::new();
     let mut kept: Option<Newest> = None;
+    // Every entry is looked at before any is opened (opening a named pipe would wait for a
+    // writer): one that is not a regular file is refused, whatever else is found.
+    let mut gone = Vec::new();
+    for &id in &ids {
+        let path = dir.join(id.file_name());
+        match io
+            .entry_kind(&path)
+            .map_err(io_error(format!("looking at segment {}", path.display())))?
+        {
+            Some(EntryKind::File) => {}
+            // Removed by the writer since the listing: it held nothing live.
+            None if read_only => gone.push(id),
+            None => {
+                let e = io::Error::new(io::ErrorKind::NotFound, "removed since it was listed");
+                return Err(io_error(format!("opening segment {}", path.display()))(e));
+            }
+            Some(kind) => {
+                let what = format!("is {kind}, not a regular file");
+                return Err(OpenError::NotASegment { path, what });
+            }
+        }
+    }
+    ids.retain(|id| !gone.contains(id));
+
     for (k, &id) in ids.iter().enumerate() {
         let path = dir.join(id.file_name());
         if stopped {

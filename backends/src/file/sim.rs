@@ -15,7 +15,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::io::{Io, IoFile, IoLock};
+use super::io::{EntryKind, Io, IoFile, IoLock};
 
 /// The kinds of operation the disk counts (reads, listings and locks are not counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,6 +131,10 @@ struct State {
     /// Names as a power loss would leave them, before the pending directory operations.
     dir_synced: BTreeMap<PathBuf, u64>,
     dirs: BTreeSet<PathBuf>,
+    /// Entries that are not regular files (see [`SimDisk::make_special`]); durable at once.
+    specials: BTreeMap<PathBuf, EntryKind>,
+    /// Files that cannot be opened (see [`SimDisk::forbid_open`]).
+    forbidden: BTreeSet<PathBuf>,
     /// Every operation not yet synced, in the order issued.
     pending: Vec<Op>,
     locks: BTreeSet<PathBuf>,
@@ -204,6 +208,19 @@ impl SimDisk {
     /// Fails the next operation of this kind with an I/O error; it has no effect.
     pub fn fail_next(&self, kind: OpKind) {
         self.lock().fail_next.push(kind);
+    }
+
+    /// Puts an entry at `path` that is not a regular file (a named pipe, a directory, a link to
+    /// nothing, as `kind` says): it is listed and [`Io::entry_kind`] tells what it is; opening it
+    /// fails. It survives crashes.
+    pub fn make_special(&self, path: &Path, kind: EntryKind) {
+        self.lock().specials.insert(path.to_path_buf(), kind);
+    }
+
+    /// Makes opening the file at `path` fail with `PermissionDenied` from now on, as a file the
+    /// process may not read would. It survives crashes.
+    pub fn forbid_open(&self, path: &Path) {
+        self.lock().forbidden.insert(path.to_path_buf());
     }
 
     /// Holds every [`IoFile::sync_data`] from now on until [`SimDisk::release_syncs`]: a test
@@ -329,8 +346,13 @@ impl SimDisk {
                 }
             }
         }
-        let mut next =
-            State { next_ino: state.next_ino, dirs: state.dirs.clone(), ..State::default() };
+        let mut next = State {
+            next_ino: state.next_ino,
+            dirs: state.dirs.clone(),
+            specials: state.specials.clone(),
+            forbidden: state.forbidden.clone(),
+            ..State::default()
+        };
         for (path, ino) in &dir {
             let image = images.get(ino).cloned().unwrap_or_default();
             next.inodes.insert(*ino, Inode { written: image.clone(), synced: image });
@@ -358,6 +380,8 @@ impl SimDisk {
             dir: state.dir.clone(),
             dir_synced: state.dir_synced.clone(),
             dirs: state.dirs.clone(),
+            specials: state.specials.clone(),
+            forbidden: state.forbidden.clone(),
             pending: state.pending.clone(),
             ..State::default()
         };
@@ -558,9 +582,33 @@ impl Io for SimDisk {
         if state.crashed {
             return Err(power_lost());
         }
+        if state.forbidden.contains(path) {
+            let what = format!("{}: permission denied (simulated)", path.display());
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, what));
+        }
+        if let Some(kind) = state.specials.get(path) {
+            return Err(match kind {
+                EntryKind::DanglingLink => not_found(path),
+                _ => io::Error::other(format!(
+                    "{}: the simulated disk does not open {kind}",
+                    path.display()
+                )),
+            });
+        }
         let ino = *state.dir.get(path).ok_or_else(|| not_found(path))?;
         drop(state);
         Ok(Arc::new(SimFile { disk: self.clone(), ino, path: path.to_path_buf(), read_only }))
+    }
+
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
+        let state = self.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        if let Some(kind) = state.specials.get(path) {
+            return Ok(Some(*kind));
+        }
+        Ok(state.dir.contains_key(path).then_some(EntryKind::File))
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
@@ -585,6 +633,7 @@ impl Io for SimDisk {
         Ok(state
             .dir
             .keys()
+            .chain(state.specials.keys())
             .filter(|p| p.parent() == Some(dir))
             .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_owned))
             .collect())

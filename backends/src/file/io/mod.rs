@@ -67,6 +67,28 @@ pub trait IoFile: Send + Sync + Debug {
     }
 }
 
+/// What an entry of a directory is, looked at without opening it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// A regular file (itself, or through a symbolic link).
+    File,
+    /// A symbolic link to nothing.
+    DanglingLink,
+    /// Anything else, named: a directory, a named pipe, a socket, a device.
+    Other(&'static str),
+}
+
+impl std::fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EntryKind::File => "a regular file",
+            EntryKind::DanglingLink => "a symbolic link to nothing",
+            EntryKind::Other(what) => what,
+        })
+    }
+}
+
 /// A held exclusive lock; dropping it releases the lock.
 pub trait IoLock: Send + Sync + Debug {}
 
@@ -80,6 +102,10 @@ pub trait Io: Send + Sync + Debug + 'static {
 
     /// Opens an existing file, for reading and writing unless `read_only`.
     fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn IoFile>>;
+
+    /// What the entry at `path` is, following symbolic links, without opening it (opening a
+    /// named pipe would wait for a writer); `Ok(None)` when there is no such entry.
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
 
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;

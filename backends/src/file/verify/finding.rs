@@ -81,9 +81,13 @@ pub enum FileProblem {
         /// Where the events before it end.
         tail: Seq,
     },
-    /// The segment file could not be read (the rest of it is not checked).
+    /// The segment file could not be opened or read (what follows in it is not checked).
     #[error("the segment cannot be read: {0}")]
     Unreadable(String),
+    /// The entry is named like a segment but is not a regular file (a named pipe, a directory, a
+    /// symbolic link to nothing): it is not read, and opening the journal refuses it.
+    #[error("the entry is {0}, not a segment file")]
+    NotAFile(String),
 }
 
 /// One problem: where, and what.

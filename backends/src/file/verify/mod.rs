@@ -34,7 +34,7 @@ use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 
 use super::builder::{Built, IndexBuilder, MisfitKind};
 use super::index::BatchLoc;
-use super::io::{Io, RealIo};
+use super::io::{EntryKind, Io, IoFile, RealIo};
 use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use super::read::read_batches;
 use super::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
@@ -163,15 +163,20 @@ fn verify_through(
     let mut ids: Vec<SegmentId> =
         names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
-    let mut opened = Vec::new();
+    // Each entry named like a segment: opened, or the problem that kept it from being read.
+    let mut entries = Vec::new();
     for id in &ids {
-        // A segment removed since the listing (compaction by a live writer) held nothing live.
-        if let Ok(file) = io.open(&dir.join(id.file_name()), true) {
-            let len = file.len().unwrap_or(0);
-            opened.push((*id, file, len));
+        let path = dir.join(id.file_name());
+        match open_entry(&*io, &path) {
+            Ok(Some(file)) => entries.push((*id, Ok(file))),
+            // Removed since the listing (compaction by a live writer): it held nothing live.
+            Ok(None) => {}
+            Err(problem) => entries.push((*id, Err(finding(&path, 0, problem)))),
         }
     }
-    let total: u64 = opened.iter().map(|(_, _, len)| len).sum();
+    let opened: Vec<(SegmentId, &Opened)> =
+        entries.iter().filter_map(|(id, e)| e.as_ref().ok().map(|f| (*id, f))).collect();
+    let total: u64 = opened.iter().map(|(_, o)| o.len).sum();
     let mut checker = Checker {
         findings: Vec::new(),
         builder: IndexBuilder::default(),
@@ -180,9 +185,22 @@ fn verify_through(
         total,
     };
     let mut buf = Vec::new();
-    let last = opened.last().map(|(id, _, _)| *id);
-    for (id, file, len) in &opened {
+    // The newest segment is the one with the highest id, whether it can be read or not (an
+    // entry that is not a file is no segment).
+    let last = entries
+        .iter()
+        .rev()
+        .find(|(_, e)| !matches!(e, Err(f) if matches!(f.problem, FileProblem::NotAFile(_))))
+        .map(|(id, _)| *id);
+    for (id, entry) in &entries {
         let path = dir.join(id.file_name());
+        let Opened { file, len } = match entry {
+            Ok(opened) => opened,
+            Err(f) => {
+                checker.findings.push(f.clone());
+                continue;
+            }
+        };
         checker.builder.add_segment(*id, Arc::clone(file));
         let frames = Frames { path: &path, seg: *id, limits };
         let mut seg = SegmentCheck { checker: &mut checker, frames, progress: &mut *progress };
@@ -201,7 +219,7 @@ fn verify_through(
         checker.done = checker.done.saturating_add(*len);
         progress(checker.done, total);
     }
-    let segments = opened.iter().map(|(id, _, len)| (dir.join(id.file_name()), *len)).collect();
+    let segments = opened.iter().map(|(id, o)| (dir.join(id.file_name()), o.len)).collect();
     let (built, findings) = checker.finish(dir);
     Ok(VerifyReport {
         dir: dir.to_path_buf(),
@@ -211,6 +229,35 @@ fn verify_through(
         findings,
         built,
     })
+}
+
+/// A segment file opened for the check, with its length then.
+struct Opened {
+    file: Arc<dyn IoFile>,
+    len: u64,
+}
+
+/// Opens the segment file at `path` read-only, with its length, after looking at what it is
+/// (opening a named pipe would wait for a writer). `None`: it is gone.
+fn open_entry(io: &dyn Io, path: &Path) -> Result<Option<Opened>, FileProblem> {
+    let unreadable = |e: std::io::Error| FileProblem::Unreadable(e.to_string());
+    match io.entry_kind(path).map_err(unreadable)? {
+        Some(EntryKind::File) => {}
+        None => return Ok(None),
+        Some(kind) => return Err(FileProblem::NotAFile(kind.to_string())),
+    }
+    let file = match io.open(path, true) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return match io.entry_kind(path).map_err(unreadable)? {
+                None => Ok(None),
+                Some(_) => Err(unreadable(e)),
+            };
+        }
+        Err(e) => return Err(unreadable(e)),
+    };
+    let len = file.len().map_err(unreadable)?;
+    Ok(Some(Opened { file, len }))
 }
 
 /// The finding for damage the walk found, as far as the walk's own facts describe it.
