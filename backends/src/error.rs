@@ -140,8 +140,8 @@ pub enum OpenError {
         lock: PathBuf,
     },
     /// A file in the journal's directory is named like a segment but cannot be taken for one:
-    /// it is not a regular file (a named pipe, a directory, a symbolic link to nothing). Nothing
-    /// was changed.
+    /// it is not a regular file, or its header never was a segment header of this journal (and
+    /// it is not what a crash leaves while creating a segment). Nothing was changed.
     #[error(
         "{} is named like a segment of the journal but {what}: refusing to open, nothing was changed (move it out of the directory if it is not the journal's)",
         .path.display()
@@ -149,7 +149,7 @@ pub enum OpenError {
     NotASegment {
         /// The file.
         path: PathBuf,
-        /// What it is.
+        /// What it is, or what is wrong with its header.
         what: String,
     },
     /// The options are inconsistent.

@@ -82,8 +82,11 @@ impl Finding {
         let mut what = f.problem.to_string();
         if f.torn_tail {
             what.push_str(
-                " (a torn tail: never acknowledged; cut when the journal is next opened for writing)",
+                " (a torn tail: never made durable; cut when the journal is next opened for writing)",
             );
+            if let Some(t) = &f.torn {
+                what.push_str(&format!(": {t}"));
+            }
         } else if let Some(at) = f.valid_after {
             what.push_str(&format!(" (valid data follows at byte {at})"));
         }

@@ -414,3 +414,19 @@ fn a_segment_that_cannot_be_opened_is_a_problem_for_verify() {
     let err = open_sim(&disk, FileOptions::new().read_only(true)).unwrap_err();
     assert!(err.to_string().contains(&seg.display().to_string()), "{err}");
 }
+
+#[test]
+fn a_text_file_named_like_the_only_segment_is_refused_not_deleted() {
+    // The defect: a file shorter than a segment header was taken for a segment a crash left
+    // half-created, and a writable open deleted it, whatever it held.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(stepjournal_backends::file::SegmentId(1).file_name());
+    std::fs::write(&path, "my notes\n").unwrap();
+    let text = not_a_segment(FileStore::open(dir.path(), FileOptions::new()), &path);
+    assert!(text.contains("not what a crash leaves"), "{text}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes\n");
+    let report =
+        stepjournal_backends::file::verify_dir(dir.path(), &Default::default(), &mut |_, _| {})
+            .unwrap();
+    assert!(!report.is_clean(), "{:?}", report.findings);
+}

@@ -15,8 +15,11 @@
 //!   [`OpenError::Locked`](crate::OpenError::Locked). [`FileOptions::read_only`] takes no lock and
 //!   reads what was valid when it opened, so a journal can be inspected while it is written.
 //! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
-//!   any append; damage inside acknowledged data refuses to open, naming segment and byte offset,
-//!   unless [`OnCorruption::TruncateAtCorruption`] was chosen.
+//!   any append, its bytes kept aside first and what it held reported
+//!   ([`FileStore::torn_tail`]); damage inside acknowledged data refuses to open, naming segment
+//!   and byte offset, unless [`OnCorruption::TruncateAtCorruption`] was chosen; a file named like
+//!   a segment that is not one (not a regular file, or a header this journal never wrote) is
+//!   refused by name and left alone.
 //! - **Space**: deleting a session appends a deletion frame; segments left with no live batch
 //!   are removed (a deletion frame stays while older frames of its session remain on disk).
 //!
@@ -39,12 +42,16 @@
 //! - `queue`: the requests appenders queue and the slot each waits on;
 //! - `state`: what callers share (`Core`: index and queue under one lock, the active segment
 //!   under the leader's);
-//! - `segment`: creating a segment file; `write`: writing one group to the active segment;
-//!   `reclaim`: removing and compacting segments; `commit`: the group commit (the leader);
+//! - `torn`: what a torn tail held;
+//! - `segment`: creating a segment file, and the write paths' I/O failure; `aside`: keeping bytes
+//!   aside before opening cuts them;
+//! - `write`: writing one group to the active segment; `reclaim`: removing and compacting
+//!   segments; `commit`: the group commit (the leader);
 //! - `open`: scanning, judging and repairing a directory into a `Core`;
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
-//! - `verify`: the read-only check of a directory, on `walk`, `index` and `read`.
+//! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
 
+mod aside;
 mod builder;
 mod commit;
 mod index;
@@ -69,6 +76,7 @@ pub mod sim;
 mod sim;
 mod state;
 mod store;
+mod torn;
 mod verify;
 mod walk;
 mod write;
@@ -77,6 +85,7 @@ pub use layout::SegmentId;
 pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
+pub use torn::{TornFrame, TornTail};
 #[cfg(feature = "testing")]
 pub use verify::verify_dir_with;
 pub use verify::{FileFinding, FileProblem, LocatedRecord, VerifyReport, verify_dir};

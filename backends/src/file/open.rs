@@ -5,9 +5,11 @@
 //! files as they were.
 
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use super::aside::set_aside;
 use super::builder::{IndexBuilder, Misfit};
 use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile, IoLock};
@@ -16,6 +18,7 @@ use super::options::{FileOptions, OnCorruption};
 use super::reclaim::reclaim;
 use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Counters, State, Writer};
+use super::torn::TornTail;
 use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use stepjournal_codec::DecodeError;
 
@@ -31,6 +34,14 @@ enum Repair {
     Cut { id: SegmentId, file: Arc<dyn IoFile>, at: u64 },
     /// Remove the segment (its header is torn, or salvage drops it).
     Remove { id: SegmentId },
+}
+
+/// Bytes of a segment to copy aside before they are cut.
+#[derive(Debug)]
+struct Aside {
+    id: SegmentId,
+    file: Arc<dyn IoFile>,
+    bytes: Range<u64>,
 }
 
 /// The newest segment kept, where appends go on.
@@ -51,6 +62,15 @@ fn io_error(context: String) -> impl FnOnce(io::Error) -> OpenError {
 
 fn failure(f: IoFailure) -> OpenError {
     OpenError::Store(StoreError::Io { context: f.context, source: f.source })
+}
+
+fn not_a_segment(path: PathBuf, d: &Damage) -> OpenError {
+    let what = format!(
+        "its header is not one this journal writes ({}), and it is not what a crash leaves while \
+         creating a segment",
+        d.problem.to_decode_error()
+    );
+    OpenError::NotASegment { path, what }
 }
 
 fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
@@ -112,12 +132,12 @@ pub(crate) fn open(
     io: Arc<dyn Io>,
     dir: &Path,
     options: FileOptions,
-) -> Result<(Core, Option<Box<dyn IoLock>>), OpenError> {
+) -> Result<OpenedStore, OpenError> {
     options.validate()?;
     let mut stop = None;
     loop {
         match open_at(Arc::clone(&io), dir, options, stop.as_ref())? {
-            Opened::Store(core, dir_lock) => return Ok((*core, dir_lock)),
+            Opened::Store(opened) => return Ok(*opened),
             Opened::Misfit(m) => {
                 let earlier =
                     stop.as_ref().is_none_or(|s: &Misfit| (m.seg, m.offset) < (s.seg, s.offset));
@@ -139,8 +159,16 @@ pub(crate) fn open(
     }
 }
 
+/// An opened journal: its insides, the writer lock (none when read-only), and the torn tail
+/// found at the newest segment's end (cut unless read-only).
+pub(crate) struct OpenedStore {
+    pub core: Core,
+    pub dir_lock: Option<Box<dyn IoLock>>,
+    pub torn: Option<TornTail>,
+}
+
 enum Opened {
-    Store(Box<Core>, Option<Box<dyn IoLock>>),
+    Store(Box<OpenedStore>),
     /// Sessions do not fit together; nothing was changed on disk.
     Misfit(Misfit),
 }
@@ -185,6 +213,8 @@ fn open_at(
     ids.sort_unstable();
 
     let mut builder = IndexBuilder::default();
+    let mut asides: Vec<Aside> = Vec::new();
+    let mut torn: Option<TornTail> = None;
     let mut actions = Vec::new();
     let mut stopped = false;
     let mut buf = Vec::new();
@@ -239,13 +269,29 @@ fn open_at(
             kept = Some(Newest { id, file, len: walk.end, cut: zeros });
             continue;
         };
-        if d.verdict == Verdict::Corruption {
-            match options.on_corruption {
-                OnCorruption::Refuse => return Err(corruption(&path, d, last)),
-                OnCorruption::TruncateAtCorruption => {}
+        if options.on_corruption == OnCorruption::Refuse {
+            match d.verdict {
+                Verdict::Corruption => return Err(corruption(&path, d, last)),
+                Verdict::NotASegment => return Err(not_a_segment(path, d)),
+                Verdict::TornTail => {}
             }
         }
         stopped = true;
+        // What is cut is kept aside first, unless it can be rebuilt (the header of a segment a
+        // crash left half-created) or it is acknowledged data salvage gives up.
+        let aside = match (d.verdict, &walk.torn) {
+            (Verdict::TornTail, Some(t)) if t.damage.cut > 0 && t.len > 0 => {
+                Some(t.damage.cut..t.damage.cut + t.len)
+            }
+            (Verdict::NotASegment, _) if walk.len > 0 => Some(0..walk.len),
+            _ => None,
+        };
+        if let Some(bytes) = aside {
+            asides.push(Aside { id, file: Arc::clone(&file), bytes });
+        }
+        if let Some(t) = &walk.torn {
+            torn = Some(TornTail::new(&path, t));
+        }
         if d.cut < SEGMENT_HEADER_LEN as u64 {
             builder.drop_segment(id);
             actions.push(Repair::Remove { id });
@@ -263,6 +309,16 @@ fn open_at(
     let mut writer = Writer::default();
     let mut active = None;
     if !read_only {
+        for a in &asides {
+            let kept = set_aside(&*io, &dir, a.id, &*a.file, a.bytes.clone()).map_err(failure)?;
+            if let Some(t) = torn.as_mut().filter(|t| t.offset == a.bytes.start) {
+                t.kept_in = Some(kept);
+            }
+        }
+        if !asides.is_empty() {
+            // The copies are durable before anything they hold is cut.
+            io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
+        }
         for a in &actions {
             if let Repair::Remove { id } = a {
                 let path = dir.join(id.file_name());
@@ -315,5 +371,5 @@ fn open_at(
     if !read_only {
         reclaim(&core).map_err(failure)?;
     }
-    Ok(Opened::Store(Box::new(core), dir_lock))
+    Ok(Opened::Store(Box::new(OpenedStore { core, dir_lock, torn })))
 }

@@ -11,11 +11,12 @@ use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped};
 use super::commit::submit;
 use super::index::BatchLoc;
 use super::io::{Io, IoFile, IoLock, RealIo};
-use super::open::open;
+use super::open::{OpenedStore, open};
 use super::options::FileOptions;
 use super::queue::{GroupError, Request, RequestKind};
 use super::read::read_batches;
 use super::state::{Core, lock};
+use super::torn::TornTail;
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
 
 /// How much the in-memory index holds.
@@ -47,6 +48,8 @@ pub struct FileStats {
 #[derive(Debug)]
 pub struct FileStore {
     core: Core,
+    /// The torn tail opening found.
+    torn: Option<TornTail>,
     /// The writer lock on the directory (None when read-only).
     _dir_lock: Option<Box<dyn IoLock>>,
 }
@@ -79,8 +82,17 @@ impl FileStore {
         dir: &Path,
         options: FileOptions,
     ) -> Result<FileStore, OpenError> {
-        let (core, dir_lock) = open(io, dir, options)?;
-        Ok(FileStore { core, _dir_lock: dir_lock })
+        let OpenedStore { core, dir_lock, torn } = open(io, dir, options)?;
+        Ok(FileStore { core, torn, _dir_lock: dir_lock })
+    }
+
+    /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
+    /// it held, the intact frames (sessions and sequence numbers) it held, and where a writable
+    /// open kept a copy of it before cutting it. The zeros the writer puts ahead of its data are
+    /// no torn tail. A crash leaves one; so do some kinds of damage that cannot be told from a
+    /// crash (`docs/backends.md`), which is why it is reported.
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.torn.as_ref()
     }
 
     /// The journal's directory.

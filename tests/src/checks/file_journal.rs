@@ -207,6 +207,14 @@ fn precise(e: &OpenError, what: &str) -> Result<(), String> {
             );
             Ok(())
         }
+        // The newest segment's header never was one a writer wrote, nor a crash half-wrote.
+        OpenError::NotASegment { path, .. } => {
+            ensure!(
+                path.extension().is_some_and(|x| x == "seg"),
+                "{what}: a refusal that names no segment: {e}"
+            );
+            Ok(())
+        }
         other => Err(format!("{what}: an error other than corruption on a sound disk: {other}")),
     }
 }
@@ -240,6 +248,30 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
             (Ok(_), Err(e)) => return Err(format!("{what}: read-only opens, writable fails: {e}")),
             (Err(e), Ok(_)) => return Err(format!("{what}: writable opens, read-only fails: {e}")),
         };
+        // The torn tail each reports is the same, and what verify calls one when nothing else
+        // stops opening.
+        let mut cut = rw.torn_tail().cloned();
+        if let Some(t) = &mut cut {
+            ensure!(
+                t.kept_in.is_some() == (t.offset > 0 && t.len > 0),
+                "{what}: the torn tail's bytes are kept aside exactly when it held some: {t}"
+            );
+            t.kept_in = None;
+        }
+        ensure!(
+            ro.torn_tail() == cut.as_ref(),
+            "{what}: read-only and writable opens report different torn tails: {:?} and {cut:?}",
+            ro.torn_tail()
+        );
+        if mode == OnCorruption::Refuse
+            && let Ok(report) = &report
+        {
+            let verified = report.findings.iter().find_map(|f| f.torn.as_ref());
+            ensure!(
+                verified == cut.as_ref(),
+                "{what}: verify reports the torn tail {verified:?}, opening {cut:?}"
+            );
+        }
         let seen = contents(&ro, &format!("{what} read-only"))?;
         let kept = contents(&rw, &what)?;
         ensure!(
@@ -271,7 +303,7 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
     // Opening and verify walk the bytes the same way: what verify finds clean opens, and what
     // opens holds no problem verify reports other than one found only by reading records
     // (a record of an intact frame that is misdirected, damaged or does not decode).
-    let report = report.map_err(|e| format!("verify_dir failed on a sound disk: {e}"))?;
+    let report = report.as_ref().map_err(|e| format!("verify_dir failed on a sound disk: {e}"))?;
     match &refused {
         None => ensure!(
             !report.is_clean(),

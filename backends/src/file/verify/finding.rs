@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use stepjournal_codec::{DecodeError, Seq, SessionId};
 
+use crate::file::torn::TornTail;
+
 /// What is wrong at a [`FileFinding`]'s place.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -106,13 +108,17 @@ pub struct FileFinding {
     pub seq: Option<Seq>,
     /// What is wrong.
     pub problem: FileProblem,
-    /// The damage is where a crash leaves half-written bytes that were never acknowledged (the
-    /// newest segment's end): opening the journal for writing cuts it. Every other finding is
-    /// damage inside acknowledged data, or data that contradicts itself.
+    /// The damage is where a crash leaves half-written bytes that were never made durable (the
+    /// newest segment's end, with nothing after it claimed durable): opening the journal for
+    /// writing cuts it, from there to the segment's end. Every other finding is damage inside
+    /// acknowledged data, or data that contradicts itself.
     pub torn_tail: bool,
     /// Where the next valid group header after the damage is, when there is one in the same
     /// segment.
     pub valid_after: Option<u64>,
+    /// For a torn tail (exactly when `torn_tail`): how many bytes it holds and its intact
+    /// frames, what opening will cut.
+    pub torn: Option<TornTail>,
 }
 
 impl std::fmt::Display for FileFinding {
@@ -128,7 +134,10 @@ impl std::fmt::Display for FileFinding {
         }
         write!(f, ": {}", self.problem)?;
         if self.torn_tail {
-            f.write_str(" (a torn tail: never acknowledged; cut when the journal is next opened for writing)")?;
+            f.write_str(" (a torn tail: never made durable; cut when the journal is next opened for writing)")?;
+            if let Some(t) = &self.torn {
+                write!(f, ": {t}")?;
+            }
         } else if let Some(at) = self.valid_after {
             write!(f, " (valid data follows at byte {at})")?;
         }
@@ -147,5 +156,6 @@ pub(super) fn finding(segment: &Path, offset: u64, problem: FileProblem) -> File
         problem,
         torn_tail: false,
         valid_after: None,
+        torn: None,
     }
 }

@@ -37,6 +37,7 @@ use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile, RealIo};
 use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use super::read::read_batches;
+use super::torn::TornTail;
 use super::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
 use crate::StoreError;
 use finding::finding;
@@ -206,9 +207,10 @@ fn verify_through(
         let mut seg = SegmentCheck { checker: &mut checker, frames, progress: &mut *progress };
         match walk_segment(&**file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
             Ok(walk) => {
-                if let Some(d) = &walk.torn {
-                    let mut f = damage_finding(&path, d);
+                if let Some(t) = &walk.torn {
+                    let mut f = damage_finding(&path, &t.damage);
                     f.torn_tail = true;
+                    f.torn = Some(TornTail::new(&path, t));
                     checker.findings.push(f);
                 }
             }

@@ -24,7 +24,9 @@ use std::io;
 use stepjournal_codec::Limits;
 
 use super::io::IoFile;
-use super::layout::{SEGMENT_HEADER_LEN, SegmentId, check_segment_header};
+use super::layout::{
+    GroupHeader, SEGMENT_HEADER_LEN, SegmentId, check_segment_header, encode_segment_header,
+};
 pub(crate) use group::{FrameAt, FrameKindInfo, GroupView, Problem};
 use group::{GroupCheck, check_group, view_of};
 use survey::Survey;
@@ -33,10 +35,14 @@ use window::Window;
 /// What damage means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Bytes a crash left half-written: cut them (and everything after).
+    /// Bytes a crash left half-written (or a segment it left half-created): cut them (and
+    /// everything after).
     TornTail,
     /// Damage inside acknowledged data.
     Corruption,
+    /// The newest segment's header never was one this journal wrote, and the file is not what a
+    /// crash leaves while creating a segment: not this journal's torn tail.
+    NotASegment,
 }
 
 /// Where a segment's bytes stop making sense, and what that means.
@@ -56,25 +62,39 @@ pub(crate) struct Damage {
     pub verdict: Verdict,
 }
 
+/// The facts [`classify`] judges damage by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Facts {
+    /// Where the segment would be cut (0: its header is damaged).
+    pub cut: u64,
+    /// Whether the segment is the newest.
+    pub last_segment: bool,
+    /// Whether an intact group header follows the cut.
+    pub valid_after: bool,
+    /// The most bytes an intact group header after the cut says were durable.
+    pub synced_after: u64,
+    /// With a damaged segment header: the file is shorter than a header and each of its bytes
+    /// is the header's this journal writes for the segment, or zero (a crash while creating it).
+    pub half_created: bool,
+}
+
 /// Decides what damage in a segment means. Only the newest segment can hold bytes that were
 /// never synced (a segment is synced whole before the next one is created), and only bytes at or
 /// after the durable point later groups claim: damage before a later group's `synced` was
-/// acknowledged data.
-pub(crate) fn classify(
-    problem: &Problem,
-    cut: u64,
-    last_segment: bool,
-    valid_after: bool,
-    synced_after: u64,
-) -> Verdict {
-    if problem.inconsistent() || !last_segment {
+/// acknowledged data. A segment's header is synced before anything is written after it, so a
+/// damaged header is a torn write only in a file a crash left half-created.
+pub(crate) fn classify(problem: &Problem, facts: Facts) -> Verdict {
+    if problem.inconsistent() || !facts.last_segment {
         return Verdict::Corruption;
     }
-    if cut == 0 && valid_after {
-        // A segment's header is synced before any group is written after it.
-        return Verdict::Corruption;
+    if facts.cut == 0 {
+        return match (facts.valid_after, facts.half_created) {
+            (true, _) => Verdict::Corruption,
+            (false, true) => Verdict::TornTail,
+            (false, false) => Verdict::NotASegment,
+        };
     }
-    if valid_after && synced_after > cut {
+    if facts.valid_after && facts.synced_after > facts.cut {
         return Verdict::Corruption;
     }
     Verdict::TornTail
@@ -86,8 +106,9 @@ pub(crate) trait Visit {
     /// damage that is never a torn write.
     fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)>;
 
-    /// Damage judged [`Verdict::Corruption`], with the damaged group when its header is intact.
-    /// Returns whether the walk goes on to the next group after it.
+    /// Damage that is not a torn tail ([`Verdict::Corruption`] or [`Verdict::NotASegment`]),
+    /// with the damaged group when its header is intact. Returns whether the walk goes on to the
+    /// next group after it.
     fn damage(&mut self, d: &Damage, group: Option<&GroupView<'_>>) -> Flow;
 }
 
@@ -96,6 +117,22 @@ pub(crate) trait Visit {
 pub(crate) enum Flow {
     Stop,
     Go,
+}
+
+/// An intact frame inside a torn tail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeldFrame {
+    pub session: String,
+    pub kind: FrameKindInfo,
+}
+
+/// A torn tail: the damage it begins with, the bytes it holds, its intact frames.
+#[derive(Debug, Clone)]
+pub(crate) struct Torn {
+    pub damage: Damage,
+    /// From the cut to the last non-zero byte (a half-created segment: the file's length).
+    pub len: u64,
+    pub frames: Vec<HeldFrame>,
 }
 
 /// What a walk of one segment found.
@@ -108,12 +145,13 @@ pub(crate) struct SegmentWalk {
     pub end: u64,
     /// The first damage.
     pub first: Option<Damage>,
-    /// The damage a torn tail begins with (the walk stops there).
-    pub torn: Option<Damage>,
+    /// The torn tail the segment ends in (the walk stops there).
+    pub torn: Option<Torn>,
 }
 
 /// Walks segment `id` (`last`: the newest segment) from its header to its end, handing each
-/// intact group and each corruption to `visit` in order. See the [module documentation](self).
+/// intact group and each damage that is not a torn tail to `visit` in order. See the
+/// [module documentation](self).
 pub(crate) fn walk_segment(
     file: &dyn IoFile,
     id: SegmentId,
@@ -128,21 +166,26 @@ pub(crate) fn walk_segment(
     let mut survey: Option<Survey> = None;
     let mut frames: Vec<FrameAt> = Vec::new();
     let mut pos = SEGMENT_HEADER_LEN as u64;
-    if let Err(e) = check_segment_header(w.bytes(0, SEGMENT_HEADER_LEN)?, id) {
+    let header = w.bytes(0, SEGMENT_HEADER_LEN)?;
+    if let Err(e) = check_segment_header(header, id) {
+        let half_created = header.len() as u64 == len && is_half_created(header, id);
         walk.end = 0;
-        let d = judge(surveyed(&mut survey, &mut w, 0)?, last, 0, 0, Problem::SegmentHeader(e));
+        let s = surveyed(&mut survey, &mut w, 0)?;
+        let d = judge(s, last, 0, 0, Problem::SegmentHeader(e), half_created);
+        walk.first = Some(d.clone());
         walk.len = w.len;
-        let next = d.valid_after;
-        if !record(&mut walk, &d, visit, None) {
+        if d.verdict == Verdict::TornTail {
+            walk.torn = Some(Torn { damage: d, len: w.len, frames: Vec::new() });
             return Ok(walk);
         }
-        match next {
-            Some(at) => pos = at,
-            None => return Ok(walk),
+        let go = visit.damage(&d, None);
+        match d.valid_after {
+            Some(at) if go == Flow::Go => pos = at,
+            _ => return Ok(walk),
         }
     }
     while pos < w.len {
-        match check_group(&mut w, pos, limits, &mut frames)? {
+        let (d, header, end) = match check_group(&mut w, pos, limits, &mut frames)? {
             GroupCheck::Whole { header, end } => {
                 let refused = visit.group(&view_of(&mut w, pos, header, &frames)?).err();
                 let Some((i, reason)) = refused else {
@@ -154,11 +197,7 @@ pub(crate) fn walk_segment(
                 };
                 let at = frames.get(i).map_or(pos, |f| f.offset);
                 let s = surveyed(&mut survey, &mut w, pos)?;
-                let d = judge(s, last, at, pos, Problem::Refused(reason));
-                if !record(&mut walk, &d, visit, Some(&view_of(&mut w, pos, header, &frames)?)) {
-                    break;
-                }
-                pos = end;
+                (judge(s, last, at, pos, Problem::Refused(reason), false), Some(header), Some(end))
             }
             GroupCheck::Damaged { at, problem, header, end } => {
                 let s = surveyed(&mut survey, &mut w, pos)?;
@@ -166,28 +205,38 @@ pub(crate) fn walk_segment(
                     // The zeros the writer puts ahead of its data: the data ends here.
                     break;
                 }
-                let d = judge(s, last, at, pos, problem);
-                let go = match header {
-                    Some(header) => {
-                        let view = view_of(&mut w, pos, header, &frames)?;
-                        record(&mut walk, &d, visit, Some(&view))
-                    }
-                    None => record(&mut walk, &d, visit, None),
-                };
-                if !go {
-                    break;
-                }
-                // On after the damaged group: at its end when its extent can be trusted, else at
-                // the next intact group header.
-                match end.or(d.valid_after) {
-                    Some(next) => pos = next,
-                    None => break,
-                }
+                (judge(s, last, at, pos, problem, false), header, end)
             }
+        };
+        walk.first.get_or_insert_with(|| d.clone());
+        if d.verdict == Verdict::TornTail {
+            let s = surveyed(&mut survey, &mut w, pos)?;
+            walk.torn = Some(torn_tail(&mut w, s, limits, d, header, end, &mut frames)?);
+            break;
+        }
+        let go = match header {
+            Some(header) => visit.damage(&d, Some(&view_of(&mut w, pos, header, &frames)?)),
+            None => visit.damage(&d, None),
+        };
+        if go == Flow::Stop {
+            break;
+        }
+        // On after the damaged group: at its end when its extent can be trusted, else at the
+        // next intact group header.
+        match end.or(d.valid_after) {
+            Some(next) => pos = next,
+            None => break,
         }
     }
     walk.len = w.len;
     Ok(walk)
+}
+
+/// Whether the bytes of a file shorter than a segment header are what a crash while creating
+/// segment `id` leaves: each byte the header's or zero.
+fn is_half_created(bytes: &[u8], id: SegmentId) -> bool {
+    let header = encode_segment_header(id);
+    bytes.len() <= header.len() && bytes.iter().zip(header).all(|(b, h)| *b == h || *b == 0)
 }
 
 /// The survey of the segment from `from`, made the first time it is needed.
@@ -203,30 +252,64 @@ fn surveyed<'s>(
 }
 
 /// The damage at `offset` in the group at `cut`, judged against what the survey found after it.
-fn judge(s: &Survey, last: bool, offset: u64, cut: u64, problem: Problem) -> Damage {
+fn judge(
+    s: &Survey,
+    last: bool,
+    offset: u64,
+    cut: u64,
+    problem: Problem,
+    half_created: bool,
+) -> Damage {
     let (valid_after, synced_after) = s.after(cut);
-    let verdict = classify(&problem, cut, last, valid_after.is_some(), synced_after);
+    let facts = Facts {
+        cut,
+        last_segment: last,
+        valid_after: valid_after.is_some(),
+        synced_after,
+        half_created,
+    };
+    let verdict = classify(&problem, facts);
     Damage { offset, cut, problem, valid_after, synced_after, verdict }
 }
 
-/// Records damage in the walk's result and tells the caller of corruption; returns whether the
-/// walk goes on.
-fn record(
-    walk: &mut SegmentWalk,
-    d: &Damage,
-    visit: &mut dyn Visit,
-    group: Option<&GroupView<'_>>,
-) -> bool {
-    if walk.first.is_none() {
-        walk.first = Some(d.clone());
+/// What the torn tail beginning with `d` (in the group at `d.cut`, whose header and end are
+/// given when intact) holds: its bytes, and its intact frames (those before the damage in that
+/// group, then those of every group found after it).
+fn torn_tail(
+    w: &mut Window<'_>,
+    s: &Survey,
+    limits: &Limits,
+    d: Damage,
+    header: Option<GroupHeader>,
+    end: Option<u64>,
+    frames: &mut Vec<FrameAt>,
+) -> io::Result<Torn> {
+    let mut held = Vec::new();
+    let mut hold = |g: &GroupView<'_>| {
+        held.extend(
+            g.frames.iter().map(|f| HeldFrame { session: g.session(f).to_owned(), kind: f.kind }),
+        );
+    };
+    if let Some(header) = header {
+        hold(&view_of(w, d.cut, header, frames)?);
     }
-    match d.verdict {
-        Verdict::TornTail => {
-            walk.torn = Some(d.clone());
-            false
-        }
-        Verdict::Corruption => visit.damage(d, group) == Flow::Go,
+    let mut next = end.or(d.valid_after);
+    while let Some(pos) = next.filter(|p| *p < w.len) {
+        next = match check_group(w, pos, limits, frames)? {
+            GroupCheck::Whole { header, end } => {
+                hold(&view_of(w, pos, header, frames)?);
+                Some(end)
+            }
+            GroupCheck::Damaged { header, end, .. } => {
+                if let Some(header) = header {
+                    hold(&view_of(w, pos, header, frames)?);
+                }
+                end.or(s.after(pos).0)
+            }
+        };
     }
+    let len = s.last_nonzero.map_or(0, |z| (z + 1).saturating_sub(d.cut));
+    Ok(Torn { damage: d, len, frames: held })
 }
 
 #[cfg(test)]
@@ -235,30 +318,53 @@ mod tests {
 
     use super::*;
 
+    fn facts(cut: u64, last_segment: bool, valid_after: bool, synced_after: u64) -> Facts {
+        Facts { cut, last_segment, valid_after, synced_after, half_created: false }
+    }
+
     fn problem() -> Problem {
         Problem::Frame(DecodeError::Malformed { reason: "x".into() })
     }
 
     #[test]
     fn damage_with_nothing_valid_after_it_in_the_last_segment_is_a_torn_tail() {
-        assert_eq!(classify(&problem(), 100, true, false, 0), Verdict::TornTail);
-        assert_eq!(classify(&problem(), 0, true, false, 0), Verdict::TornTail);
+        assert_eq!(classify(&problem(), facts(100, true, false, 0)), Verdict::TornTail);
+    }
+
+    #[test]
+    fn a_damaged_header_with_nothing_after_it_is_torn_only_in_a_half_created_file() {
+        let header = Problem::SegmentHeader(DecodeError::Malformed { reason: "x".into() });
+        let half = Facts { half_created: true, ..facts(0, true, false, 0) };
+        assert_eq!(classify(&header, half), Verdict::TornTail);
+        assert_eq!(classify(&header, facts(0, true, false, 0)), Verdict::NotASegment);
+        assert_eq!(classify(&header, Facts { valid_after: true, ..half }), Verdict::Corruption);
+        assert_eq!(classify(&header, Facts { last_segment: false, ..half }), Verdict::Corruption);
+        let id = SegmentId(3);
+        let full = encode_segment_header(id);
+        assert!(is_half_created(&[], id));
+        assert!(is_half_created(&full[..11], id));
+        assert!(is_half_created(&[0u8; 32], id));
+        let mut partly_zero = full;
+        partly_zero[20..].fill(0);
+        assert!(is_half_created(&partly_zero, id));
+        assert!(!is_half_created(b"hello\n", id), "a text file is not a half-created segment");
+        assert!(!is_half_created(&encode_segment_header(SegmentId(4))[..20], id));
     }
 
     #[test]
     fn damage_before_a_later_groups_durable_point_is_corruption() {
-        assert_eq!(classify(&problem(), 100, true, true, 200), Verdict::Corruption);
-        assert_eq!(classify(&problem(), 100, true, true, 100), Verdict::TornTail);
-        assert_eq!(classify(&problem(), 0, true, true, 32), Verdict::Corruption);
+        assert_eq!(classify(&problem(), facts(100, true, true, 200)), Verdict::Corruption);
+        assert_eq!(classify(&problem(), facts(100, true, true, 100)), Verdict::TornTail);
+        assert_eq!(classify(&problem(), facts(0, true, true, 32)), Verdict::Corruption);
     }
 
     #[test]
     fn damage_in_a_sealed_segment_or_an_impossible_frame_is_corruption() {
-        assert_eq!(classify(&problem(), 100, true, false, 0), Verdict::TornTail);
-        assert_eq!(classify(&problem(), 100, false, false, 0), Verdict::Corruption);
+        assert_eq!(classify(&problem(), facts(100, true, false, 0)), Verdict::TornTail);
+        assert_eq!(classify(&problem(), facts(100, false, false, 0)), Verdict::Corruption);
         let fill = Problem::GroupFill { frames: 1, filled: 10, len: 20 };
-        assert_eq!(classify(&fill, 100, true, false, 0), Verdict::Corruption);
+        assert_eq!(classify(&fill, facts(100, true, false, 0)), Verdict::Corruption);
         let record = Problem::Record(DecodeError::UnknownKind { code: 99 });
-        assert_eq!(classify(&record, 100, true, false, 0), Verdict::Corruption);
+        assert_eq!(classify(&record, facts(100, true, false, 0)), Verdict::Corruption);
     }
 }

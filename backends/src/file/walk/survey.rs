@@ -13,7 +13,7 @@ pub(super) struct Survey {
     headers: Vec<(u64, u64)>,
     /// `claims[i]`: the largest durable point claimed by `headers[i..]`.
     claims: Vec<u64>,
-    last_nonzero: Option<u64>,
+    pub(super) last_nonzero: Option<u64>,
 }
 
 impl Survey {
