@@ -67,8 +67,9 @@ pub enum AppendError {
         /// The session's tail.
         actual: Seq,
     },
-    /// The store cannot tell whether the batch landed: read the session's tail before writing
-    /// again.
+    /// The store cannot tell whether the batch landed (a connection lost during its commit, a
+    /// write or sync that failed after bytes may have reached the disk): read the session's tail
+    /// before writing again, through this store if it still reads, else after reopening it.
     #[error("the outcome of the append to {session} at {expected} is unknown: {reason}")]
     OutcomeUnknown {
         /// The session.
@@ -77,6 +78,10 @@ pub enum AppendError {
         expected: Seq,
         /// Why it cannot be known.
         reason: String,
+        /// The failure that left it unknown, where there is one: the I/O error of a failed write
+        /// or `fdatasync`, or a failed commit's driver error (as an I/O error of kind `Other`).
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// The batch held no events.
     #[error("an append needs at least one event")]
@@ -86,9 +91,9 @@ pub enum AppendError {
     Encode {
         /// The session.
         session: SessionId,
-        /// What the encoder refused.
+        /// What the encoder refused (boxed: a rare error kept out of every append's result).
         #[source]
-        source: EncodeError,
+        source: Box<EncodeError>,
     },
     /// The store failed.
     #[error(transparent)]
@@ -133,6 +138,19 @@ pub enum OpenError {
         dir: PathBuf,
         /// The lock file.
         lock: PathBuf,
+    },
+    /// A file in the journal's directory is named like a segment but cannot be taken for one:
+    /// it is not a regular file, or its header never was a segment header of this journal (and
+    /// it is not what a crash leaves while creating a segment). Nothing was changed.
+    #[error(
+        "{} is named like a segment of the journal but {what}: refusing to open, nothing was changed (move it out of the directory if it is not the journal's)",
+        .path.display()
+    )]
+    NotASegment {
+        /// The file.
+        path: PathBuf,
+        /// What it is, or what is wrong with its header.
+        what: String,
     },
     /// The options are inconsistent.
     #[error("invalid options: {reason}")]

@@ -6,7 +6,11 @@
 //!
 //! Stores are opened from a URL with [`open_url`]: `file:PATH`, `sqlite:PATH`,
 //! `postgres://...` or `postgresql://...`.
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
+)]
 
 mod completion;
 mod error;

@@ -52,7 +52,7 @@ impl JournalStore for MemoryStore {
         }
         let mut scratch = Vec::new();
         batch::encode_into(&mut scratch, session, expected, events, &self.limits)
-            .map_err(|source| AppendError::Encode { session: session.clone(), source })?;
+            .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
         let mut sessions = self.lock();
         let log = sessions.entry(session.clone()).or_default();
         let actual = Seq(log.len() as u64);
@@ -69,6 +69,10 @@ impl JournalStore for MemoryStore {
             event: e.event.clone(),
         }));
         let next = Seq(log.len() as u64);
+        debug_assert!(
+            log.last().is_some_and(|r| r.seq.next() == next),
+            "a session's events sit at seq 0, 1, 2, ..."
+        );
         Ok(AppendAck { first: expected, next, durability: Durability::Volatile })
     }
 

@@ -66,7 +66,7 @@ pub(crate) fn encode_batch(
     if events.is_empty() {
         return Err(AppendError::EmptyBatch);
     }
-    let encode_err = |source| AppendError::Encode { session: session.clone(), source };
+    let encode_err = |e| AppendError::Encode { session: session.clone(), source: Box::new(e) };
     let mut bytes = Vec::with_capacity(events.len() * 128);
     let mut rows = Vec::with_capacity(events.len());
     for (i, e) in events.iter().enumerate() {

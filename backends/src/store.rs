@@ -61,7 +61,8 @@ pub trait JournalStore: Send + Sync + 'static {
     ///   [`max_durability`](Self::max_durability), whichever is weaker), as [`AppendAck::durability`]
     ///   says.
     /// - When the store cannot learn whether the batch landed (a connection lost during commit and
-    ///   not regained), the error is [`AppendError::OutcomeUnknown`], never a guess.
+    ///   not regained, a write or sync that failed after the batch's bytes may have reached the
+    ///   disk), the error is [`AppendError::OutcomeUnknown`], never a guess.
     /// - An empty batch, a record over the size limit or an invalid session id is refused before
     ///   anything is written.
     fn append(

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use clap::Args;
 use serde_json::{Map, Value, json};
-use stepjournal_backends::file::layout::SegmentId;
+use stepjournal_backends::file::SegmentId;
 use stepjournal_backends::{JournalStore, StoreUrl};
 use stepjournal_codec::{EventKind, Limits};
 

@@ -1,7 +1,7 @@
 //! `stepjournal verify`: records, checksums, sequence continuity and the protocol, every problem
 //! with where it is.
 //!
-//! A file journal is checked on its bytes ([`stepjournal_backends::file::verify`]): every
+//! A file journal is checked on its bytes ([`stepjournal_backends::file::verify_dir`]): every
 //! segment to its end, without the writer's lock and without writing. Other stores are read
 //! session by session; a damaged row is pinned down by reading the session one event at a time.
 //! Then each session's events are checked against the protocol ([`stepjournal_recovery::verify`]).
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde_json::{Value, json};
-use stepjournal_backends::file::verify::{FileFinding, verify_dir};
+use stepjournal_backends::file::{FileFinding, verify_dir};
 use stepjournal_backends::{JournalStore, StoreError, StoreUrl};
 use stepjournal_codec::{Event, Limits, Record, Seq, SessionId};
 
@@ -82,8 +82,11 @@ impl Finding {
         let mut what = f.problem.to_string();
         if f.torn_tail {
             what.push_str(
-                " (a torn tail: never acknowledged; cut when the journal is next opened for writing)",
+                " (a torn tail: never made durable; cut when the journal is next opened for writing)",
             );
+            if let Some(t) = &f.torn {
+                what.push_str(&format!(": {t}"));
+            }
         } else if let Some(at) = f.valid_after {
             what.push_str(&format!(" (valid data follows at byte {at})"));
         }

@@ -1,4 +1,4 @@
-//! The file journal check behind `stepjournal verify` (`stepjournal_backends::file::verify`), on
+//! The file journal check behind `stepjournal verify` (`stepjournal_backends::file::verify_dir`), on
 //! segments written byte by byte: gaps, overlaps, deletions, compaction's copies, misdirected
 //! records, unknown kinds, damaged group headers, zeros ahead of the data.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
@@ -11,7 +11,7 @@ use cli_support::*;
 use stepjournal_backends::file::layout::{
     GROUP_HEADER_LEN, GroupHeader, SegmentId, encode_segment_header,
 };
-use stepjournal_backends::file::verify::{FileProblem, VerifyReport, verify_dir};
+use stepjournal_backends::file::{FileProblem, VerifyReport, verify_dir};
 use stepjournal_codec::batch;
 use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId, Stamped, UnixMillis};
 

@@ -86,6 +86,10 @@ pub fn encode_delete_into(
 
 /// Appends a batch frame holding already-placed records (their own session, seq and time).
 /// An empty `records` is refused ([`EncodeError::EmptyBatch`]), as in [`encode_into`].
+///
+/// For tests, which build frames a writer never would (records of several sessions, or out of
+/// sequence); not part of the supported API.
+#[doc(hidden)]
 pub fn encode_records_into(
     buf: &mut Vec<u8>,
     records: &[Record],

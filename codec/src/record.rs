@@ -189,18 +189,38 @@ pub(crate) fn truncated(needed: usize, available: usize) -> DecodeError {
     DecodeError::Truncated { needed: needed as u64, available: available as u64 }
 }
 
+/// Reads just the record prefix at the start of `bytes`: the length of the whole record, prefix
+/// included, checked against the limits but not the checksum. For readers stepping over a
+/// damaged record to the next.
+pub fn peek_len(bytes: &[u8], limits: &Limits) -> Result<usize, DecodeError> {
+    let len =
+        read_u32(bytes, size_of::<u32>()).ok_or_else(|| truncated(PREFIX_LEN, bytes.len()))?;
+    let total = PREFIX_LEN as u64 + u64::from(len);
+    if total > u64::from(limits.max_record) {
+        return Err(DecodeError::TooLarge { len: total, max: u64::from(limits.max_record) });
+    }
+    // total <= max_record (a u32): it fits in usize.
+    Ok(total as usize)
+}
+
+/// The session and sequence number the record header at the start of `bytes` names, read
+/// without checking the checksum: `None` when the bytes are too short, or the session id is
+/// empty or not UTF-8. For readers locating damage, who trust it only where the checksum passed
+/// or other evidence agrees.
+pub fn peek_place(bytes: &[u8]) -> Option<(&str, Seq)> {
+    let body = bytes.get(PREFIX_LEN..)?;
+    let sid_len = usize::from(read_u16(body, 2)?);
+    let seq = Seq(read_u64(body, 4)?);
+    let sid = std::str::from_utf8(body.get(BODY_FIXED_LEN..BODY_FIXED_LEN + sid_len)?).ok()?;
+    (!sid.is_empty()).then_some((sid, seq))
+}
+
 impl<'a> RecordRef<'a> {
     /// Checks the record at the start of `bytes`: length bound, checksum, version, kind, session
     /// id. Returns the record and the number of bytes it spans. The payload is not decoded.
     pub fn parse(bytes: &'a [u8], limits: &Limits) -> Result<(Self, usize), DecodeError> {
         let stored = read_u32(bytes, 0).ok_or_else(|| truncated(PREFIX_LEN, bytes.len()))?;
-        let len = read_u32(bytes, 4).ok_or_else(|| truncated(PREFIX_LEN, bytes.len()))?;
-        let total = PREFIX_LEN as u64 + u64::from(len);
-        if total > u64::from(limits.max_record) {
-            return Err(DecodeError::TooLarge { len: total, max: u64::from(limits.max_record) });
-        }
-        // total <= max_record (a u32): it fits in usize.
-        let total = total as usize;
+        let total = peek_len(bytes, limits)?;
         let record = bytes.get(..total).ok_or_else(|| truncated(total, bytes.len()))?;
         let computed = crc32fast::hash(record.get(4..).unwrap_or_default());
         if computed != stored {

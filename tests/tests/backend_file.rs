@@ -23,7 +23,7 @@ mod simulated_disk {
     ));
 }
 
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 
 use stepjournal_backends::file::sim::SimDisk;
 use stepjournal_backends::file::{FileStore, LOCK_FILE};
@@ -254,70 +254,179 @@ fn compaction_moves_live_batches_out_of_mostly_dead_segments() {
 
 #[test]
 fn concurrent_appenders_share_syncs() {
-    const THREADS: usize = 16;
-    const EACH: u64 = 10;
+    // Appenders that queue while a group's sync runs are written together: one write and one
+    // sync for all of them. The sync is held until they are all queued.
+    const FOLLOWERS: usize = 15;
     let disk = SimDisk::new();
-    disk.set_sync_delay(std::time::Duration::from_millis(20));
-    let store = open_sim(&disk, FileOptions::new()).unwrap();
-    let barrier = Barrier::new(THREADS);
-    std::thread::scope(|scope| {
-        for t in 0..THREADS {
-            let (store, barrier) = (&store, &barrier);
-            scope.spawn(move || {
-                barrier.wait();
-                for q in 0..EACH {
-                    append_events(store, t, q, 1);
-                }
-            });
-        }
-    });
-    let stats = store.stats();
-    let appends = THREADS as u64 * EACH;
-    assert_eq!(stats.appends, appends);
-    assert!(stats.groups <= appends, "{stats:?}");
-    assert!(
-        stats.syncs * 2 <= appends,
-        "appenders waiting on a slow sync share the next: {stats:?}"
-    );
-    for t in 0..THREADS {
-        assert_eq!(check_prefix(&store, t, EACH, EACH), EACH);
+    let store = open_sim(&disk, FileOptions::new().preallocate(0)).unwrap();
+    for round in 0..3u64 {
+        disk.hold_syncs();
+        std::thread::scope(|scope| {
+            let store = &store;
+            scope.spawn(move || append_events(store, 0, round, 1));
+            // The first appender leads: its group is written, its sync held.
+            disk.wait_for_held_syncs(1);
+            for t in 1..=FOLLOWERS {
+                scope.spawn(move || append_events(store, t, round, 1));
+            }
+            while store.queued() < FOLLOWERS {
+                std::thread::yield_now();
+            }
+            disk.release_syncs();
+        });
+        let stats = store.stats();
+        let appends = (round + 1) * (FOLLOWERS as u64 + 1);
+        assert_eq!(stats.appends, appends, "{stats:?}");
+        assert_eq!(stats.groups, 2 * (round + 1), "the followers share one group: {stats:?}");
+        assert_eq!(stats.syncs, 2 * (round + 1), "and one sync: {stats:?}");
+    }
+    for t in 0..=FOLLOWERS {
+        assert_eq!(check_prefix(&store, t, 3, 3), 3);
     }
 }
 
 #[test]
 fn racing_appends_to_one_session_have_exactly_one_winner_even_while_a_sync_is_pending() {
+    // Eight appenders aim at the same position while the winner's sync cannot finish: the
+    // others are refused against the pending tail, not the acknowledged one.
+    const RACERS: u64 = 8;
     let disk = SimDisk::new();
-    disk.set_sync_delay(std::time::Duration::from_millis(2));
-    let store = Arc::new(open_sim(&disk, FileOptions::new()).unwrap());
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
     let s = SessionId::from("contested");
-    let barrier = Barrier::new(8);
-    let wins: usize = std::thread::scope(|scope| {
-        let hs: Vec<_> = (0..8u64)
-            .map(|t| {
-                let (store, s, barrier) = (&store, &s, &barrier);
+    for round in 0..10u64 {
+        disk.hold_syncs();
+        let barrier = Barrier::new(RACERS as usize);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            for t in 0..RACERS {
+                let (store, s, barrier, tx) = (&store, &s, &barrier, tx.clone());
                 scope.spawn(move || {
-                    let mut won = 0;
                     barrier.wait();
-                    for round in 0..10u64 {
-                        // Everyone aims at the same position.
-                        let e = stamped_numbered(t, 1);
-                        match store.append(s, Seq(round), &e, Durability::Synced) {
-                            Ok(_) => won += 1,
-                            Err(AppendError::Conflict { actual, .. }) => {
-                                assert!(actual.get() > round)
-                            }
-                            Err(e) => panic!("{e}"),
-                        }
-                        while store.tail(s).unwrap().get() <= round {
-                            std::thread::yield_now();
-                        }
+                    let e = stamped_numbered(t, 1);
+                    tx.send(store.append(s, Seq(round), &e, Durability::Synced)).unwrap();
+                });
+            }
+            // Seven answers come while the sync is held; they are all refusals.
+            for _ in 1..RACERS {
+                match rx.recv().unwrap() {
+                    Err(AppendError::Conflict { expected, actual }) => {
+                        assert_eq!((expected, actual), (Seq(round), Seq(round + 1)));
                     }
-                    won
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).sum()
-    });
-    assert_eq!(wins, 10, "each position is won once");
+                    other => panic!("round {round}: {other:?} while the winner's sync is held"),
+                }
+            }
+            assert_eq!(store.tail(&s).unwrap(), Seq(round), "nothing acknowledged yet");
+            disk.release_syncs();
+            let ack = rx.recv().unwrap().unwrap();
+            assert_eq!(ack.next, Seq(round + 1));
+        });
+    }
     assert_eq!(store.read_all(&s).unwrap().len(), 10);
+}
+
+/// A journal of one segment on real files, and the name of its second segment.
+fn journal_with_one_segment() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    append_events(&store, 0, 0, 3);
+    drop(store);
+    let second = dir.path().join(stepjournal_backends::file::SegmentId(2).file_name());
+    (dir, second)
+}
+
+fn not_a_segment(r: Result<FileStore, OpenError>, path: &std::path::Path) -> String {
+    match r {
+        Err(e @ OpenError::NotASegment { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            text
+        }
+        Err(other) => panic!("expected NotASegment, got {other}"),
+        Ok(_) => panic!("a journal with {} opened", path.display()),
+    }
+}
+
+#[test]
+fn a_dangling_symlink_named_like_a_segment_is_a_problem_for_verify_and_refused_by_open() {
+    // The defect: verify skipped a segment it could not open ("0 segments ... clean", exit 0)
+    // while other commands failed on it; a read-only open skipped it too.
+    let (dir, second) = journal_with_one_segment();
+    std::os::unix::fs::symlink(dir.path().join("gone"), &second).unwrap();
+    let report =
+        stepjournal_backends::file::verify_dir(dir.path(), &Default::default(), &mut |_, _| {})
+            .unwrap();
+    assert!(!report.is_clean(), "{:?}", report.findings);
+    let f = report.findings.iter().find(|f| f.segment == second).unwrap();
+    assert!(!f.torn_tail);
+    assert!(f.to_string().contains("symbolic link to nothing"), "{f}");
+    not_a_segment(FileStore::open_read_only(dir.path()), &second);
+    not_a_segment(FileStore::open(dir.path(), FileOptions::new()), &second);
+    assert!(second.symlink_metadata().is_ok(), "the link is left where it is");
+}
+
+#[test]
+fn a_named_pipe_named_like_a_segment_is_refused_without_being_opened() {
+    // The defect: opening a FIFO waits for a writer, so `sessions`, `verify` and `stats` hung on
+    // `mkfifo J/00000000000000000002.seg`. A writer end is held here so that a regression
+    // fails instead of hanging: the old code opened the pipe, read nothing and removed it as a
+    // half-created segment.
+    let (dir, second) = journal_with_one_segment();
+    let made = std::process::Command::new("mkfifo").arg(&second).status().unwrap();
+    assert!(made.success());
+    let _writer = std::fs::OpenOptions::new().read(true).write(true).open(&second).unwrap();
+    let report =
+        stepjournal_backends::file::verify_dir(dir.path(), &Default::default(), &mut |_, _| {})
+            .unwrap();
+    let f = report.findings.iter().find(|f| f.segment == second).unwrap();
+    assert!(!f.torn_tail && f.to_string().contains("named pipe"), "{f}");
+    assert!(!report.is_clean());
+    let text = not_a_segment(FileStore::open_read_only(dir.path()), &second);
+    assert!(text.contains("named pipe"), "{text}");
+    not_a_segment(FileStore::open(dir.path(), FileOptions::new()), &second);
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_fifo(&second.metadata().unwrap().file_type()),
+        "the pipe is left where it is"
+    );
+}
+
+#[test]
+fn a_segment_that_cannot_be_opened_is_a_problem_for_verify() {
+    // A root-owned 0600 segment read by another user: opening it fails. Verify used to skip it
+    // and call the journal clean.
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    append_events(&store, 0, 0, 2);
+    drop(store);
+    let seg = stepjournal_tests::file_fixture::sim_dir()
+        .join(stepjournal_backends::file::SegmentId(1).file_name());
+    disk.forbid_open(&seg);
+    let report = stepjournal_backends::file::verify_dir_with(
+        std::sync::Arc::new(disk.clone()),
+        &stepjournal_tests::file_fixture::sim_dir(),
+        &Default::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(!report.is_clean(), "{:?}", report.findings);
+    let f = &report.findings[0];
+    assert_eq!((f.segment.as_path(), f.offset), (seg.as_path(), 0));
+    assert!(f.to_string().contains("permission denied"), "{f}");
+    let err = open_sim(&disk, FileOptions::new().read_only(true)).unwrap_err();
+    assert!(err.to_string().contains(&seg.display().to_string()), "{err}");
+}
+
+#[test]
+fn a_text_file_named_like_the_only_segment_is_refused_not_deleted() {
+    // The defect: a file shorter than a segment header was taken for a segment a crash left
+    // half-created, and a writable open deleted it, whatever it held.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(stepjournal_backends::file::SegmentId(1).file_name());
+    std::fs::write(&path, "my notes\n").unwrap();
+    let text = not_a_segment(FileStore::open(dir.path(), FileOptions::new()), &path);
+    assert!(text.contains("not what a crash leaves"), "{text}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes\n");
+    let report =
+        stepjournal_backends::file::verify_dir(dir.path(), &Default::default(), &mut |_, _| {})
+            .unwrap();
+    assert!(!report.is_clean(), "{:?}", report.findings);
 }

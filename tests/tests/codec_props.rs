@@ -51,6 +51,26 @@ proptest! {
     }
 
     #[test]
+    fn a_records_length_and_place_are_read_from_its_header_whatever_its_checksum_says(
+        event in arb::event(),
+        session in arb::session_id(),
+        seq in any::<u64>(),
+        flip in any::<u8>(),
+    ) {
+        let mut bytes = Vec::new();
+        record::encode_into(&mut bytes, &session, Seq(seq), UnixMillis(1), &event, &Limits::default())
+            .unwrap();
+        // Damage the checksum: the length and the place still read.
+        bytes[0] ^= flip | 1;
+        prop_assert_eq!(record::peek_len(&bytes, &Limits::default()).unwrap(), bytes.len());
+        prop_assert_eq!(record::peek_place(&bytes), Some((session.as_str(), Seq(seq))));
+        let tight = Limits { max_record: bytes.len() as u32 - 1, ..Limits::default() };
+        let too_large = matches!(record::peek_len(&bytes, &tight), Err(DecodeError::TooLarge { .. }));
+        prop_assert!(too_large);
+        prop_assert_eq!(record::peek_place(&bytes[..record::PREFIX_LEN + 5]), None);
+    }
+
+    #[test]
     fn every_single_byte_flip_in_a_batch_is_detected(
         events in prop::collection::vec(arb::event(), 1..4),
         session in arb::session_id(),

@@ -589,7 +589,7 @@ fn a_failed_fdatasync_poisons_the_store_and_nothing_after_it_is_acknowledged() {
     append_one(&store, 0).unwrap();
     disk.fail_next(OpKind::SyncData);
     let err = append_one(&store, 1).unwrap_err();
-    assert!(matches!(err, AppendError::Store(StoreError::Io { .. })), "{err:?}");
+    assert!(matches!(err, AppendError::OutcomeUnknown { .. }), "{err:?}");
     assert!(err.to_string().contains("fdatasync"), "{err}");
     // Every later call fails, naming the first failure; nothing more is acknowledged.
     for q in 1..4 {
@@ -753,4 +753,120 @@ fn a_torn_length_claiming_gigabytes_is_a_torn_tail_not_an_allocation() {
     let store = open_sim(&disk, FileOptions::new()).unwrap();
     assert_eq!(check_prefix(&store, 0, 3, 3), 3);
     assert_eq!(disk.read_file(&path).unwrap().len() as u64, end);
+}
+
+#[test]
+fn an_append_whose_fdatasync_failed_says_its_outcome_is_unknown_and_can_be_found_on_reopening() {
+    // The defect: a failed fdatasync after the group was written was reported as Store(Io),
+    // which reads as "not written", yet the batch was there once the journal was reopened.
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    append_one(&store, 0).unwrap();
+    disk.fail_next(OpKind::SyncData);
+    let err = append_one(&store, 1).unwrap_err();
+    match &err {
+        AppendError::OutcomeUnknown { session, expected, reason, source } => {
+            assert_eq!((session, *expected), (&crash_session(0), Seq(1)));
+            assert!(reason.contains("fdatasync") && reason.contains("reopen"), "{reason}");
+            let source = source.as_ref().unwrap();
+            assert!(source.to_string().contains("simulated I/O failure"), "{source}");
+        }
+        other => panic!("expected OutcomeUnknown, got {other:?}"),
+    }
+    assert!(std::error::Error::source(&err).is_some(), "the I/O error is the source");
+    // Its bytes had reached the file: the process dies, and the reopened store holds the batch.
+    let disk = disk.process_crash();
+    drop(store);
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    assert_eq!(check_prefix(&store, 0, 2, 2), 2);
+}
+
+#[test]
+fn an_append_whose_group_write_failed_says_its_outcome_is_unknown() {
+    // A write that fails may have put part of the group (or all of it) on disk.
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, exact()).unwrap();
+    append_one(&store, 0).unwrap();
+    disk.fail_next(OpKind::Write);
+    let err = append_one(&store, 1).unwrap_err();
+    assert!(matches!(&err, AppendError::OutcomeUnknown { source: Some(_), .. }), "{err:?}");
+    assert!(err.to_string().contains("writing"), "{err}");
+    assert!(append_one(&store, 1).unwrap_err().is_poisoned());
+    drop(store);
+    let store = open_sim(&disk.process_crash(), exact()).unwrap();
+    check_prefix(&store, 0, 1, 2);
+}
+
+#[test]
+fn a_failure_before_the_group_is_written_is_a_plain_io_error() {
+    // Extending the segment with zeros comes before the group's write: nothing of the batch
+    // can have landed.
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    disk.fail_next(OpKind::Write);
+    let err = append_one(&store, 0).unwrap_err();
+    assert!(matches!(err, AppendError::Store(StoreError::Io { .. })), "{err:?}");
+    assert!(err.to_string().contains("zeros"), "{err}");
+    drop(store);
+    let store = open_sim(&disk.process_crash(), FileOptions::new()).unwrap();
+    assert_eq!(check_prefix(&store, 0, 0, 0), 0);
+}
+
+#[test]
+fn the_writer_reports_an_unknown_outcome_when_the_poisoned_store_cannot_tell_it() {
+    // After OutcomeUnknown the writer reads the session to learn whether the batch landed; a
+    // poisoned file store refuses the read, and the writer used to report that refusal instead
+    // of the unknown outcome.
+    use stepjournal::recovery::MemoryRegistry;
+    use stepjournal::writer::{AfterFailure, BeginError, Journal, JournalOptions, WriteError};
+    use stepjournal::{Reply, Run};
+    use stepjournal_codec::{Call, CallKind, Entry, Event, RawJson, Replay};
+
+    let open = |disk: &SimDisk| -> Journal {
+        // Without zeros ahead of the data, the first sync after a write is the group's own.
+        let store = std::sync::Arc::new(open_sim(disk, exact()).unwrap());
+        let registry = MemoryRegistry::new().with_tool("t", Replay::Safe);
+        Journal::new(store, std::sync::Arc::new(registry), JournalOptions::new())
+    };
+    let s = crash_session(0);
+    let disk = SimDisk::new();
+    let journal = open(&disk);
+    disk.fail_next(OpKind::SyncData);
+    let err = journal.begin_run(&s, Entry::NewTurn { message: "hi".into() }).unwrap_err();
+    assert!(
+        matches!(err, BeginError::Append { source: AppendError::OutcomeUnknown { .. }, .. }),
+        "{err:?}"
+    );
+    // Reopened, the journal holds the run it could not confirm; the next run's reply meets a
+    // failed fdatasync too.
+    drop(journal);
+    let disk = disk.process_crash();
+    let journal = open(&disk);
+    let run: Run = journal.begin_run(&s, Entry::Wake).unwrap();
+    disk.fail_next(OpKind::SyncData);
+    let call = Call {
+        call: "c1".into(),
+        tool: "t".into(),
+        args: RawJson::parse("{}").unwrap(),
+        kind: CallKind::Tool,
+        replay: Replay::Safe,
+        group: None,
+        sequential: false,
+    };
+    let err = run.commit_reply(Reply::new("").call(call)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WriteError::Store {
+                source: AppendError::OutcomeUnknown { .. },
+                then: AfterFailure::Unwritable,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    drop((run, journal));
+    let store = open_sim(&disk.process_crash(), exact()).unwrap();
+    let log = store.read_all(&s).unwrap();
+    assert!(log.iter().any(|r| matches!(r.event, Event::ReplyCommitted(_))), "it had landed");
 }

@@ -225,8 +225,8 @@ mod regressions {
 
     use stepjournal_backends::file::io::Io;
     use stepjournal_backends::file::sim::SimDisk;
-    use stepjournal_backends::file::verify::verify_dir_with;
     use stepjournal_backends::file::{FileOptions, FileStore};
+    use stepjournal_backends::file::{FileProblem, verify_dir_with};
     use stepjournal_codec::Limits;
 
     use super::fuzz_dir;
@@ -304,5 +304,69 @@ mod regressions {
             text.contains("from seq 18446744073709551614") && text.contains("misdirected"),
             "{text}"
         );
+    }
+
+    /// Found by the `file_journal` target once the check compared verify with open on resealed
+    /// input. Session `seed-0`'s batches at seq 0 and seq 1 are intact frames whose events do
+    /// not decode (found when read, so the journal opens), and a batch at seq 2 follows. Verify
+    /// left both damaged batches out of the session's order and forgave a gap only when one
+    /// damaged batch held all of it, so it reported a gap 0..2 that opening never sees. A gap
+    /// is now forgiven when damaged batches already reported fill it one after the other.
+    #[test]
+    fn verify_forgives_a_gap_that_several_damaged_batches_fill() {
+        let data = std::fs::read(
+            fuzz_dir()
+                .join("regressions/file_journal/verify-gap-across-two-content-damaged-batches"),
+        )
+        .unwrap();
+        let (segs, limits, _) = stepjournal_tests::checks::journal_of_input(&data);
+        let disk = stepjournal_tests::checks::build_disk(&segs).unwrap();
+        let dir = stepjournal_tests::checks::journal_dir();
+        let report =
+            verify_dir_with(Arc::new(disk.clone()), &dir, &limits, &mut |_, _| {}).unwrap();
+        assert!(
+            report.findings.iter().all(|f| !matches!(f.problem, FileProblem::SeqGap { .. })),
+            "{:?}",
+            report.findings
+        );
+        let mut damaged: Vec<u64> = report
+            .findings
+            .iter()
+            .filter(|f| f.session.as_ref().map(|s| s.as_str()) == Some("seed-0"))
+            .filter_map(|f| f.seq.map(|q| q.get()))
+            .collect();
+        damaged.dedup();
+        assert_eq!(damaged, [0, 1], "{:?}", report.findings);
+        let options = FileOptions::new().limits(limits).read_only(true);
+        FileStore::open_with(Arc::new(disk), &dir, options).unwrap();
+    }
+
+    /// Found by the `file_journal` target, left open until opening and verify shared one walk.
+    /// A resealed frame at byte 222 (its checksum holds) whose records leave 3 bytes over, and
+    /// whose first record starts session `seed-alh` at seq 6: opening checks a frame's first
+    /// record and refused the batch as a gap; verify checked every record, found the damaged
+    /// one and, judging it by position alone, called the frame a torn tail (journal clean). Now
+    /// both refuse: a frame whose checksum holds was written whole, so nothing in it is ever a
+    /// torn write; the torn tail begins after it.
+    #[test]
+    fn a_resealed_frame_with_a_malformed_inner_record_is_refused_by_open_and_verify() {
+        let data = std::fs::read(
+            fuzz_dir().join("regressions/file_journal/resealed-frame-with-malformed-inner-record"),
+        )
+        .unwrap();
+        let (segs, limits, resealed) = stepjournal_tests::checks::journal_of_input(&data);
+        assert!(resealed);
+        let disk = stepjournal_tests::checks::build_disk(&segs).unwrap();
+        let dir = stepjournal_tests::checks::journal_dir();
+        let report =
+            verify_dir_with(Arc::new(disk.clone()), &dir, &limits, &mut |_, _| {}).unwrap();
+        assert!(!report.is_clean(), "{:?}", report.findings);
+        let problem = report.findings.iter().find(|f| !f.torn_tail).unwrap();
+        assert_eq!((problem.offset, problem.seq.map(|q| q.get())), (278, Some(7)), "{problem}");
+        let torn = report.findings.iter().find(|f| f.torn_tail).unwrap();
+        assert_eq!(torn.offset, 281, "{torn}");
+        let options = FileOptions::new().limits(limits).read_only(true);
+        let err = FileStore::open_with(Arc::new(disk), &dir, options).unwrap_err();
+        assert!(err.to_string().contains("at byte 222"), "{err}");
     }
 }

@@ -155,7 +155,7 @@ pg_test!(an_unreachable_database_leaves_the_outcome_unknown_and_it_is_learned_la
         let session = SessionId::from("cut-down");
         let err = cut_append(&s, &session, 2, cut, true).unwrap_err();
         match &err {
-            AppendError::OutcomeUnknown { session: sid, expected, reason } => {
+            AppendError::OutcomeUnknown { session: sid, expected, reason, .. } => {
                 assert_eq!((sid, *expected), (&session, Seq(2)));
                 assert!(reason.contains("could not be reached"), "{reason}");
             }

@@ -1,16 +1,16 @@
 //! The in-memory index: where each session's batches are, and which segments still matter.
 //!
-//! Per session it keeps one [`Run`] per batch (not an entry per event). Per segment it keeps how
+//! Per session it keeps one [`BatchLoc`] per batch (not an entry per event). Per segment it keeps how
 //! many batches (and bytes) there are still live, and the deletion frames it holds that must
 //! stay on disk.
 //!
 //! A session's frames appear in the log in order, except for copies compaction made of live
 //! frames: those come later than frames with higher sequence numbers, and after a crash during
-//! compaction the original and the copy may both be on disk. So on open ([`Replay`]) a session's
+//! compaction the original and the copy may both be on disk. So on open (`builder`) a session's
 //! runs are collected, sorted and deduplicated (the latest copy wins), and checked to be dense at
 //! the end; a deletion frame drops every run collected for its session so far.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::io::IoFile;
@@ -18,7 +18,7 @@ use super::layout::SegmentId;
 
 /// One batch of a session: `count` events from `first`, in one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Run {
+pub(crate) struct BatchLoc {
     /// The batch's first sequence number.
     pub first: u64,
     /// How many events it holds.
@@ -31,9 +31,11 @@ pub(crate) struct Run {
     pub offset: u64,
 }
 
-impl Run {
+impl BatchLoc {
+    /// The sequence number after the batch (saturating: a damaged journal may claim a batch
+    /// past the last sequence number).
     pub(crate) fn end(&self) -> u64 {
-        self.first + u64::from(self.count)
+        self.first.saturating_add(u64::from(self.count))
     }
 }
 
@@ -42,18 +44,30 @@ impl Run {
 pub(crate) struct SessionLog {
     // Invariant: dense from 0: runs[0].first == 0, runs[i + 1].first == runs[i].end(); never empty
     // while the session is in the index.
-    pub runs: Vec<Run>,
+    pub runs: Vec<BatchLoc>,
     /// Segments that still hold stale copies of this session's frames (left by compaction).
     pub shadows: BTreeSet<SegmentId>,
 }
 
 impl SessionLog {
+    /// Whether the invariant on `runs` holds: dense from 0 and not empty.
+    pub(crate) fn is_dense(&self) -> bool {
+        let mut tail = 0;
+        for run in &self.runs {
+            if run.first != tail || run.count == 0 {
+                return false;
+            }
+            tail = run.end();
+        }
+        !self.runs.is_empty()
+    }
+
     pub(crate) fn tail(&self) -> u64 {
-        self.runs.last().map_or(0, Run::end)
+        self.runs.last().map_or(0, BatchLoc::end)
     }
 
     /// The runs holding any of `start..end`.
-    pub(crate) fn overlapping(&self, start: u64, end: u64) -> &[Run] {
+    pub(crate) fn overlapping(&self, start: u64, end: u64) -> &[BatchLoc] {
         let from = self.runs.partition_point(|r| r.end() <= start);
         let to = self.runs.partition_point(|r| r.first < end);
         self.runs.get(from..to.max(from)).unwrap_or_default()
@@ -100,7 +114,7 @@ pub(crate) enum Reclaim {
     /// Nothing in it is needed: remove it.
     Remove(SegmentId),
     /// Few of its batches are live: copy them to the active segment, then remove it.
-    Compact(SegmentId, Vec<(String, Run)>),
+    Compact(SegmentId, Vec<(String, BatchLoc)>),
 }
 
 impl Index {
@@ -112,7 +126,7 @@ impl Index {
         self.segments.insert(id, SegmentInfo::new(file));
     }
 
-    fn count_live(&mut self, run: &Run, add: bool) {
+    pub(crate) fn count_live(&mut self, run: &BatchLoc, add: bool) {
         if let Some(seg) = self.segments.get_mut(&run.seg) {
             if add {
                 seg.live += 1;
@@ -127,14 +141,19 @@ impl Index {
 
     /// Records a batch at the session's tail. `Err` (and nothing changed) when it does not start
     /// at the tail.
-    pub(crate) fn push(&mut self, session: &str, run: Run) -> Result<(), u64> {
+    pub(crate) fn push(&mut self, session: &str, run: BatchLoc) -> Result<(), u64> {
         let tail = self.tail(session);
         if run.first != tail || run.count == 0 {
             return Err(tail);
         }
         match self.sessions.get_mut(session) {
-            Some(log) => log.runs.push(run),
+            Some(log) => {
+                // The check above keeps the runs dense: the new one starts where they end.
+                debug_assert!(log.runs.last().is_some_and(|last| last.end() == run.first));
+                log.runs.push(run);
+            }
             None => {
+                debug_assert_eq!(run.first, 0, "a session's first batch starts at seq 0");
                 let log = SessionLog { runs: vec![run], shadows: BTreeSet::new() };
                 self.sessions.insert(session.to_owned(), log);
             }
@@ -156,9 +175,13 @@ impl Index {
     }
 
     /// Makes the deletion frame in `at` stay while any of `segs` (other than `at`) exists.
-    fn guard(&mut self, at: SegmentId, segs: impl Iterator<Item = SegmentId>) {
+    pub(crate) fn guard(&mut self, at: SegmentId, segs: impl Iterator<Item = SegmentId>) {
         let older: BTreeSet<SegmentId> =
             segs.filter(|s| *s != at && self.segments.contains_key(s)).collect();
+        debug_assert!(
+            older.iter().all(|s| *s < at),
+            "a deletion frame comes after every frame of its session it hides"
+        );
         if let (false, Some(seg)) = (older.is_empty(), self.segments.get_mut(&at)) {
             seg.guards.push(Guard { older });
         }
@@ -188,6 +211,7 @@ impl Index {
         let i = log.runs.partition_point(|r| r.first < first);
         let Some(run) = log.runs.get_mut(i).filter(|r| r.first == first) else { return };
         let old = *run;
+        debug_assert!(seg >= old.seg, "compaction copies a batch to a newer segment");
         run.seg = seg;
         run.offset = offset;
         log.shadows.insert(old.seg);
@@ -205,97 +229,10 @@ impl Index {
                 g.older.remove(&id);
             }
             seg.guards.retain(|g| !g.older.is_empty());
+            debug_assert!(seg.guards.iter().all(|g| g.older.iter().all(|s| *s != id)));
         }
         for log in self.sessions.values_mut() {
             log.shadows.remove(&id);
-        }
-    }
-}
-
-/// A session's batches that do not fit together, found at the end of a replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Misfit {
-    /// The frame that does not fit.
-    pub seg: SegmentId,
-    pub offset: u64,
-    pub reason: String,
-}
-
-/// Builds the index from the frames of a scan, in log order.
-#[derive(Debug, Default)]
-pub(crate) struct Replay {
-    /// Each session's runs since its last deletion, in log order.
-    sessions: HashMap<String, Vec<Run>>,
-    index: Index,
-}
-
-impl Replay {
-    pub(crate) fn add_segment(&mut self, id: SegmentId, file: Arc<dyn IoFile>) {
-        self.index.add_segment(id, file);
-    }
-
-    /// Forgets a segment that is dropped whole (its header is torn).
-    pub(crate) fn drop_segment(&mut self, id: SegmentId) {
-        self.index.segments.remove(&id);
-    }
-
-    pub(crate) fn events(&mut self, session: &str, run: Run) {
-        match self.sessions.get_mut(session) {
-            Some(runs) => runs.push(run),
-            None => {
-                self.sessions.insert(session.to_owned(), vec![run]);
-            }
-        }
-    }
-
-    pub(crate) fn delete(&mut self, session: &str, at: SegmentId) {
-        if let Some(runs) = self.sessions.remove(session) {
-            self.index.guard(at, runs.iter().map(|r| r.seg));
-        }
-    }
-
-    /// The index, once every session is checked to be dense from 0. Otherwise the frame where
-    /// the earliest misfit (in log order) is.
-    pub(crate) fn finish(self) -> Result<Index, Misfit> {
-        let Replay { sessions, mut index } = self;
-        let mut misfits = Vec::new();
-        for (name, mut runs) in sessions {
-            // Stable: among copies of one batch, the latest stays last.
-            runs.sort_by_key(|r| r.first);
-            let mut log = SessionLog::default();
-            for run in runs {
-                match log.runs.last_mut() {
-                    Some(last) if last.first == run.first && last.count == run.count => {
-                        log.shadows.insert(last.seg);
-                        *last = run;
-                        continue;
-                    }
-                    _ => {}
-                }
-                let tail = log.tail();
-                if run.first != tail {
-                    misfits.push(Misfit {
-                        seg: run.seg,
-                        offset: run.offset,
-                        reason: format!(
-                            "a batch of session {name} starts at seq {}, but the session's \
-                             events before it end at seq {tail}",
-                            run.first
-                        ),
-                    });
-                    break;
-                }
-                log.runs.push(run);
-            }
-            log.shadows.retain(|s| log.runs.iter().all(|r| r.seg != *s));
-            for run in &log.runs {
-                index.count_live(run, true);
-            }
-            index.sessions.insert(name, log);
-        }
-        match misfits.into_iter().min_by_key(|m| (m.seg, m.offset)) {
-            Some(m) => Err(m),
-            None => Ok(index),
         }
     }
 }
@@ -312,8 +249,8 @@ mod tests {
         disk.create_new(std::path::Path::new("/d/f")).unwrap()
     }
 
-    fn run(first: u64, count: u32, seg: u64) -> Run {
-        Run { first, count, len: 100, seg: SegmentId(seg), offset: 32 + first }
+    fn run(first: u64, count: u32, seg: u64) -> BatchLoc {
+        BatchLoc { first, count, len: 100, seg: SegmentId(seg), offset: 32 + first }
     }
 
     #[test]
@@ -371,43 +308,5 @@ mod tests {
         assert!(ix.delete("s", SegmentId(3)));
         let older: Vec<_> = ix.segments[&SegmentId(3)].guards[0].older.iter().copied().collect();
         assert_eq!(older, vec![SegmentId(1), SegmentId(2)]);
-    }
-
-    #[test]
-    fn replay_sorts_copies_keeps_the_latest_and_forgives_gaps_a_deletion_covers() {
-        let mut r = Replay::default();
-        for id in 1..=4 {
-            r.add_segment(SegmentId(id), file());
-        }
-        // "s": 0..2 in 1, 2..3 in 2, then a copy of 0..2 in 4.
-        r.events("s", run(0, 2, 1));
-        r.events("s", run(2, 1, 2));
-        r.events("s", run(0, 2, 4));
-        // "d": a gap (its middle was purged), then deleted.
-        r.events("d", run(0, 1, 1));
-        r.events("d", run(5, 1, 3));
-        r.delete("d", SegmentId(3));
-        let ix = r.finish().unwrap();
-        let s = &ix.sessions["s"];
-        assert_eq!(
-            s.runs.iter().map(|r| (r.first, r.seg.0)).collect::<Vec<_>>(),
-            vec![(0, 4), (2, 2)]
-        );
-        assert!(s.shadows.contains(&SegmentId(1)));
-        assert!(!ix.sessions.contains_key("d"));
-        assert_eq!(ix.segments[&SegmentId(1)].live, 0);
-        assert_eq!(ix.segments[&SegmentId(3)].guards[0].older.iter().next(), Some(&SegmentId(1)));
-    }
-
-    #[test]
-    fn replay_reports_the_earliest_gap_no_deletion_covers() {
-        let mut r = Replay::default();
-        r.add_segment(SegmentId(1), file());
-        r.events("a", run(0, 1, 1));
-        r.events("a", run(3, 1, 1));
-        r.events("b", run(1, 1, 1));
-        let m = r.finish().unwrap_err();
-        assert_eq!((m.seg, m.offset), (SegmentId(1), 33), "{m:?}");
-        assert!(m.reason.contains("session b"), "{m:?}");
     }
 }

@@ -15,27 +15,77 @@
 //!   [`OpenError::Locked`](crate::OpenError::Locked). [`FileOptions::read_only`] takes no lock and
 //!   reads what was valid when it opened, so a journal can be inspected while it is written.
 //! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
-//!   any append; damage inside acknowledged data refuses to open, naming segment and byte offset,
-//!   unless [`OnCorruption::TruncateAtCorruption`] was chosen.
+//!   any append, its bytes kept aside first and what it held reported
+//!   ([`FileStore::torn_tail`]); damage inside acknowledged data refuses to open, naming segment
+//!   and byte offset, unless [`OnCorruption::TruncateAtCorruption`] was chosen; a file named like
+//!   a segment that is not one (not a regular file, or a header this journal never wrote) is
+//!   refused by name and left alone.
 //! - **Space**: deleting a session appends a deletion frame; segments left with no live batch
 //!   are removed (a deletion frame stays while older frames of its session remain on disk).
 //!
-//! Every byte goes through the [`io::Io`] trait: [`io::RealIo`] or the simulated disk
-//! [`sim::SimDisk`].
-#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used, clippy::panic)]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic))]
+//! Every byte goes through the `io::Io` trait: the operating system, or (feature `testing`) the
+//! simulated disk `sim::SimDisk` that crash tests use.
+//!
+//! [`verify_dir`] checks a journal directory without opening it for writing, reporting every
+//! problem with its segment file and byte offset; `stepjournal verify` is built on it.
+//!
+//! ## Modules
+//!
+//! Each module uses only modules listed before it (and none uses `store`, the public face):
+//!
+//! - `layout` (the bytes of segment and group headers), `options`, `io` and `sim`;
+//! - `walk`: the one walk over a segment's groups and frames, and what damage means;
+//! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
+//! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
+//!   continuity);
+//! - `read`: reading batches back by their index entries;
+//! - `queue`: the requests appenders queue and the slot each waits on;
+//! - `state`: what callers share (`Core`: index and queue under one lock, the active segment
+//!   under the leader's);
+//! - `torn`: what a torn tail held;
+//! - `segment`: creating a segment file, and the write paths' I/O failure; `aside`: keeping bytes
+//!   aside before opening cuts them;
+//! - `write`: writing one group to the active segment; `reclaim`: removing and compacting
+//!   segments; `commit`: the group commit (the leader);
+//! - `open`: scanning, judging and repairing a directory into a `Core`;
+//! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
+//! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
 
+mod aside;
+mod builder;
 mod commit;
 mod index;
+#[cfg(feature = "testing")]
 pub mod io;
+#[cfg(not(feature = "testing"))]
+mod io;
+#[cfg(feature = "testing")]
 pub mod layout;
+#[cfg(not(feature = "testing"))]
+mod layout;
 mod open;
 mod options;
-mod scan;
+mod queue;
+mod read;
+mod reclaim;
+mod segment;
+#[cfg(feature = "testing")]
 pub mod sim;
+#[cfg(all(test, not(feature = "testing")))]
+#[expect(dead_code, reason = "the unit tests use a part of the simulated disk")]
+mod sim;
+mod state;
 mod store;
-pub mod verify;
+mod torn;
+mod verify;
+mod walk;
+mod write;
 
+pub use layout::SegmentId;
 pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
+pub use torn::{TornFrame, TornTail};
+#[cfg(feature = "testing")]
+pub use verify::verify_dir_with;
+pub use verify::{FileFinding, FileProblem, LocatedRecord, VerifyReport, verify_dir};

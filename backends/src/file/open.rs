@@ -5,16 +5,21 @@
 //! files as they were.
 
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::commit::{Active, Failure, create_segment};
-use super::index::{Misfit, Replay, Run};
-use super::io::{Io, IoFile};
+use super::aside::set_aside;
+use super::builder::{IndexBuilder, Misfit};
+use super::index::BatchLoc;
+use super::io::{EntryKind, Io, IoFile, IoLock};
 use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
-use super::scan::{Damage, FrameKindInfo, GroupView, Verdict, classify, scan_segment};
-use super::store::{Counters, FileStore, State, Writer};
+use super::reclaim::reclaim;
+use super::segment::{IoFailure, create_segment};
+use super::state::{Active, Core, Counters, State, Writer};
+use super::torn::TornTail;
+use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use stepjournal_codec::DecodeError;
 
 use crate::{OpenError, StoreError};
@@ -24,24 +29,55 @@ pub const LOCK_FILE: &str = "LOCK";
 
 /// What opening will change on disk, decided before anything is changed.
 #[derive(Debug)]
-enum Action {
+enum Repair {
     /// Cut the segment at this length (a torn tail, or salvage).
     Cut { id: SegmentId, file: Arc<dyn IoFile>, at: u64 },
     /// Remove the segment (its header is torn, or salvage drops it).
     Remove { id: SegmentId },
 }
 
+/// Bytes of a segment to copy aside before they are cut.
+#[derive(Debug)]
+struct Aside {
+    id: SegmentId,
+    file: Arc<dyn IoFile>,
+    bytes: Range<u64>,
+}
+
+/// The newest segment kept, where appends go on.
+#[derive(Debug)]
+struct Newest {
+    id: SegmentId,
+    file: Arc<dyn IoFile>,
+    /// Where its data ends (and the next group goes).
+    len: u64,
+    /// Whether opening cuts it there (a torn tail, or zeros ahead of the data): the cut is
+    /// synced with it.
+    cut: bool,
+}
+
 fn io_error(context: String) -> impl FnOnce(io::Error) -> OpenError {
     move |source| OpenError::Store(StoreError::Io { context, source })
 }
 
-fn failure(f: Failure) -> OpenError {
+fn failure(f: IoFailure) -> OpenError {
     OpenError::Store(StoreError::Io { context: f.context, source: f.source })
+}
+
+fn not_a_segment(path: PathBuf, d: &Damage) -> OpenError {
+    let what = format!(
+        "its header is not one this journal writes ({}), and it is not what a crash leaves while \
+         creating a segment",
+        d.problem.to_decode_error()
+    );
+    OpenError::NotASegment { path, what }
 }
 
 fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
     let why = if !last {
         "inside a sealed segment"
+    } else if d.problem.inconsistent() {
+        "intact bytes that contradict themselves"
     } else {
         "followed by data written after this point was durable"
     };
@@ -52,33 +88,42 @@ fn corruption(path: &Path, d: &Damage, last: bool) -> OpenError {
             path.display(),
             d.offset
         ),
-        source: d.error.clone(),
+        source: d.problem.to_decode_error(),
     })
 }
 
-/// Adds one group's frames to the replay. With `stop` (salvage after a misfit), the group that
-/// holds the frame at `stop` and everything after it are refused.
-fn apply_group(
-    replay: &mut Replay,
+/// Adds each intact group's frames to the index being built. With `stop` (salvage after a misfit), the
+/// group that holds the frame at `stop` is refused, and the walk stops there.
+struct Indexer<'a> {
+    builder: &'a mut IndexBuilder,
     seg: SegmentId,
-    g: GroupView<'_>,
-    stop: Option<&Misfit>,
-) -> Result<(), (usize, String)> {
-    if let Some(m) = stop.filter(|m| m.seg == seg)
-        && let Some(i) = g.frames.iter().position(|f| f.offset >= m.offset)
-    {
-        return Err((i, m.reason.clone()));
-    }
-    for f in g.frames {
-        let s = g.session(f);
-        match f.kind {
-            FrameKindInfo::Events { first, count } => {
-                replay.events(s, Run { first, count, len: f.len, seg, offset: f.offset });
-            }
-            FrameKindInfo::Delete => replay.delete(s, seg),
+    stop: Option<&'a Misfit>,
+}
+
+impl Visit for Indexer<'_> {
+    fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
+        if let Some(m) = self.stop.filter(|m| m.seg == self.seg)
+            && let Some(i) = g.frames.iter().position(|f| f.offset >= m.offset)
+        {
+            return Err((i, m.reason()));
         }
+        for f in g.frames {
+            let s = g.session(f);
+            match f.kind {
+                FrameKindInfo::Events { first, count } => {
+                    let run =
+                        BatchLoc { first, count, len: f.len, seg: self.seg, offset: f.offset };
+                    self.builder.events(s, run);
+                }
+                FrameKindInfo::Delete => self.builder.delete(s, self.seg),
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    fn damage(&mut self, _: &Damage, _: Option<&GroupView<'_>>) -> Flow {
+        Flow::Stop
+    }
 }
 
 /// Opens the journal; in salvage mode, a misfit found at the end of the scan makes the scan run
@@ -87,12 +132,12 @@ pub(crate) fn open(
     io: Arc<dyn Io>,
     dir: &Path,
     options: FileOptions,
-) -> Result<FileStore, OpenError> {
+) -> Result<OpenedStore, OpenError> {
     options.validate()?;
     let mut stop = None;
     loop {
         match open_at(Arc::clone(&io), dir, options, stop.as_ref())? {
-            Opened::Store(s) => return Ok(*s),
+            Opened::Store(opened) => return Ok(*opened),
             Opened::Misfit(m) => {
                 let earlier =
                     stop.as_ref().is_none_or(|s: &Misfit| (m.seg, m.offset) < (s.seg, s.offset));
@@ -105,7 +150,7 @@ pub(crate) fn open(
                             dir.join(m.seg.file_name()).display(),
                             m.offset
                         ),
-                        source: DecodeError::Malformed { reason: m.reason },
+                        source: DecodeError::Malformed { reason: m.reason() },
                     }));
                 }
                 stop = Some(m);
@@ -114,8 +159,16 @@ pub(crate) fn open(
     }
 }
 
+/// An opened journal: its insides, the writer lock (none when read-only), and the torn tail
+/// found at the newest segment's end (cut unless read-only).
+pub(crate) struct OpenedStore {
+    pub core: Core,
+    pub dir_lock: Option<Box<dyn IoLock>>,
+    pub torn: Option<TornTail>,
+}
+
 enum Opened {
-    Store(Box<FileStore>),
+    Store(Box<OpenedStore>),
     /// Sessions do not fit together; nothing was changed on disk.
     Misfit(Misfit),
 }
@@ -159,15 +212,41 @@ fn open_at(
         names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
 
-    let mut replay = Replay::default();
+    let mut builder = IndexBuilder::default();
+    let mut asides: Vec<Aside> = Vec::new();
+    let mut torn: Option<TornTail> = None;
     let mut actions = Vec::new();
     let mut stopped = false;
     let mut buf = Vec::new();
-    let mut kept: Option<(SegmentId, Arc<dyn IoFile>, u64, bool)> = None;
+    let mut kept: Option<Newest> = None;
+    // Every entry is looked at before any is opened (opening a named pipe would wait for a
+    // writer): one that is not a regular file is refused, whatever else is found.
+    let mut gone = Vec::new();
+    for &id in &ids {
+        let path = dir.join(id.file_name());
+        match io
+            .entry_kind(&path)
+            .map_err(io_error(format!("looking at segment {}", path.display())))?
+        {
+            Some(EntryKind::File) => {}
+            // Removed by the writer since the listing: it held nothing live.
+            None if read_only => gone.push(id),
+            None => {
+                let e = io::Error::new(io::ErrorKind::NotFound, "removed since it was listed");
+                return Err(io_error(format!("opening segment {}", path.display()))(e));
+            }
+            Some(kind) => {
+                let what = format!("is {kind}, not a regular file");
+                return Err(OpenError::NotASegment { path, what });
+            }
+        }
+    }
+    ids.retain(|id| !gone.contains(id));
+
     for (k, &id) in ids.iter().enumerate() {
         let path = dir.join(id.file_name());
         if stopped {
-            actions.push(Action::Remove { id });
+            actions.push(Repair::Remove { id });
             continue;
         }
         let file = match io.open(&path, read_only) {
@@ -176,33 +255,53 @@ fn open_at(
             Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
         };
-        replay.add_segment(id, Arc::clone(&file));
-        let scan = scan_segment(&*file, id, &options.limits, &mut buf, |g| {
-            apply_group(&mut replay, id, g, stop)
-        })
-        .map_err(io_error(format!("reading segment {}", path.display())))?;
+        builder.add_segment(id, Arc::clone(&file));
         let last = k + 1 == ids.len();
-        let Some(d) = &scan.damage else {
-            kept = Some((id, file, scan.len, false));
+        let mut indexer = Indexer { builder: &mut builder, seg: id, stop };
+        let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
+            .map_err(io_error(format!("reading segment {}", path.display())))?;
+        let Some(d) = &walk.first else {
+            // Zeros the writer put ahead of its data may follow it: they are cut.
+            let zeros = walk.end < walk.len;
+            if zeros {
+                actions.push(Repair::Cut { id, file: Arc::clone(&file), at: walk.end });
+            }
+            kept = Some(Newest { id, file, len: walk.end, cut: zeros });
             continue;
         };
-        if classify(d, last) == Verdict::Corruption {
-            match options.on_corruption {
-                OnCorruption::Refuse => return Err(corruption(&path, d, last)),
-                OnCorruption::TruncateAtCorruption => {}
+        if options.on_corruption == OnCorruption::Refuse {
+            match d.verdict {
+                Verdict::Corruption => return Err(corruption(&path, d, last)),
+                Verdict::NotASegment => return Err(not_a_segment(path, d)),
+                Verdict::TornTail => {}
             }
         }
         stopped = true;
+        // What is cut is kept aside first, unless it can be rebuilt (the header of a segment a
+        // crash left half-created) or it is acknowledged data salvage gives up.
+        let aside = match (d.verdict, &walk.torn) {
+            (Verdict::TornTail, Some(t)) if t.damage.cut > 0 && t.len > 0 => {
+                Some(t.damage.cut..t.damage.cut + t.len)
+            }
+            (Verdict::NotASegment, _) if walk.len > 0 => Some(0..walk.len),
+            _ => None,
+        };
+        if let Some(bytes) = aside {
+            asides.push(Aside { id, file: Arc::clone(&file), bytes });
+        }
+        if let Some(t) = &walk.torn {
+            torn = Some(TornTail::new(&path, t));
+        }
         if d.cut < SEGMENT_HEADER_LEN as u64 {
-            replay.drop_segment(id);
-            actions.push(Action::Remove { id });
+            builder.drop_segment(id);
+            actions.push(Repair::Remove { id });
         } else {
-            actions.push(Action::Cut { id, file: Arc::clone(&file), at: d.cut });
-            kept = Some((id, file, d.cut, true));
+            actions.push(Repair::Cut { id, file: Arc::clone(&file), at: d.cut });
+            kept = Some(Newest { id, file, len: d.cut, cut: true });
         }
     }
 
-    let mut index = match replay.finish() {
+    let mut index = match builder.finish().into_index() {
         Ok(index) => index,
         Err(m) => return Ok(Opened::Misfit(m)),
     };
@@ -210,8 +309,18 @@ fn open_at(
     let mut writer = Writer::default();
     let mut active = None;
     if !read_only {
+        for a in &asides {
+            let kept = set_aside(&*io, &dir, a.id, &*a.file, a.bytes.clone()).map_err(failure)?;
+            if let Some(t) = torn.as_mut().filter(|t| t.offset == a.bytes.start) {
+                t.kept_in = Some(kept);
+            }
+        }
+        if !asides.is_empty() {
+            // The copies are durable before anything they hold is cut.
+            io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
+        }
         for a in &actions {
-            if let Action::Remove { id } = a {
+            if let Repair::Remove { id } = a {
                 let path = dir.join(id.file_name());
                 io.remove(&path)
                     .map_err(io_error(format!("removing segment {}", path.display())))?;
@@ -221,7 +330,7 @@ fn open_at(
         // the directory, and what it left is about to be counted on.
         io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
         for a in &actions {
-            if let Action::Cut { id, file, at } = a {
+            if let Repair::Cut { id, file, at } = a {
                 let path = dir.join(id.file_name());
                 let what = format!("cutting segment {} at byte {at}", path.display());
                 file.set_len(*at).map_err(io_error(what.clone()))?;
@@ -229,7 +338,7 @@ fn open_at(
             }
         }
         let a = match kept {
-            Some((id, file, len, cut)) => {
+            Some(Newest { id, file, len, cut }) => {
                 if !cut {
                     // Bytes a crashed process wrote may not be durable yet: later groups claim
                     // them as durable, so make them so.
@@ -251,17 +360,16 @@ fn open_at(
         writer.active = Some(a);
     }
 
-    let store = FileStore {
+    let core = Core {
         io,
         dir,
         options,
         state: Mutex::new(State { index, active, ..State::default() }),
         writer: Mutex::new(writer),
         counters: Counters::default(),
-        _dir_lock: dir_lock,
     };
     if !read_only {
-        store.reclaim().map_err(failure)?;
+        reclaim(&core).map_err(failure)?;
     }
-    Ok(Opened::Store(Box::new(store)))
+    Ok(Opened::Store(Box::new(OpenedStore { core, dir_lock, torn })))
 }

@@ -1,26 +1,23 @@
 //! [`FileStore`]: the shared log behind the [`JournalStore`] trait.
 
-use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use stepjournal_codec::batch::{self, Frame, FrameKind};
+use stepjournal_codec::batch;
 use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped};
 
-use super::commit::{Active, Op, Request};
-use super::index::{Index, Run};
+use super::commit::submit;
+use super::index::BatchLoc;
 use super::io::{Io, IoFile, IoLock, RealIo};
-use super::layout::SegmentId;
+use super::open::{OpenedStore, open};
 use super::options::FileOptions;
+use super::queue::{GroupError, Request, RequestKind};
+use super::read::read_batches;
+use super::state::{Core, lock};
+use super::torn::TornTail;
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
-
-/// Locks a mutex; a panic while it was held does not make the data unusable here (every update
-/// under these locks is applied after its checks), so the guard is taken back.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// How much the in-memory index holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,71 +43,21 @@ pub struct FileStats {
     pub bytes: u64,
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub appends: AtomicU64,
-    pub groups: AtomicU64,
-    pub syncs: AtomicU64,
-    pub bytes: AtomicU64,
-}
-
-/// What every appender and reader shares, under one lock.
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    /// What is acknowledged: the index of written batches.
-    pub index: Index,
-    /// The tail of each session that has batches queued or being written, counting them: the
-    /// compare-and-set is checked against it. A session with nothing pending has no entry.
-    pub pending: HashMap<String, u64>,
-    /// Requests waiting for the next group, in arrival order.
-    pub queue: VecDeque<Request>,
-    /// Whether a leader is writing a group (or has been chosen to write the next).
-    pub leading: bool,
-    /// The first write or sync failure; once set, every call fails naming it.
-    pub poisoned: Option<String>,
-    /// The segment being appended to.
-    pub active: Option<SegmentId>,
-}
-
-impl State {
-    pub(crate) fn check_poison(&self) -> Result<(), StoreError> {
-        match &self.poisoned {
-            Some(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),
-            None => Ok(()),
-        }
-    }
-
-    fn pending_tail(&self, session: &str) -> u64 {
-        self.pending.get(session).copied().unwrap_or_else(|| self.index.tail(session))
-    }
-}
-
-/// The leader's own: the active segment and the group buffer.
-#[derive(Debug, Default)]
-pub(crate) struct Writer {
-    pub active: Option<Active>,
-    pub buf: Vec<u8>,
-}
-
 /// The file backend: one shared, segmented, append-only log for every session in a directory,
 /// with group commit. See the [module documentation](super).
 #[derive(Debug)]
 pub struct FileStore {
-    pub(crate) io: Arc<dyn Io>,
-    pub(crate) dir: PathBuf,
-    pub(crate) options: FileOptions,
-    pub(crate) state: Mutex<State>,
-    /// Locked only by the leader, never while waiting for `state`.
-    pub(crate) writer: Mutex<Writer>,
-    pub(crate) counters: Counters,
+    core: Core,
+    /// The torn tail opening found.
+    torn: Option<TornTail>,
     /// The writer lock on the directory (None when read-only).
-    pub(crate) _dir_lock: Option<Box<dyn IoLock>>,
+    _dir_lock: Option<Box<dyn IoLock>>,
 }
 
 impl FileStore {
     /// Opens (creating it if needed) the journal in directory `dir` on the real file system.
     pub fn open(dir: impl AsRef<Path>, options: FileOptions) -> Result<FileStore, OpenError> {
-        Self::open_with(Arc::new(RealIo), dir.as_ref(), options)
+        Self::open_through(Arc::new(RealIo), dir.as_ref(), options)
     }
 
     /// Opens the journal in `dir` read-only: no lock is taken and nothing is written; the store
@@ -120,27 +67,47 @@ impl FileStore {
     }
 
     /// Opens the journal in `dir` through `io` (the real file system or a simulated disk).
+    /// Feature `testing`.
+    #[cfg(feature = "testing")]
     pub fn open_with(
         io: Arc<dyn Io>,
         dir: &Path,
         options: FileOptions,
     ) -> Result<FileStore, OpenError> {
-        super::open::open(io, dir, options)
+        Self::open_through(io, dir, options)
+    }
+
+    fn open_through(
+        io: Arc<dyn Io>,
+        dir: &Path,
+        options: FileOptions,
+    ) -> Result<FileStore, OpenError> {
+        let OpenedStore { core, dir_lock, torn } = open(io, dir, options)?;
+        Ok(FileStore { core, torn, _dir_lock: dir_lock })
+    }
+
+    /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
+    /// it held, the intact frames (sessions and sequence numbers) it held, and where a writable
+    /// open kept a copy of it before cutting it. The zeros the writer puts ahead of its data are
+    /// no torn tail. A crash leaves one; so do some kinds of damage that cannot be told from a
+    /// crash (`docs/backends.md`), which is why it is reported.
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.torn.as_ref()
     }
 
     /// The journal's directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.core.dir
     }
 
     /// Whether the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
-        self.options.read_only
+        self.core.options.read_only
     }
 
     /// What the store did since it was opened.
     pub fn stats(&self) -> FileStats {
-        let c = &self.counters;
+        let c = &self.core.counters;
         FileStats {
             appends: c.appends.load(Ordering::Relaxed),
             groups: c.groups.load(Ordering::Relaxed),
@@ -149,9 +116,17 @@ impl FileStore {
         }
     }
 
+    /// How many appends and deletions wait for the next group (not the one being written).
+    /// Feature `testing`: for tests that line appenders up behind a held sync
+    /// (`SimDisk::hold_syncs`).
+    #[cfg(feature = "testing")]
+    pub fn queued(&self) -> usize {
+        lock(&self.core.state).queue.len()
+    }
+
     /// How much the in-memory index holds.
     pub fn index_size(&self) -> IndexSize {
-        let st = lock(&self.state);
+        let st = lock(&self.core.state);
         IndexSize {
             sessions: st.index.sessions.len() as u64,
             batches: st.index.sessions.values().map(|l| l.runs.len() as u64).sum(),
@@ -159,122 +134,8 @@ impl FileStore {
         }
     }
 
-    pub(crate) fn segment_path(&self, id: SegmentId) -> PathBuf {
-        self.dir.join(id.file_name())
-    }
-
     fn read_only_error(&self) -> StoreError {
-        StoreError::ReadOnly { location: self.dir.display().to_string() }
-    }
-
-    /// Queues a request (under the same lock as its compare-and-set, so the queue's order is the
-    /// order the checks passed in) and waits for its group; the caller leads when no one is.
-    fn submit(&self, mut st: MutexGuard<'_, State>, request: Request) -> Result<(), StoreError> {
-        let slot = Arc::clone(&request.slot);
-        st.queue.push_back(request);
-        if st.leading {
-            drop(st);
-        } else {
-            st.leading = true;
-            drop(st);
-            self.lead();
-        }
-        loop {
-            match slot.wait() {
-                super::commit::Wake::Lead => self.lead(),
-                super::commit::Wake::Done(result) => return result,
-            }
-        }
-    }
-
-    /// Reads `runs` (a session's batches in order, each with its segment's file). Batches close
-    /// together in one segment are read with one `pread`.
-    fn read_runs(
-        &self,
-        session: &str,
-        runs: &[(Run, Arc<dyn IoFile>)],
-        range: &Range<u64>,
-        out: &mut Vec<Record>,
-    ) -> Result<(), StoreError> {
-        /// The most bytes between two batches read together.
-        const MAX_GAP: u64 = 64 << 10;
-        /// The most bytes one read spans.
-        const MAX_SPAN: u64 = 1 << 20;
-        let mut buf = Vec::new();
-        let mut i = 0;
-        while let Some((head, file)) = runs.get(i) {
-            let start = head.offset;
-            let mut end = head.offset + u64::from(head.len);
-            let mut j = i + 1;
-            while let Some((r, _)) = runs.get(j) {
-                let r_end = r.offset + u64::from(r.len);
-                if r.seg != head.seg
-                    || r.offset < end
-                    || r.offset - end > MAX_GAP
-                    || r_end - start > MAX_SPAN
-                {
-                    break;
-                }
-                end = r_end;
-                j += 1;
-            }
-            buf.resize((end - start) as usize, 0);
-            file.read_exact_at(&mut buf, start).map_err(|source| StoreError::Io {
-                context: format!(
-                    "reading {} bytes at byte {start} of segment {}",
-                    end - start,
-                    self.segment_path(head.seg).display()
-                ),
-                source,
-            })?;
-            for (run, _) in runs.get(i..j).unwrap_or_default() {
-                let at = (run.offset - start) as usize;
-                let bytes = buf.get(at..at + run.len as usize).unwrap_or_default();
-                self.check_batch(session, run, bytes, range, out)?;
-            }
-            i = j;
-        }
-        Ok(())
-    }
-
-    /// Checks one batch's bytes against what the index says of them and decodes the events in
-    /// `range`.
-    fn check_batch(
-        &self,
-        session: &str,
-        run: &Run,
-        bytes: &[u8],
-        range: &Range<u64>,
-        out: &mut Vec<Record>,
-    ) -> Result<(), StoreError> {
-        let place =
-            || format!("segment {} at byte {}", self.segment_path(run.seg).display(), run.offset);
-        let corrupt = |source: DecodeError| StoreError::Corrupt { context: place(), source };
-        let (frame, len) = Frame::parse(bytes, &self.options.limits).map_err(corrupt)?;
-        if frame.kind != FrameKind::Events || frame.count != run.count || len != bytes.len() {
-            return Err(corrupt(DecodeError::Malformed {
-                reason: format!(
-                    "the index expects a batch of {} events of {session} from seq {}",
-                    run.count, run.first
-                ),
-            }));
-        }
-        for (i, r) in frame.records().enumerate() {
-            let r = r.map_err(corrupt)?;
-            let expected = run.first + i as u64;
-            if r.session != session || r.seq.get() != expected {
-                return Err(corrupt(DecodeError::Malformed {
-                    reason: format!(
-                        "misdirected record: expected {session} seq {expected}, found {} seq {}",
-                        r.session, r.seq
-                    ),
-                }));
-            }
-            if range.contains(&expected) {
-                out.push(r.to_record().map_err(corrupt)?);
-            }
-        }
-        Ok(())
+        StoreError::ReadOnly { location: self.core.dir.display().to_string() }
     }
 }
 
@@ -293,21 +154,21 @@ impl JournalStore for FileStore {
         if events.is_empty() {
             return Err(AppendError::EmptyBatch);
         }
-        if self.options.read_only {
+        if self.core.options.read_only {
             return Err(self.read_only_error().into());
         }
         let mut frame = Vec::with_capacity(64 + events.len() * 64);
-        batch::encode_into(&mut frame, session, expected, events, &self.options.limits)
-            .map_err(|source| AppendError::Encode { session: session.clone(), source })?;
+        batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
+            .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
         let count = events.len() as u32;
         let next = expected.add(u64::from(count));
         let request = Request::new(
             session.as_str(),
-            Op::Events { first: expected.get(), count },
+            RequestKind::Events { first: expected.get(), count },
             frame,
             durability >= Durability::Synced,
         );
-        let mut st = lock(&self.state);
+        let mut st = lock(&self.core.state);
         st.check_poison()?;
         let actual = Seq(st.pending_tail(session.as_str()));
         if actual != expected {
@@ -319,14 +180,25 @@ impl JournalStore for FileStore {
                 st.pending.insert(session.as_str().to_owned(), next.get());
             }
         }
-        self.submit(st, request)?;
-        Ok(AppendAck { first: expected, next, durability })
+        match submit(&self.core, st, request) {
+            Ok(()) => Ok(AppendAck { first: expected, next, durability }),
+            Err(GroupError::Store(e)) => Err(e.into()),
+            Err(GroupError::Unknown { context, source }) => Err(AppendError::OutcomeUnknown {
+                session: session.clone(),
+                expected,
+                reason: format!(
+                    "{context} failed after the batch's bytes may have reached the segment; the \
+                     store is poisoned: reopen it, which reads what landed"
+                ),
+                source: Some(source),
+            }),
+        }
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         let range = range.start.get()..range.end.get();
-        let runs: Vec<(Run, Arc<dyn IoFile>)> = {
-            let st = lock(&self.state);
+        let runs: Vec<(BatchLoc, Arc<dyn IoFile>)> = {
+            let st = lock(&self.core.state);
             st.check_poison()?;
             let Some(log) = st.index.sessions.get(session.as_str()) else {
                 return Ok(Vec::new());
@@ -346,39 +218,53 @@ impl JournalStore for FileStore {
             runs
         };
         let mut out = Vec::new();
-        self.read_runs(session.as_str(), &runs, &range, &mut out)?;
+        read_batches(
+            &self.core.dir,
+            &self.core.options.limits,
+            session.as_str(),
+            &runs,
+            |_, r, _| {
+                if range.contains(&r.seq.get()) {
+                    out.push(r.to_record()?);
+                }
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        let st = lock(&self.state);
+        let st = lock(&self.core.state);
         st.check_poison()?;
         Ok(Seq(st.index.tail(session.as_str())))
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
-        let st = lock(&self.state);
+        let st = lock(&self.core.state);
         st.check_poison()?;
         Ok(st.index.sessions.keys().map(|s| SessionId::from(s.as_str())).collect())
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        if self.options.read_only {
+        if self.core.options.read_only {
             return Err(self.read_only_error());
         }
         let mut frame = Vec::new();
-        if batch::encode_delete_into(&mut frame, session, &self.options.limits).is_err() {
+        if batch::encode_delete_into(&mut frame, session, &self.core.options.limits).is_err() {
             // An id that cannot be written was never stored.
             return Ok(false);
         }
-        let request = Request::new(session.as_str(), Op::Delete, frame, true);
-        let mut st = lock(&self.state);
+        let request = Request::new(session.as_str(), RequestKind::Delete, frame, true);
+        let mut st = lock(&self.core.state);
         st.check_poison()?;
         if st.pending_tail(session.as_str()) == 0 {
             return Ok(false);
         }
         st.pending.insert(session.as_str().to_owned(), 0);
-        self.submit(st, request)?;
-        Ok(true)
+        match submit(&self.core, st, request) {
+            Ok(()) => Ok(true),
+            Err(GroupError::Store(e)) => Err(e),
+            Err(GroupError::Unknown { context, source }) => Err(StoreError::Io { context, source }),
+        }
     }
 }

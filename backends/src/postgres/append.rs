@@ -130,6 +130,7 @@ pub(super) fn append(
                                 "the connection was lost during the append ({}); {reason}",
                                 err.source
                             ),
+                            source: None,
                         });
                     }
                 }

@@ -6,7 +6,7 @@
 //! group included), and a batch that does not match is skipped and answered `Conflict`.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use stepjournal_codec::SessionId;
 
@@ -32,8 +32,24 @@ pub(super) enum Outcome {
     /// The transaction failed: nothing was written.
     Failed(Failure),
     /// The commit failed in a way that leaves the outcome to what the next open finds.
-    Unknown(String),
+    Unknown(Unknown),
 }
+
+/// A commit whose outcome is left to what the next open finds: why, and the driver's error
+/// (shared by every append of the group).
+#[derive(Debug, Clone)]
+pub(super) struct Unknown {
+    pub reason: String,
+    pub source: Arc<rusqlite::Error>,
+}
+
+impl PartialEq for Unknown {
+    fn eq(&self, other: &Unknown) -> bool {
+        self.reason == other.reason
+    }
+}
+
+impl Eq for Unknown {}
 
 /// Why a group's transaction failed, kept for every append in it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ mod schema;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
@@ -30,7 +30,7 @@ use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId, Stamped};
 
 use crate::sql::{self, EncodedBatch, Place};
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
-use group::{Failure, Outcome, Queue, Request};
+use group::{Failure, Outcome, Queue, Request, Unknown};
 
 pub use schema::SCHEMA_VERSION;
 
@@ -102,7 +102,7 @@ enum WriteFailure {
     /// Nothing was written.
     Failed(StoreError),
     /// A commit failed in a way that leaves its outcome to what is on disk.
-    CommitUnknown(String),
+    CommitUnknown(Unknown),
 }
 
 pub(crate) fn backend_error(context: impl Into<String>, e: rusqlite::Error) -> StoreError {
@@ -261,7 +261,7 @@ impl SqliteStore {
                 // count is decided by what the next open of the file finds.
                 let reason = format!("{}: {what}: the commit failed: {e}", self.location);
                 let _ = self.poison.set(reason.clone());
-                Err(WriteFailure::CommitUnknown(reason))
+                Err(WriteFailure::CommitUnknown(Unknown { reason, source: Arc::new(e) }))
             }
         }
     }
@@ -321,7 +321,9 @@ impl SqliteStore {
             Err(WriteFailure::Failed(e)) => {
                 vec![Outcome::Failed(Failure::from_store(&e)); group.len()]
             }
-            Err(WriteFailure::CommitUnknown(reason)) => vec![Outcome::Unknown(reason); group.len()],
+            Err(WriteFailure::CommitUnknown(unknown)) => {
+                vec![Outcome::Unknown(unknown); group.len()]
+            }
         }
     }
 
@@ -361,9 +363,12 @@ impl JournalStore for SqliteStore {
                 actual: sql::seq_from_column(&self.location, "the session's tail", tail)?,
             }),
             Outcome::Failed(failure) => Err(AppendError::Store(failure.into_store(BACKEND))),
-            Outcome::Unknown(reason) => {
-                Err(AppendError::OutcomeUnknown { session: session.clone(), expected, reason })
-            }
+            Outcome::Unknown(Unknown { reason, source }) => Err(AppendError::OutcomeUnknown {
+                session: session.clone(),
+                expected,
+                reason,
+                source: Some(std::io::Error::other(source)),
+            }),
         }
     }
 
@@ -442,8 +447,8 @@ impl JournalStore for SqliteStore {
         match outcome {
             Ok(existed) => Ok(existed),
             Err(WriteFailure::Failed(e)) => Err(e),
-            Err(WriteFailure::CommitUnknown(first_failure)) => {
-                Err(StoreError::Poisoned { first_failure })
+            Err(WriteFailure::CommitUnknown(Unknown { reason, .. })) => {
+                Err(StoreError::Poisoned { first_failure: reason })
             }
         }
     }

@@ -200,8 +200,9 @@ pub enum WriteError {
         /// The failure.
         error: String,
     },
-    /// The store failed on this append (not a conflict). The append did not land; `then` says
-    /// what became of the run and which entry recovers it.
+    /// The store failed on this append (not a conflict). The append did not land, unless
+    /// `source` is [`AppendError::OutcomeUnknown`] (then it may have: recovery reads it); `then`
+    /// says what became of the run and which entry recovers it.
     #[error("the store failed during run `{run}` of session `{session}` ({source}); {then}")]
     Store {
         /// The session.

@@ -99,7 +99,19 @@ impl Journal {
         let mut unknown: Option<(Seq, Plan, AppendError)> = None;
         let mut round = 0;
         loop {
-            let records = self.store.read_all(session).map_err(read_error)?;
+            let records = match self.store.read_all(session) {
+                Ok(records) => records,
+                Err(e) => {
+                    return Err(match unknown.take() {
+                        // The outcome cannot be learned (a poisoned store does not read): it
+                        // stays unknown, and that is what is reported.
+                        Some((_, _, source)) => {
+                            BeginError::Append { session: session.clone(), source }
+                        }
+                        None => read_error(e),
+                    });
+                }
+            };
             if let Some((at, plan, error)) = unknown.take() {
                 if holds_at(&records, at, &plan.appends) {
                     return Ok(self.started(session, new_run, plan, &records, at));

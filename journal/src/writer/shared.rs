@@ -181,14 +181,18 @@ impl Shared {
                     CaughtUp::Landed(out) => return Ok(out),
                     CaughtUp::Moved(still) => pending = still,
                 },
-                Err(AppendError::OutcomeUnknown { .. }) => {
+                Err(e @ AppendError::OutcomeUnknown { .. }) => {
                     // Not found now, it may still land at its place: the next attempt, made at
                     // the same tail with the same events (the build is deterministic), then
                     // conflicts on it and recognises it.
                     let unknown = Pending { at: inner.tail, batch, out };
-                    match self.catch_up(inner, Some(unknown))? {
-                        CaughtUp::Landed(out) => return Ok(out),
-                        CaughtUp::Moved(still) => pending = still,
+                    match self.catch_up(inner, Some(unknown)) {
+                        Ok(CaughtUp::Landed(out)) => return Ok(out),
+                        Ok(CaughtUp::Moved(still)) => pending = still,
+                        // The store cannot be read either (a poisoned store): the outcome stays
+                        // unknown, and that is what is reported.
+                        Err(AppendFailure::Store(_)) => return Err(AppendFailure::Store(e)),
+                        Err(f) => return Err(f),
                     }
                 }
                 Err(e @ (AppendError::Encode { .. } | AppendError::EmptyBatch)) => {

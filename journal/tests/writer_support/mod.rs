@@ -212,6 +212,7 @@ impl JournalStore for FaultyStore {
             session: session.clone(),
             expected,
             reason: "injected: the connection was lost during commit".into(),
+            source: None,
         };
         match fault {
             None => self.inner.append(session, expected, events, durability),

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use stepjournal_backends::file::io::Io;
 use stepjournal_backends::file::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use stepjournal_backends::file::sim::SimDisk;
-use stepjournal_backends::file::verify::verify_dir_with;
 use stepjournal_backends::file::{FileOptions, FileStore, OnCorruption};
+use stepjournal_backends::file::{FileProblem, verify_dir_with};
 use stepjournal_backends::{Durability, JournalStore, OpenError, StoreError};
 use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped, UnixMillis};
 
@@ -207,6 +207,14 @@ fn precise(e: &OpenError, what: &str) -> Result<(), String> {
             );
             Ok(())
         }
+        // The newest segment's header never was one a writer wrote, nor a crash half-wrote.
+        OpenError::NotASegment { path, .. } => {
+            ensure!(
+                path.extension().is_some_and(|x| x == "seg"),
+                "{what}: a refusal that names no segment: {e}"
+            );
+            Ok(())
+        }
         other => Err(format!("{what}: an error other than corruption on a sound disk: {other}")),
     }
 }
@@ -216,7 +224,7 @@ fn precise(e: &OpenError, what: &str) -> Result<(), String> {
 /// agree; salvage always opens; what opens is dense, survives reopening and a power loss
 /// unchanged, and takes appends.
 pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
-    let (segs, limits, resealed) = journal_of_input(data);
+    let (segs, limits, _) = journal_of_input(data);
     let base = FileOptions::new().segment_size(4096).preallocate(4096).limits(limits);
 
     let disk = build_disk(&segs)?;
@@ -240,6 +248,30 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
             (Ok(_), Err(e)) => return Err(format!("{what}: read-only opens, writable fails: {e}")),
             (Err(e), Ok(_)) => return Err(format!("{what}: writable opens, read-only fails: {e}")),
         };
+        // The torn tail each reports is the same, and what verify calls one when nothing else
+        // stops opening.
+        let mut cut = rw.torn_tail().cloned();
+        if let Some(t) = &mut cut {
+            ensure!(
+                t.kept_in.is_some() == (t.offset > 0 && t.len > 0),
+                "{what}: the torn tail's bytes are kept aside exactly when it held some: {t}"
+            );
+            t.kept_in = None;
+        }
+        ensure!(
+            ro.torn_tail() == cut.as_ref(),
+            "{what}: read-only and writable opens report different torn tails: {:?} and {cut:?}",
+            ro.torn_tail()
+        );
+        if mode == OnCorruption::Refuse
+            && let Ok(report) = &report
+        {
+            let verified = report.findings.iter().find_map(|f| f.torn.as_ref());
+            ensure!(
+                verified == cut.as_ref(),
+                "{what}: verify reports the torn tail {verified:?}, opening {cut:?}"
+            );
+        }
         let seen = contents(&ro, &format!("{what} read-only"))?;
         let kept = contents(&rw, &what)?;
         ensure!(
@@ -268,14 +300,28 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
     if let (Some(refused), Some(salvaged)) = (&refused, &salvaged) {
         ensure!(refused == salvaged, "salvage changed a journal that opens without it");
     }
-    // Only where every checksum is as a writer left it: a resealed frame can hold a record
-    // that fails to decode, which opening (checking a frame's first record) and verify (checking
-    // every record) judge differently.
-    if !resealed
-        && let Ok(report) = report
-        && report.is_clean()
-    {
-        ensure!(refused.is_some(), "verify finds nothing wrong, yet the journal does not open");
+    // Opening and verify walk the bytes the same way: what verify finds clean opens, and what
+    // opens holds no problem verify reports other than one found only by reading records
+    // (a record of an intact frame that is misdirected, damaged or does not decode).
+    let report = report.as_ref().map_err(|e| format!("verify_dir failed on a sound disk: {e}"))?;
+    match &refused {
+        None => ensure!(
+            !report.is_clean(),
+            "verify finds nothing wrong, yet the journal does not open: {:?}",
+            report.findings
+        ),
+        Some(_) => {
+            let structural = report.findings.iter().find(|f| {
+                !f.torn_tail
+                    && !matches!(
+                        f.problem,
+                        FileProblem::Misdirected { .. }
+                            | FileProblem::Payload(_)
+                            | FileProblem::Record(_)
+                    )
+            });
+            ensure!(structural.is_none(), "the journal opens, yet verify reports {structural:?}");
+        }
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! The I/O layer the file backend writes through: small enough to simulate.
 //!
 //! [`Io`] is a directory's worth of operations, [`IoFile`] an open file. [`RealIo`] is the
-//! operating system; [`crate::file::sim::SimDisk`] is a simulated disk that keeps what was written
-//! apart from what was synced, and can crash or fail at any operation.
+//! operating system; `sim::SimDisk` (feature `testing`) is a simulated disk that keeps what was
+//! written apart from what was synced, and can crash or fail at any operation.
 //!
 //! The backend relies on these promises, which both implementations keep:
 //! - [`IoFile::write_all_at`] returning `Ok` means the bytes are visible to reads of the same
@@ -21,6 +21,13 @@ use std::sync::Arc;
 pub use real::RealIo;
 
 /// An open file: positional reads and writes, data sync, truncation.
+#[cfg_attr(
+    feature = "testing",
+    expect(
+        clippy::len_without_is_empty,
+        reason = "the backend asks a file's length, never whether it is empty"
+    )
+)]
 pub trait IoFile: Send + Sync + Debug {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at the end).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
@@ -36,11 +43,6 @@ pub trait IoFile: Send + Sync + Debug {
 
     /// The file's current length.
     fn len(&self) -> io::Result<u64>;
-
-    /// Whether the file is empty.
-    fn is_empty(&self) -> io::Result<bool> {
-        Ok(self.len()? == 0)
-    }
 
     /// Reads exactly `buf.len()` bytes at `offset`, failing with `UnexpectedEof` if the file ends
     /// first.
@@ -65,6 +67,28 @@ pub trait IoFile: Send + Sync + Debug {
     }
 }
 
+/// What an entry of a directory is, looked at without opening it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// A regular file (itself, or through a symbolic link).
+    File,
+    /// A symbolic link to nothing.
+    DanglingLink,
+    /// Anything else, named: a directory, a named pipe, a socket, a device.
+    Other(&'static str),
+}
+
+impl std::fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EntryKind::File => "a regular file",
+            EntryKind::DanglingLink => "a symbolic link to nothing",
+            EntryKind::Other(what) => what,
+        })
+    }
+}
+
 /// A held exclusive lock; dropping it releases the lock.
 pub trait IoLock: Send + Sync + Debug {}
 
@@ -78,6 +102,10 @@ pub trait Io: Send + Sync + Debug + 'static {
 
     /// Opens an existing file, for reading and writing unless `read_only`.
     fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn IoFile>>;
+
+    /// What the entry at `path` is, following symbolic links, without opening it (opening a
+    /// named pipe would wait for a writer); `Ok(None)` when there is no such entry.
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
 
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;

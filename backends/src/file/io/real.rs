@@ -2,11 +2,11 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Io, IoFile, IoLock};
+use super::{EntryKind, Io, IoFile, IoLock};
 
 /// The real file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -59,6 +59,34 @@ impl Io for RealIo {
     fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn IoFile>> {
         let f = OpenOptions::new().read(true).write(!read_only).open(path)?;
         Ok(Arc::new(RealFile(f)))
+    }
+
+    fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
+        let kind = match std::fs::metadata(path) {
+            Ok(meta) => meta.file_type(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // The entry may be a link whose target is missing.
+                return match std::fs::symlink_metadata(path) {
+                    Ok(_) => Ok(Some(EntryKind::DanglingLink)),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Some(if kind.is_file() {
+            EntryKind::File
+        } else if kind.is_dir() {
+            EntryKind::Other("a directory")
+        } else if kind.is_fifo() {
+            EntryKind::Other("a named pipe (FIFO)")
+        } else if kind.is_socket() {
+            EntryKind::Other("a socket")
+        } else if kind.is_block_device() || kind.is_char_device() {
+            EntryKind::Other("a device")
+        } else {
+            EntryKind::Other("not a regular file")
+        }))
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {

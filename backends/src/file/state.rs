@@ -1,0 +1,118 @@
+//! What a file store's callers share: the index, the pending tails and the queue under one
+//! lock; the active segment under the leader's own lock; the counters.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::index::Index;
+use super::io::{Io, IoFile};
+use super::layout::SegmentId;
+use super::options::FileOptions;
+use super::queue::Request;
+use crate::StoreError;
+
+/// Locks a mutex; a panic while it was held does not make the data unusable here (every update
+/// under these locks is applied after its checks), so the guard is taken back.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub appends: AtomicU64,
+    pub groups: AtomicU64,
+    pub syncs: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+/// What every appender and reader shares, under one lock.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// What is acknowledged: the index of written batches.
+    pub index: Index,
+    /// The tail of each session that has batches queued or being written, counting them: the
+    /// compare-and-set is checked against it (0 after a queued deletion).
+    // Invariant: an entry exists only while a request of its session is queued or being written
+    // (so none while no leader is chosen), and none once the store is poisoned.
+    pub pending: HashMap<String, u64>,
+    /// Requests waiting for the next group, in arrival order.
+    pub queue: VecDeque<Request>,
+    /// Whether a leader is writing a group (or has been chosen to write the next).
+    pub leading: bool,
+    /// The first write or sync failure; once set, every call fails naming it.
+    pub poisoned: Option<String>,
+    /// The segment being appended to.
+    pub active: Option<SegmentId>,
+}
+
+impl State {
+    pub(crate) fn check_poison(&self) -> Result<(), StoreError> {
+        match &self.poisoned {
+            Some(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn pending_tail(&self, session: &str) -> u64 {
+        self.pending.get(session).copied().unwrap_or_else(|| self.index.tail(session))
+    }
+}
+
+/// The leader's own: the active segment and the group buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Writer {
+    pub active: Option<Active>,
+    pub buf: Vec<u8>,
+}
+
+/// The segment being appended to.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub id: SegmentId,
+    pub file: Arc<dyn IoFile>,
+    /// Bytes written: where the next group goes.
+    // Invariant: synced <= len <= allocated; every byte before `synced` is durable.
+    pub len: u64,
+    /// Bytes known durable.
+    pub synced: u64,
+    /// The file's length: past `len` it holds zeros, written and synced ahead of the data so
+    /// that a synced append changes no file metadata (with preallocation off, `len`).
+    pub allocated: u64,
+}
+
+impl Active {
+    pub(crate) fn new(id: SegmentId, file: Arc<dyn IoFile>, len: u64) -> Active {
+        Active { id, file, len, synced: len, allocated: len }
+    }
+
+    /// Checks the invariant on `len` (debug builds); called wherever it changes.
+    pub(crate) fn check(&self) {
+        debug_assert!(
+            self.synced <= self.len && self.len <= self.allocated,
+            "the active segment keeps synced <= len <= allocated: {} <= {} <= {}",
+            self.synced,
+            self.len,
+            self.allocated
+        );
+    }
+}
+
+/// The store's insides, shared by the group commit, reclaiming space, reads and opening.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub io: Arc<dyn Io>,
+    pub dir: PathBuf,
+    pub options: FileOptions,
+    pub state: Mutex<State>,
+    /// Locked only by the leader, never while waiting for `state`.
+    pub writer: Mutex<Writer>,
+    pub counters: Counters,
+}
+
+impl Core {
+    pub(crate) fn segment_path(&self, id: SegmentId) -> PathBuf {
+        self.dir.join(id.file_name())
+    }
+}

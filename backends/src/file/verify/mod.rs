@@ -1,0 +1,410 @@
+//! A read-only check of a journal directory that reports every problem it finds, where it is,
+//! and never writes.
+//!
+//! [`verify_dir`] walks the segments with the walk opening uses (`walk`), so the two judge the
+//! same bytes the same way: damage opening would cut as a torn tail is reported as one finding
+//! marked [`FileFinding::torn_tail`] (nothing after it in the segment counts, for either), and
+//! damage opening refuses is reported as a problem. Where opening stops at the first corruption,
+//! verify carries on at the next group and reports what else it finds. Every record of every
+//! intact frame is also read, as a read of its session would (one session, in sequence, each
+//! event decoding): a problem there is found by the read that meets it, not by opening, and
+//! verify reports it too. Then every session's batches are put in order as opening puts them (a
+//! deletion drops the batches before it, compaction's copies of a batch count once) and checked
+//! to continue each other without gaps or overlaps.
+//!
+//! Each [`FileFinding`] names the segment file, the byte offset (of the damaged record where the
+//! record can be told apart, else of the frame or group), the session and sequence number where
+//! they can be told (from the intact records of the same batch, or from the damaged record's own
+//! header when it continues its session exactly where the session's intact events end), and what
+//! is wrong. The zeros the writer puts ahead of its data at the newest segment's end are not
+//! damage.
+//!
+//! The batches that passed every check can be read back, per session, with
+//! [`VerifyReport::read_session`], for checks of the events themselves (the protocol).
+
+mod finding;
+mod frames;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stepjournal_codec::batch::Frame;
+use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
+
+use super::builder::{Built, IndexBuilder, MisfitKind};
+use super::index::BatchLoc;
+use super::io::{EntryKind, Io, IoFile, RealIo};
+use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
+use super::read::read_batches;
+use super::torn::TornTail;
+use super::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
+use crate::StoreError;
+use finding::finding;
+pub use finding::{FileFinding, FileProblem};
+use frames::{Frames, Hole, Sink};
+
+/// One record of a session as [`VerifyReport::read_session`] returns it: the record and where
+/// it is on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocatedRecord {
+    /// The record.
+    pub record: Record,
+    /// Its segment file.
+    pub segment: PathBuf,
+    /// Its first byte in the segment.
+    pub offset: u64,
+}
+
+/// What [`verify_dir`] found.
+#[derive(Debug)]
+pub struct VerifyReport {
+    dir: PathBuf,
+    limits: Limits,
+    /// Every segment file checked, with its length when the check began.
+    pub segments: Vec<(PathBuf, u64)>,
+    /// Bytes of segment files checked.
+    pub bytes: u64,
+    /// Every problem, in the order of the files and offsets, then the sequence checks.
+    pub findings: Vec<FileFinding>,
+    built: Built,
+}
+
+impl VerifyReport {
+    /// Whether nothing is wrong, torn tails aside.
+    pub fn is_clean(&self) -> bool {
+        self.findings.iter().all(|f| f.torn_tail)
+    }
+
+    /// The sessions with at least one intact batch, by id.
+    pub fn sessions(&self) -> impl Iterator<Item = SessionId> + '_ {
+        self.built.sessions.keys().map(|s| SessionId::from(s.as_str()))
+    }
+
+    /// How many events of the session can be read in order from seq 0 (up to its first gap), and
+    /// how many intact events come after that gap.
+    pub fn session_events(&self, session: &SessionId) -> (u64, u64) {
+        self.built.sessions.get(session.as_str()).map_or((0, 0), |s| (s.log.tail(), s.after_gap))
+    }
+
+    /// Reads the session's events from seq 0 up to its first gap, each with its place on disk.
+    /// The files are read again: a byte that changed since the check is reported as corrupt.
+    pub fn read_session(&self, session: &SessionId) -> Result<Vec<LocatedRecord>, StoreError> {
+        let Some(ordered) = self.built.sessions.get(session.as_str()) else {
+            return Ok(Vec::new());
+        };
+        let mut runs = Vec::with_capacity(ordered.log.runs.len());
+        for run in &ordered.log.runs {
+            let Some(seg) = self.built.segments().get(&run.seg) else {
+                return Err(StoreError::Corrupt {
+                    context: format!(
+                        "segment {} at byte {}",
+                        self.dir.join(run.seg.file_name()).display(),
+                        run.offset
+                    ),
+                    source: DecodeError::Malformed {
+                        reason: "the segment is no longer open".into(),
+                    },
+                });
+            };
+            runs.push((*run, Arc::clone(&seg.file)));
+        }
+        let mut out = Vec::new();
+        read_batches(&self.dir, &self.limits, session.as_str(), &runs, |run, r, offset| {
+            let record = r.to_record()?;
+            out.push(LocatedRecord { record, segment: self.dir.join(run.seg.file_name()), offset });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+/// Checks the journal in `dir` on the real file system, reading every segment to its end and
+/// never writing (safe while a writer runs).
+///
+/// The segments are walked as opening walks them, so the two agree: damage opening would cut
+/// as a torn tail is one finding marked [`FileFinding::torn_tail`], and damage opening refuses
+/// is a problem; after a problem the check carries on at the next group. Every record of every
+/// intact frame is read as a read of its session would, and each session's batches are put in
+/// order as opening puts them and checked to continue each other. Each [`FileFinding`] names the
+/// segment file and byte offset, and the session and sequence number where intact bytes tell
+/// them. The batches that passed can be read back with [`VerifyReport::read_session`].
+///
+/// `progress` is called with (bytes checked, bytes to check) as the scan moves on. Only the
+/// directory's listing failing is an error; a segment that cannot be read is a finding.
+pub fn verify_dir(
+    dir: &Path,
+    limits: &Limits,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, StoreError> {
+    verify_through(Arc::new(RealIo), dir, limits, progress)
+}
+
+/// [`verify_dir`] through `io` (the real file system or a simulated disk). Feature `testing`.
+#[cfg(feature = "testing")]
+pub fn verify_dir_with(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    limits: &Limits,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, StoreError> {
+    verify_through(io, dir, limits, progress)
+}
+
+fn verify_through(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    limits: &Limits,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, StoreError> {
+    let names = io.list(dir).map_err(|source| StoreError::Io {
+        context: format!("listing the journal directory {}", dir.display()),
+        source,
+    })?;
+    let mut ids: Vec<SegmentId> =
+        names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
+    ids.sort_unstable();
+    // Each entry named like a segment: opened, or the problem that kept it from being read.
+    let mut entries = Vec::new();
+    for id in &ids {
+        let path = dir.join(id.file_name());
+        match open_entry(&*io, &path) {
+            Ok(Some(file)) => entries.push((*id, Ok(file))),
+            // Removed since the listing (compaction by a live writer): it held nothing live.
+            Ok(None) => {}
+            Err(problem) => entries.push((*id, Err(finding(&path, 0, problem)))),
+        }
+    }
+    let opened: Vec<(SegmentId, &Opened)> =
+        entries.iter().filter_map(|(id, e)| e.as_ref().ok().map(|f| (*id, f))).collect();
+    let total: u64 = opened.iter().map(|(_, o)| o.len).sum();
+    let mut checker = Checker {
+        findings: Vec::new(),
+        builder: IndexBuilder::default(),
+        holes: HashMap::new(),
+        done: 0,
+        total,
+    };
+    let mut buf = Vec::new();
+    // The newest segment is the one with the highest id, whether it can be read or not (an
+    // entry that is not a file is no segment).
+    let last = entries
+        .iter()
+        .rev()
+        .find(|(_, e)| !matches!(e, Err(f) if matches!(f.problem, FileProblem::NotAFile(_))))
+        .map(|(id, _)| *id);
+    for (id, entry) in &entries {
+        let path = dir.join(id.file_name());
+        let Opened { file, len } = match entry {
+            Ok(opened) => opened,
+            Err(f) => {
+                checker.findings.push(f.clone());
+                continue;
+            }
+        };
+        checker.builder.add_segment(*id, Arc::clone(file));
+        let frames = Frames { path: &path, seg: *id, limits };
+        let mut seg = SegmentCheck { checker: &mut checker, frames, progress: &mut *progress };
+        match walk_segment(&**file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
+            Ok(walk) => {
+                if let Some(t) = &walk.torn {
+                    let mut f = damage_finding(&path, &t.damage);
+                    f.torn_tail = true;
+                    f.torn = Some(TornTail::new(&path, t));
+                    checker.findings.push(f);
+                }
+            }
+            Err(e) => {
+                checker.findings.push(finding(&path, 0, FileProblem::Unreadable(e.to_string())));
+            }
+        }
+        checker.done = checker.done.saturating_add(*len);
+        progress(checker.done, total);
+    }
+    let segments = opened.iter().map(|(id, o)| (dir.join(id.file_name()), o.len)).collect();
+    let (built, findings) = checker.finish(dir);
+    Ok(VerifyReport {
+        dir: dir.to_path_buf(),
+        limits: *limits,
+        segments,
+        bytes: total,
+        findings,
+        built,
+    })
+}
+
+/// A segment file opened for the check, with its length then.
+struct Opened {
+    file: Arc<dyn IoFile>,
+    len: u64,
+}
+
+/// Opens the segment file at `path` read-only, with its length, after looking at what it is
+/// (opening a named pipe would wait for a writer). `None`: it is gone.
+fn open_entry(io: &dyn Io, path: &Path) -> Result<Option<Opened>, FileProblem> {
+    let unreadable = |e: std::io::Error| FileProblem::Unreadable(e.to_string());
+    match io.entry_kind(path).map_err(unreadable)? {
+        Some(EntryKind::File) => {}
+        None => return Ok(None),
+        Some(kind) => return Err(FileProblem::NotAFile(kind.to_string())),
+    }
+    let file = match io.open(path, true) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return match io.entry_kind(path).map_err(unreadable)? {
+                None => Ok(None),
+                Some(_) => Err(unreadable(e)),
+            };
+        }
+        Err(e) => return Err(unreadable(e)),
+    };
+    let len = file.len().map_err(unreadable)?;
+    Ok(Some(Opened { file, len }))
+}
+
+/// The finding for damage the walk found, as far as the walk's own facts describe it.
+fn damage_finding(path: &Path, d: &Damage) -> FileFinding {
+    let (problem, len) = match &d.problem {
+        Problem::SegmentHeader(e) => {
+            (FileProblem::SegmentHeader(e.clone()), Some(SEGMENT_HEADER_LEN as u64))
+        }
+        Problem::GroupHeader(e) => (FileProblem::GroupHeader(e.clone()), None),
+        Problem::GroupTruncated { len, available } => (
+            FileProblem::GroupTruncated { len: *len, available: *available },
+            Some(GROUP_HEADER_LEN as u64 + available),
+        ),
+        Problem::Frame(e) => (FileProblem::Frame(e.clone()), None),
+        Problem::Record(e) => (FileProblem::Record(e.clone()), None),
+        Problem::GroupFill { frames, filled, len } => {
+            (FileProblem::GroupFill { frames: *frames, filled: *filled, len: *len }, None)
+        }
+        Problem::Refused(reason) => {
+            (FileProblem::Frame(DecodeError::Malformed { reason: reason.clone() }), None)
+        }
+    };
+    let mut f = finding(path, d.offset, problem);
+    f.len = len;
+    f.valid_after = d.valid_after;
+    f
+}
+
+/// The check's state across segments.
+struct Checker {
+    findings: Vec<FileFinding>,
+    /// The intact batches, ordered as opening orders them.
+    builder: IndexBuilder,
+    /// Each session's damaged batches since its last deletion.
+    holes: HashMap<String, Vec<Hole>>,
+    /// Bytes of the segments before the current one.
+    done: u64,
+    total: u64,
+}
+
+impl Sink for Checker {
+    fn finding(&mut self, f: FileFinding) {
+        self.findings.push(f);
+    }
+
+    fn batch(&mut self, session: &str, run: BatchLoc) {
+        self.builder.events(session, run);
+    }
+
+    fn hole(&mut self, session: &str, hole: Hole) {
+        self.holes.entry(session.to_owned()).or_default().push(hole);
+    }
+
+    fn delete(&mut self, session: &str, at: SegmentId) {
+        self.builder.delete(session, at);
+        self.holes.remove(session);
+    }
+
+    fn tail(&self, session: &str) -> Option<u64> {
+        self.builder.last(session).map(BatchLoc::end)
+    }
+}
+
+impl Checker {
+    /// Puts each session's intact batches in order and reports those that do not continue the
+    /// session (a gap a damaged batch already reported is not reported again).
+    fn finish(self, dir: &Path) -> (Built, Vec<FileFinding>) {
+        let Checker { mut findings, builder, holes, .. } = self;
+        let built = builder.finish();
+        for m in &built.misfits {
+            let holes = holes.get(&m.session).map(Vec::as_slice).unwrap_or_default();
+            let (problem, seq) = match m.kind {
+                MisfitKind::Gap { from, to } => {
+                    if explained(holes, from, to) {
+                        continue;
+                    }
+                    (FileProblem::SeqGap { from: Seq(from), to: Seq(to) }, from)
+                }
+                MisfitKind::Overlap { first, count, tail } => {
+                    (FileProblem::Overlap { first: Seq(first), count, tail: Seq(tail) }, first)
+                }
+            };
+            let mut f = finding(&dir.join(m.seg.file_name()), m.offset, problem);
+            f.len = Some(u64::from(m.len));
+            f.session = Some(SessionId::from(m.session.as_str()));
+            f.seq = Some(Seq(seq));
+            findings.push(f);
+        }
+        (built, findings)
+    }
+}
+
+/// Whether damaged batches already reported hold exactly the events of the gap `from..to`: one
+/// after the other from `from`, up to `to` (or to one whose length could not be read).
+fn explained(holes: &[Hole], from: u64, to: u64) -> bool {
+    let mut at = from;
+    while at < to {
+        match holes.iter().find(|h| h.first == at).map(|h| h.count) {
+            Some(None) => return true,
+            Some(Some(count)) if count > 0 => at = at.saturating_add(u64::from(count)),
+            _ => return false,
+        }
+    }
+    at == to
+}
+
+/// One segment being checked.
+struct SegmentCheck<'a> {
+    checker: &'a mut Checker,
+    frames: Frames<'a>,
+    progress: &'a mut dyn FnMut(u64, u64),
+}
+
+impl Visit for SegmentCheck<'_> {
+    fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
+        for f in g.frames {
+            let bytes = g.frame_bytes(f);
+            match Frame::parse(bytes, self.frames.limits) {
+                Ok((frame, _)) => self.frames.frame(self.checker, f.offset, &frame, bytes),
+                // The walk checked it: the bytes cannot differ.
+                Err(e) => {
+                    let problem = FileProblem::Frame(e);
+                    self.checker.findings.push(finding(self.frames.path, f.offset, problem));
+                }
+            }
+        }
+        (self.progress)(self.checker.done.saturating_add(g.offset), self.checker.total);
+        Ok(())
+    }
+
+    fn damage(&mut self, d: &Damage, group: Option<&GroupView<'_>>) -> Flow {
+        let before = self.checker.findings.len();
+        // The group's header holds and its frames lie in the file: each frame is read, to say
+        // which record is damaged and whose it is.
+        if let (Problem::Frame(_) | Problem::Record(_) | Problem::GroupFill { .. }, Some(g)) =
+            (&d.problem, group)
+        {
+            self.frames.group(self.checker, g.body_at, g.body, g.header.frames);
+        }
+        if self.checker.findings.len() == before {
+            self.checker.findings.push(damage_finding(self.frames.path, d));
+        }
+        for f in self.checker.findings.get_mut(before..).unwrap_or_default() {
+            f.valid_after = d.valid_after;
+        }
+        Flow::Go
+    }
+}

@@ -1,0 +1,136 @@
+//! Writing one group at the end of the active segment: starting the next segment when this one
+//! is full (the old one sealed first), extending the file with zeros ahead of the data, and the
+//! `fdatasync` when asked. Only the leader writes.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::io::IoFile;
+use super::layout::{GROUP_HEADER_LEN, GroupHeader, SEGMENT_HEADER_LEN, SegmentId};
+use super::segment::{IoFailure, create_segment};
+use super::state::{Active, Core, Writer, lock};
+
+/// Where a group went.
+pub(crate) struct Written {
+    pub seg: SegmentId,
+    /// Each request's frame offset in `seg`.
+    pub offsets: Vec<u64>,
+    /// A segment the group started.
+    pub new_segment: Option<Arc<dyn IoFile>>,
+}
+
+/// Writes `frames` as one group at the end of the active segment (starting a new segment
+/// first if this one is full), then syncs it if `sync`. Called only by the leader.
+pub(crate) fn write_frames(
+    core: &Core,
+    frames: &[&[u8]],
+    sync: bool,
+) -> Result<Written, IoFailure> {
+    let mut w = lock(&core.writer);
+    let Writer { active, buf } = &mut *w;
+    let Some(a) = active.as_mut() else {
+        let e = io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
+        return Err(IoFailure::new(format!("appending to {}", core.dir.display()), e));
+    };
+    let body: usize = frames.iter().map(|f| f.len()).sum();
+    let total = (GROUP_HEADER_LEN + body) as u64;
+    let mut new_segment = None;
+    if a.len > SEGMENT_HEADER_LEN as u64 && a.len + total > core.options.segment_size {
+        new_segment = Some(rotate(core, a)?);
+    }
+    preallocate(core, a, a.len + total)?;
+    buf.clear();
+    buf.resize(GROUP_HEADER_LEN, 0);
+    let mut offsets = Vec::with_capacity(frames.len());
+    for f in frames {
+        offsets.push(a.len + buf.len() as u64);
+        buf.extend_from_slice(f);
+    }
+    let header = GroupHeader { len: body as u32, frames: frames.len() as u32, synced: a.synced };
+    header.encode_into(buf);
+    let path = core.segment_path(a.id);
+    a.file.write_all_at(buf, a.len).map_err(|e| {
+        let what =
+            format!("writing {} bytes at byte {} of segment {}", buf.len(), a.len, path.display());
+        IoFailure::after_write(what, e)
+    })?;
+    a.len += buf.len() as u64;
+    // With preallocation off the write extends the file.
+    a.allocated = a.allocated.max(a.len);
+    a.check();
+    core.counters.groups.fetch_add(1, Ordering::Relaxed);
+    core.counters.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+    if sync {
+        a.file.sync_data().map_err(|e| {
+            IoFailure::after_write(format!("fdatasync of segment {}", path.display()), e)
+        })?;
+        core.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        a.synced = a.len;
+        a.check();
+    }
+    if buf.capacity() > 2 * core.options.max_group_bytes as usize {
+        *buf = Vec::new();
+    }
+    Ok(Written { seg: a.id, offsets, new_segment })
+}
+
+/// Makes sure the file holds at least `need` bytes: when the data would pass the zeros
+/// already there, writes `preallocate` more bytes of zeros (never past the segment size
+/// unless one group needs it) and syncs them.
+fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), IoFailure> {
+    let step = core.options.preallocate;
+    if step == 0 || need <= a.allocated {
+        return Ok(());
+    }
+    let target =
+        need.max(a.allocated.max(a.len).saturating_add(step).min(core.options.segment_size));
+    let path = core.segment_path(a.id);
+    let zeros = vec![0u8; (target - a.allocated) as usize];
+    a.file.write_all_at(&zeros, a.allocated).map_err(|e| {
+        let what = format!(
+            "writing {} bytes of zeros at byte {} of segment {}",
+            zeros.len(),
+            a.allocated,
+            path.display()
+        );
+        IoFailure::new(what, e)
+    })?;
+    a.file
+        .sync_data()
+        .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
+    core.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    a.allocated = target;
+    a.synced = a.len;
+    a.check();
+    Ok(())
+}
+
+/// Seals the active segment (its zeros cut off, synced whole, so only the newest segment
+/// ever holds bytes that were not durable) and starts the next.
+fn rotate(core: &Core, a: &mut Active) -> Result<Arc<dyn IoFile>, IoFailure> {
+    let path = core.segment_path(a.id);
+    let trimmed = a.allocated > a.len;
+    if trimmed {
+        a.file.set_len(a.len).map_err(|e| {
+            IoFailure::new(format!("cutting segment {} at byte {}", path.display(), a.len), e)
+        })?;
+        a.allocated = a.len;
+    }
+    // The cut is made durable with the data.
+    if trimmed || a.synced < a.len {
+        a.file
+            .sync_data()
+            .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
+        core.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        a.synced = a.len;
+    }
+    debug_assert!(
+        a.synced == a.len && a.len == a.allocated,
+        "a sealed segment is synced whole and holds nothing past its data"
+    );
+    let id = SegmentId(a.id.0 + 1);
+    let file = create_segment(&*core.io, &core.dir, id)?;
+    *a = Active::new(id, Arc::clone(&file), SEGMENT_HEADER_LEN as u64);
+    Ok(file)
+}
