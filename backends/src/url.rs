@@ -1,11 +1,13 @@
 //! Store URLs: `file:PATH`, `sqlite:PATH`, `postgres://...` / `postgresql://...`.
 
+pub(crate) mod redact;
+
 use std::path::PathBuf;
 
 use crate::OpenError;
 
-/// A parsed store URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed store URL. Its `Display` and `Debug` hide a PostgreSQL URL's password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     /// `file:PATH` (or `file://PATH`): the file backend's directory.
     File(PathBuf),
@@ -18,7 +20,8 @@ pub enum StoreUrl {
 impl StoreUrl {
     /// Parses a store URL. Paths may be relative or absolute; anything else is a clear error.
     pub fn parse(url: &str) -> Result<Self, OpenError> {
-        let bad = |reason: &str| OpenError::Url { url: url.to_owned(), reason: reason.to_owned() };
+        let bad =
+            |reason: &str| OpenError::Url { url: redact::redact(url), reason: reason.to_owned() };
         let path = |rest: &str| -> Result<PathBuf, OpenError> {
             // `file:///abs` and `file://rel` both name a path after the `//`.
             let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -37,6 +40,22 @@ impl StoreUrl {
             Err(bad("expected file:PATH, sqlite:PATH, postgres://... or postgresql://..."))
         }
     }
+
+    /// `url` as every message names it: with any password hidden (`postgres://user:***@host`, a
+    /// `password` query parameter or `key=value` pair); `file:` and `sqlite:` URLs unchanged.
+    pub fn redacted(url: &str) -> String {
+        redact::redact(url)
+    }
+}
+
+impl std::fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreUrl::File(p) => f.debug_tuple("File").field(p).finish(),
+            StoreUrl::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
+            StoreUrl::Postgres(u) => f.debug_tuple("Postgres").field(&redact::redact(u)).finish(),
+        }
+    }
 }
 
 impl std::fmt::Display for StoreUrl {
@@ -44,7 +63,7 @@ impl std::fmt::Display for StoreUrl {
         match self {
             StoreUrl::File(p) => write!(f, "file:{}", p.display()),
             StoreUrl::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            StoreUrl::Postgres(u) => f.write_str(u),
+            StoreUrl::Postgres(u) => f.write_str(&redact::redact(u)),
         }
     }
 }
@@ -90,6 +109,21 @@ mod tests {
     }
 
     #[test]
+    fn a_urls_password_is_in_no_message_display_or_debug() {
+        // Defect: `StoreUrl`'s `Display` and `Debug` and the URL errors printed a password
+        // given in the URL.
+        let url = "postgres://u:s3cretpw@h/db?password=s3cretpw";
+        let parsed = StoreUrl::parse(url).unwrap();
+        assert_eq!(parsed.to_string(), "postgres://u:***@h/db?password=***");
+        assert!(!format!("{parsed:?}").contains("s3cretpw"), "{parsed:?}");
+        for bad in ["mysql://u:s3cretpw@h/db", "host=h password=s3cretpw", "u:s3cretpw@h"] {
+            let err = StoreUrl::parse(bad).unwrap_err();
+            assert!(!err.to_string().contains("s3cretpw"), "{err}");
+            assert!(!format!("{err:?}").contains("s3cretpw"), "{err:?}");
+        }
+    }
+
+    #[test]
     fn anything_else_is_a_clear_error() {
         for url in ["", "mysql://x", "file:", "/tmp/j", "sqlite://"] {
             let err = StoreUrl::parse(url).unwrap_err().to_string();
@@ -129,7 +163,7 @@ pub fn open_url(
 ) -> Result<std::sync::Arc<dyn crate::JournalStore>, OpenError> {
     let parsed = StoreUrl::parse(url)?;
     let missing = |what: &str, path: &std::path::Path| OpenError::Url {
-        url: url.to_owned(),
+        url: redact::redact(url),
         reason: format!("no {what} at {}", path.display()),
     };
     match parsed {
@@ -151,7 +185,7 @@ pub fn open_url(
         }
         #[cfg(not(feature = "sqlite"))]
         StoreUrl::Sqlite(_) => Err(OpenError::FeatureDisabled {
-            url: url.to_owned(),
+            url: redact::redact(url),
             backend: "sqlite",
             feature: "sqlite",
         }),
@@ -165,7 +199,7 @@ pub fn open_url(
         }
         #[cfg(not(feature = "postgres"))]
         StoreUrl::Postgres(_) => Err(OpenError::FeatureDisabled {
-            url: url.to_owned(),
+            url: redact::redact(url),
             backend: "postgres",
             feature: "postgres",
         }),

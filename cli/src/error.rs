@@ -7,6 +7,8 @@ use stepjournal_codec::SessionId;
 
 use stepjournal::registry::RegistryError;
 
+use super::shown::StoreName;
+
 /// A subcommand that failed: the message is printed on standard error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -39,8 +41,8 @@ pub enum CliError {
     /// The store could not be opened.
     #[error("{}", open_message(.url, .source))]
     Open {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// Why.
         #[source]
         source: OpenError,
@@ -48,8 +50,8 @@ pub enum CliError {
     /// The store failed while being read or written.
     #[error("{url}: {doing}: {source}")]
     Store {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// What was being done.
         doing: String,
         /// What the store reported (for damage: where, by session and seq or file and offset).
@@ -59,8 +61,8 @@ pub enum CliError {
     /// A session named on the command line is not in the store.
     #[error("session `{session}` is not in {url} (`stepjournal sessions {url}` lists them)")]
     NoSession {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// The session.
         session: SessionId,
     },
@@ -101,8 +103,8 @@ pub enum CliError {
         list(.sessions)
     )]
     Exists {
-        /// The target store's URL.
-        url: String,
+        /// The target store's URL, its password hidden.
+        url: StoreName,
         /// The sessions that exist.
         sessions: Vec<SessionId>,
     },
@@ -112,8 +114,8 @@ pub enum CliError {
          imported whole before it)"
     )]
     Append {
-        /// The target store's URL.
-        url: String,
+        /// The target store's URL, its password hidden.
+        url: StoreName,
         /// The session.
         session: SessionId,
         /// Where the failed batch was to land.
@@ -130,14 +132,14 @@ pub enum CliError {
     /// `verify` found problems (they are printed on standard output).
     #[error("verify found {count} problem{s} in {url}", s = if *.count == 1 { "" } else { "s" })]
     Findings {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// How many.
         count: usize,
     },
 }
 
-fn open_message(url: &str, source: &OpenError) -> String {
+fn open_message(url: &StoreName, source: &OpenError) -> String {
     match source {
         // These name the URL themselves.
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),

@@ -19,6 +19,7 @@ use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped};
 
 use super::CliError;
 use super::export::HEADER;
+use super::shown::StoreName;
 
 /// Events per append at most.
 const BATCH_EVENTS: usize = 1024;
@@ -172,7 +173,7 @@ fn append_all(
     let mut exist = Vec::new();
     for (s, _) in sessions {
         let tail = store.tail(s).map_err(|source| CliError::Store {
-            url: url.to_owned(),
+            url: StoreName::of(url),
             doing: format!("reading the tail of {s}"),
             source,
         })?;
@@ -181,7 +182,7 @@ fn append_all(
         }
     }
     if !exist.is_empty() {
-        return Err(CliError::Exists { url: url.to_owned(), sessions: exist });
+        return Err(CliError::Exists { url: StoreName::of(url), sessions: exist });
     }
     let mut lines = Lines::open(path)?;
     let mut done = Imported::default();
@@ -194,7 +195,7 @@ fn append_all(
         }
         store.append(session, first, batch, Durability::Synced).map_err(|source| {
             CliError::Append {
-                url: url.to_owned(),
+                url: StoreName::of(url),
                 session: session.clone(),
                 seq: first.get(),
                 imported: done.sessions as usize,
@@ -232,7 +233,7 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     // The file is checked before the target is created.
     let sessions = check(&args.file)?;
     let store = open_url(&args.to, OpenOptions::create())
-        .map_err(|source| CliError::Open { url: args.to.clone(), source })?;
+        .map_err(|source| CliError::Open { url: StoreName::of(&args.to), source })?;
     let done = append_all(&args.file, &sessions, &*store, &args.to)?;
     writeln!(
         out,
@@ -240,7 +241,7 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write) -> Result<(), CliError> {
         done.sessions,
         if done.sessions == 1 { "" } else { "s" },
         done.events,
-        args.to
+        StoreName::of(&args.to)
     )?;
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod plan;
 mod progress;
 pub mod sessions;
 pub mod show;
+mod shown;
 pub mod stats;
 mod store;
 pub mod time;
@@ -29,6 +30,7 @@ use std::io::{IsTerminal, Write};
 use clap::{Parser, Subcommand};
 
 pub use error::CliError;
+pub use shown::StoreName;
 pub use store::{open_read, read_session};
 
 /// stepjournal: inspect, verify, explain, export and import agent-session journals.

@@ -16,6 +16,7 @@ use stepjournal_recovery::{
 };
 
 use super::CliError;
+use super::shown::StoreName;
 use super::store::{open_read, read_session};
 use stepjournal::registry::SchemaRegistry;
 use stepjournal_sim::scenario::{Scenario, plan_to_json};
@@ -260,7 +261,8 @@ pub fn explain(
     writeln!(
         out,
         "plan for session {} of {}, entry {entry} (a dry run: nothing is written)",
-        request.session, request.url
+        request.session,
+        StoreName::of(request.url)
     )?;
     match request.tools {
         Some(path) => writeln!(out, "tools: {}", path.display())?,

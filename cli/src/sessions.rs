@@ -10,6 +10,7 @@ use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMilli
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
+use super::shown::StoreName;
 use super::store::{list_sessions, open_read};
 use super::time::{parse_since, rfc3339};
 
@@ -179,7 +180,7 @@ pub fn summarize(
     let mut out = Vec::new();
     for session in list_sessions(store, url)? {
         let records = store.read_all(&session).map_err(|source| CliError::Store {
-            url: url.to_owned(),
+            url: StoreName::of(url),
             doing: format!("reading session {session}"),
             source,
         })?;
@@ -247,7 +248,7 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     } else if summaries.is_empty() {
         let filtered = args.state.is_some() || since.is_some();
         let what = if filtered { "no session matches" } else { "no sessions" };
-        writeln!(out, "{what} in {}", args.store)?;
+        writeln!(out, "{what} in {}", StoreName::of(&args.store))?;
     } else {
         write_table(&summaries, &mut out)?;
     }

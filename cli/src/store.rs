@@ -7,6 +7,7 @@ use stepjournal_backends::{JournalStore, OpenError, OpenOptions, StoreError, ope
 use stepjournal_codec::{Record, SessionId};
 
 use super::CliError;
+use super::shown::StoreName;
 
 /// Opens the store `url` names for reading: a file journal without the writer's lock (safe on a
 /// journal a runtime is writing); a missing store is an error, never created.
@@ -22,7 +23,9 @@ pub fn open_read(url: &str) -> Result<Arc<dyn JournalStore>, CliError> {
             {
                 tries += 1;
             }
-            other => return other.map_err(|source| CliError::Open { url: url.to_owned(), source }),
+            other => {
+                return other.map_err(|source| CliError::Open { url: StoreName::of(url), source });
+            }
         }
     }
 }
@@ -37,12 +40,12 @@ pub fn read_session(
     session: &SessionId,
 ) -> Result<Vec<Record>, CliError> {
     let records = store.read_all(session).map_err(|source| CliError::Store {
-        url: url.to_owned(),
+        url: StoreName::of(url),
         doing: format!("reading session {session}"),
         source,
     })?;
     if records.is_empty() {
-        return Err(CliError::NoSession { url: url.to_owned(), session: session.clone() });
+        return Err(CliError::NoSession { url: StoreName::of(url), session: session.clone() });
     }
     Ok(records)
 }
@@ -53,7 +56,7 @@ pub(crate) fn list_sessions(
     url: &str,
 ) -> Result<Vec<SessionId>, CliError> {
     store.sessions().map_err(|source| CliError::Store {
-        url: url.to_owned(),
+        url: StoreName::of(url),
         doing: "listing sessions".to_owned(),
         source,
     })
