@@ -7,7 +7,7 @@ use stepjournal_codec::SessionId;
 
 use stepjournal::registry::RegistryError;
 
-use super::shown::StoreName;
+use super::shown::{Shown, StoreName};
 
 /// A subcommand that failed: the message is printed on standard error.
 #[derive(Debug, thiserror::Error)]
@@ -143,9 +143,6 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
     match source {
         // These name the URL themselves.
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),
-        OpenError::Store(StoreError::Corrupt { .. }) => format!(
-            "cannot open {url}: {source}\n(`stepjournal verify {url}` lists every problem it has)"
-        ),
         _ => format!("cannot open {url}: {source}"),
     }
 }
@@ -159,6 +156,27 @@ fn list(sessions: &[SessionId]) -> String {
 }
 
 impl CliError {
+    /// A line that says what to do next, printed under the message where one helps.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            CliError::Open { url, source: OpenError::Store(StoreError::Corrupt { .. }) } => {
+                Some(format!("(`stepjournal verify {url}` lists every problem it has)"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Writes the error as `main` prints it on standard error: `stepjournal: ` and the
+    /// message, then the hint, if any, on its own line. Every character that acts on a terminal
+    /// is shown escaped (a stored id in the message cannot forge a line or move the cursor).
+    pub fn write_report(&self, err: &mut dyn std::io::Write) -> std::io::Result<()> {
+        writeln!(err, "stepjournal: {}", Shown(self))?;
+        if let Some(hint) = self.hint() {
+            writeln!(err, "{}", Shown(hint))?;
+        }
+        Ok(())
+    }
+
     /// The process exit status for this error: 1 when `verify` found problems, 74 when the
     /// output cannot be written, 2 for every other error.
     pub fn exit_code(&self) -> u8 {

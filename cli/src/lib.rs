@@ -30,7 +30,7 @@ use std::io::{IsTerminal, Write};
 use clap::{Parser, Subcommand};
 
 pub use error::CliError;
-pub use shown::StoreName;
+pub use shown::{Shown, StoreName, escape, is_escaped};
 pub use store::{open_read, read_session};
 
 /// stepjournal: inspect, verify, explain, export and import agent-session journals.

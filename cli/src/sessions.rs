@@ -10,7 +10,7 @@ use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMilli
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
-use super::shown::StoreName;
+use super::shown::{Shown, StoreName, escape};
 use super::store::{list_sessions, open_read};
 use super::time::{parse_since, rfc3339};
 
@@ -148,7 +148,7 @@ impl SessionSummary {
     fn unresolved_text(&self) -> String {
         match (self.saved_step, self.unresolved.is_empty()) {
             (Some(step), false) => {
-                let ids: Vec<&str> = self.unresolved.iter().map(CallId::as_str).collect();
+                let ids: Vec<String> = self.unresolved.iter().map(|c| escape(c.as_str())).collect();
                 format!("{} (step {step}: {})", ids.len(), ids.join(", "))
             }
             _ => "-".to_owned(),
@@ -202,7 +202,7 @@ pub fn write_table(summaries: &[SessionSummary], out: &mut dyn Write) -> std::io
         .iter()
         .map(|s| {
             [
-                s.session.to_string(),
+                Shown(&s.session).to_string(),
                 s.events.to_string(),
                 rfc3339(s.last_append),
                 s.status.as_str().to_owned(),

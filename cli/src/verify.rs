@@ -17,7 +17,7 @@ use stepjournal_backends::{JournalStore, StoreError, StoreUrl};
 use stepjournal_codec::{Event, Limits, Record, Seq, SessionId};
 
 use super::progress::Progress;
-use super::shown::StoreName;
+use super::shown::{Shown, StoreName};
 use super::store::{list_sessions, open_read};
 use super::{CliError, Terminal};
 
@@ -384,10 +384,10 @@ pub fn write_report(report: &Report, url: &str, out: &mut dyn Write) -> std::io:
     )?;
     for f in &report.findings {
         let tag = if f.torn_tail { "note" } else { "problem" };
-        writeln!(out, "{tag}: {f}")?;
+        writeln!(out, "{tag}: {}", Shown(f))?;
     }
     for n in &report.notes {
-        writeln!(out, "note: {n}")?;
+        writeln!(out, "note: {}", Shown(n))?;
     }
     match report.problems() {
         0 => writeln!(out, "clean: no problems found"),
