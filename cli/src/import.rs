@@ -57,6 +57,7 @@ struct Lines {
     path: PathBuf,
     reader: BufReader<File>,
     number: u64,
+    bytes: Vec<u8>,
     text: String,
 }
 
@@ -69,6 +70,7 @@ impl Lines {
             path: path.to_path_buf(),
             reader: BufReader::new(file),
             number: 0,
+            bytes: Vec::new(),
             text: String::new(),
         };
         if !lines.next_line()? {
@@ -98,13 +100,25 @@ impl Lines {
         CliError::Import { path: self.path.clone(), line: self.number, reason }
     }
 
+    /// Reads the next line into `text`; a line that is not UTF-8 is an error naming its number
+    /// and the byte where it stops being UTF-8.
     fn next_line(&mut self) -> Result<bool, CliError> {
+        self.bytes.clear();
         self.text.clear();
         let n = self
             .reader
-            .read_line(&mut self.text)
+            .read_until(b'\n', &mut self.bytes)
             .map_err(|source| CliError::Read { path: self.path.clone(), source })?;
         self.number += 1;
+        match std::str::from_utf8(&self.bytes) {
+            Ok(text) => self.text.push_str(text),
+            Err(e) => {
+                return Err(self.error(format!(
+                    "the line is not UTF-8 (from its byte {}, counting from 1)",
+                    e.valid_up_to() + 1
+                )));
+            }
+        }
         Ok(n > 0)
     }
 
