@@ -166,11 +166,29 @@ impl CliError {
         }
     }
 
+    /// The message followed by each cause in its `source` chain that the message does not
+    /// already say (a driver's error under a store error, the OS error under it), each after
+    /// `: `.
+    pub fn full_message(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            let shown = cause.to_string();
+            if !text.contains(&shown) {
+                text.push_str(": ");
+                text.push_str(&shown);
+            }
+            source = cause.source();
+        }
+        text
+    }
+
     /// Writes the error as `main` prints it on standard error: `stepjournal: ` and the
-    /// message, then the hint, if any, on its own line. Every character that acts on a terminal
-    /// is shown escaped (a stored id in the message cannot forge a line or move the cursor).
+    /// [full message](Self::full_message), then the hint, if any, on its own line. Every
+    /// character that acts on a terminal is shown escaped (a stored id in the message cannot
+    /// forge a line or move the cursor).
     pub fn write_report(&self, err: &mut dyn std::io::Write) -> std::io::Result<()> {
-        writeln!(err, "stepjournal: {}", Shown(self))?;
+        writeln!(err, "stepjournal: {}", Shown(self.full_message()))?;
         if let Some(hint) = self.hint() {
             writeln!(err, "{}", Shown(hint))?;
         }
@@ -185,5 +203,50 @@ impl CliError {
             CliError::Write { .. } => 74,
             _ => 2,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the driver failed")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection refused (os error 111)")]
+    struct Inner;
+
+    fn store_error(source: Box<dyn std::error::Error + Send + Sync>) -> CliError {
+        CliError::Store {
+            url: StoreName::of("postgres://u@h/db"),
+            doing: "listing sessions".to_owned(),
+            source: StoreError::Backend {
+                backend: "postgres",
+                context: "opening".to_owned(),
+                source,
+            },
+        }
+    }
+
+    #[test]
+    fn the_printed_message_holds_every_cause_once() {
+        // Defect: an error's cause under its message (a driver's error under a store error)
+        // was never printed: PostgreSQL's errors read "db error" or "error connecting to
+        // server" and nothing more.
+        let e = store_error(Box::new(Outer(Inner)));
+        assert_eq!(
+            e.full_message(),
+            "postgres://u@h/db: listing sessions: postgres: opening: the driver failed: \
+             connection refused (os error 111)"
+        );
+        let mut out = Vec::new();
+        e.write_report(&mut out).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out), format!("stepjournal: {}\n", e.full_message()));
+        // A cause the message already says is not said again.
+        let said = store_error(Box::new(std::io::Error::other(Inner)));
+        let text = said.full_message();
+        assert_eq!(text.matches("os error 111").count(), 1, "{text}");
     }
 }

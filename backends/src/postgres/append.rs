@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use stepjournal_codec::{Seq, SessionId, Stamped};
 
+use super::cause::describe;
 use super::pool::Conn;
 use super::{BACKEND, Class, PgError, PostgresStore, backoff, bump, store_error};
 use crate::sql::{self, Place};
@@ -63,7 +64,7 @@ pub(super) fn append(
                     return Err(store_error(&store.location, &what, e).into());
                 }
                 lease.discard();
-                last = e.source.to_string();
+                last = describe(&e.source);
                 continue;
             }
             c.synchronous_commit = synchronous;
@@ -103,7 +104,7 @@ pub(super) fn append(
             Class::Refused => return Err(store_error(&store.location, &what, err).into()),
             Class::Retry => {
                 bump(&store.counters.retried);
-                last = err.source.to_string();
+                last = describe(&err.source);
             }
             Class::Lost => {
                 lease.discard();
@@ -118,7 +119,7 @@ pub(super) fn append(
                         was_lost = true;
                         last = format!(
                             "the connection was lost ({}) and the batch did not land",
-                            err.source
+                            describe(&err.source)
                         );
                     }
                     Resolution::Unknown(reason) => {
@@ -128,7 +129,7 @@ pub(super) fn append(
                             expected,
                             reason: format!(
                                 "the connection was lost during the append ({}); {reason}",
-                                err.source
+                                describe(&err.source)
                             ),
                         });
                     }
@@ -167,9 +168,9 @@ fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16])
             Ok(mut conn) => match read_back(&mut conn, session, place, token, remaining) {
                 Ok(true) => return Resolution::Landed,
                 Ok(false) => return Resolution::NotLanded,
-                Err(e) => e.to_string(),
+                Err(e) => describe(&e),
             },
-            Err(e) => format!("{}: {}", e.doing, e.source),
+            Err(e) => format!("{}: {}", e.doing, describe(&e.source)),
         };
         attempt = attempt.saturating_add(1);
         let pause = backoff(attempt).max(Duration::from_millis(20));

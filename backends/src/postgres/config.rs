@@ -154,8 +154,8 @@ pub(crate) fn resolve(url: &str, mut options: PostgresOptions) -> Result<Resolve
     if options.pool_size == 0 {
         return Err(bad(url, "`pool_size` must be at least 1"));
     }
-    let mut config =
-        postgres::Config::from_str(&driver_url).map_err(|e| bad(url, e.to_string()))?;
+    let mut config = postgres::Config::from_str(&driver_url)
+        .map_err(|e| bad(url, super::cause::describe(&e)))?;
     if config.get_ssl_mode() == SslMode::Require {
         return Err(bad(
             url,

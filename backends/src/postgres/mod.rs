@@ -25,6 +25,7 @@
 //!   connects without it.
 
 mod append;
+mod cause;
 mod config;
 mod pool;
 mod schema;
@@ -37,6 +38,7 @@ use postgres::error::{Severity, SqlState};
 use stepjournal_codec::{Record, Seq, SessionId, Stamped};
 
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError, sql};
+pub use cause::PgFailure;
 pub use config::PostgresOptions;
 use pool::{Conn, Connector, Pool};
 pub use schema::SCHEMA_VERSION;
@@ -280,7 +282,7 @@ pub(crate) fn store_error(location: &str, what: &str, e: PgError) -> StoreError 
     StoreError::Backend {
         backend: BACKEND,
         context: format!("{location}: {what}: {}", e.doing),
-        source: Box::new(e.source),
+        source: Box::new(PgFailure::new(e.source)),
     }
 }
 
