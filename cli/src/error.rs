@@ -31,6 +31,20 @@ pub enum CliError {
         #[source]
         source: stepjournal_sim::scenario::ScenarioError,
     },
+    /// A JSON file given on the command line (a scenario, a `--tools` file) nests arrays and
+    /// objects deeper than [`RawJson::MAX_DEPTH`](stepjournal_codec::RawJson::MAX_DEPTH).
+    #[error(
+        "{path}: the JSON nests {depth} arrays and objects deep; the limit is {limit}",
+        path = .path.display()
+    )]
+    TooDeep {
+        /// The file.
+        path: PathBuf,
+        /// How deep it nests.
+        depth: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// Standard output could not be written.
     #[error("cannot write the output: {source}")]
     Write {

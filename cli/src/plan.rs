@@ -92,11 +92,26 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<
 fn run_scenario(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
+    check_depth(path, &text)?;
     let scenario = Scenario::parse(&text)
         .map_err(|source| CliError::Scenario { path: path.to_path_buf(), source })?;
     report_compile_errors(&scenario.registry, path, err)?;
     let plan = scenario.plan();
     writeln!(out, "{}", plan_to_json(&plan))?;
+    Ok(())
+}
+
+/// Refuses a JSON file nested deeper than [`RawJson::MAX_DEPTH`], saying how deep, before any
+/// parser meets it.
+fn check_depth(path: &Path, text: &str) -> Result<(), CliError> {
+    let depth = RawJson::nesting_depth(text);
+    if depth > RawJson::MAX_DEPTH {
+        return Err(CliError::TooDeep {
+            path: path.to_path_buf(),
+            depth,
+            limit: RawJson::MAX_DEPTH,
+        });
+    }
     Ok(())
 }
 
@@ -216,6 +231,7 @@ pub fn plan_store(
 fn read_tools(path: &Path, err: &mut dyn Write) -> Result<SchemaRegistry, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
+    check_depth(path, &text)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| CliError::Tools {
         path: path.to_path_buf(),
         reason: format!("not valid JSON: {e}"),

@@ -55,3 +55,89 @@ fn a_line_that_is_not_utf8_is_refused_naming_its_line() {
     assert!(err.contains("in.jsonl line 4:") && err.contains("not UTF-8"), "{err}");
     assert!(err.contains("byte 21"), "{err}");
 }
+
+/// An export of one stuck session whose call's `args` nest `depth` arrays deep.
+fn deep_args_export(depth: usize) -> String {
+    let args = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let lines = stuck_export();
+    let mut out = String::new();
+    for line in &lines {
+        let line = line.replacen(
+            r#""args":{"cents":4200,"card":"visa-1234"}"#,
+            &format!(r#""args":{args}"#),
+            1,
+        );
+        out.push_str(&line);
+        out.push('\n');
+    }
+    assert!(out.contains(&args), "the fixture's charge_card call was found");
+    out
+}
+
+#[test]
+fn json_nested_too_deep_is_refused_naming_its_line_depth_and_limit() {
+    // Defect: a 100,000-deep `args` value was imported, then read back as `null`, so `plan`
+    // reported "null is not of type object".
+    let err = import_refused(deep_args_export(100_000).as_bytes());
+    assert!(err.contains("in.jsonl line 4:"), "{err}");
+    assert!(err.contains("nests 100000 arrays and objects deep; the limit is 100"), "{err}");
+    let err = import_refused(deep_args_export(101).as_bytes());
+    assert!(err.contains("nests 101 "), "{err}");
+}
+
+#[test]
+fn json_as_deep_as_the_limit_is_imported_and_read_back_as_it_was() {
+    // The limit's edge: a value exactly as deep as the limit goes through whole (export,
+    // import, a schema check).
+    let dir = tempfile::tempdir().unwrap();
+    let export = deep_args_export(100);
+    let file = write(dir.path(), "in.jsonl", export.as_bytes());
+    let target = file_place();
+    bin_ok(&["import", file.to_str().unwrap(), "--to", &target.url], 0);
+    assert_eq!(bin_ok(&["export", &target.url], 0), export);
+    let tools = write(
+        dir.path(),
+        "tools.json",
+        br#"{"charge_card": {"replay": "unsafe", "input_schema": {"type": "array"}},
+             "set_preference": {"replay": "safe", "input_schema": {"type": "object"}}}"#,
+    );
+    let plan = bin_ok(
+        &["plan", &target.url, "stuck", "--entry", "wake", "--tools", tools.to_str().unwrap()],
+        0,
+    );
+    assert!(!plan.contains("null is not of type"), "{plan}");
+    assert!(!plan.contains("validation") && !plan.contains("arguments fail"), "{plan}");
+    // A tools file nested too deep is refused the same way.
+    let deep = format!("{{\"t\":{}{}}}", "[".repeat(150), "]".repeat(150));
+    let deep_tools = write(dir.path(), "deep.json", deep.as_bytes());
+    let out = bin(&[
+        "plan",
+        &target.url,
+        "stuck",
+        "--entry",
+        "wake",
+        "--tools",
+        deep_tools.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("nests 151 arrays and objects deep; the limit is 100"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_scenario_with_json_nested_too_deep_is_refused_saying_so() {
+    // Defect: a scenario's log took JSON of any depth.
+    let dir = tempfile::tempdir().unwrap();
+    let args = format!("{}{}", "[".repeat(5_000), "]".repeat(5_000));
+    let scenario = format!(
+        r#"{{"log":[{{"type":"run_started","run":"r","entry":{{"kind":"wake"}}}},{{"type":"reply_committed","step":1,"checkpoint":"cp","calls":[{{"call":"c","tool":"t","args":{args}}}]}}],"tools":{{}},"entry":{{"kind":"wake"}}}}"#
+    );
+    let file = write(dir.path(), "deep.json", scenario.as_bytes());
+    let out = bin(&["plan", "--scenario", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("nests 5005 arrays and objects deep; the limit is 100"), "{err}");
+}
