@@ -20,6 +20,7 @@ use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped};
 use super::CliError;
 use super::export::HEADER;
 use super::shown::StoreName;
+use super::time;
 
 /// Events per append at most.
 const BATCH_EVENTS: usize = 1024;
@@ -161,6 +162,13 @@ fn check(path: &Path) -> Result<Vec<(SessionId, u64)>, CliError> {
             return Err(lines.error(format!(
                 "session {} continues at seq {} where seq {expected} is next",
                 r.session, r.seq
+            )));
+        }
+        if !time::in_range(r.at) {
+            return Err(lines.error(format!(
+                "`at` {} is after {}: not a time this build takes in",
+                r.at.get(),
+                time::rfc3339(time::LATEST)
             )));
         }
         stepjournal_codec::record::encode(&r, &limits).map_err(|e| lines.error(e.to_string()))?;

@@ -12,7 +12,7 @@ use stepjournal_recovery::{SessionState, fold_owned};
 use super::CliError;
 use super::shown::{Shown, StoreName, escape};
 use super::store::{list_sessions, open_read};
-use super::time::{parse_since, rfc3339};
+use super::time::{checked_rfc3339, parse_since, rfc3339};
 
 /// Arguments of `stepjournal sessions`.
 #[derive(Debug, Args)]
@@ -137,7 +137,8 @@ impl SessionSummary {
         json!({
             "session": self.session.as_str(),
             "events": self.events,
-            "last_append": rfc3339(self.last_append),
+            // `null` for a stored time past the year 9999; the number stays exact.
+            "last_append": checked_rfc3339(self.last_append),
             "last_append_ms": self.last_append.get(),
             "state": self.status.as_str(),
             "saved_step": self.saved_step.map(StepNo::get),

@@ -141,3 +141,25 @@ fn a_scenario_with_json_nested_too_deep_is_refused_saying_so() {
     let err = stderr(&out);
     assert!(err.contains("nests 5005 arrays and objects deep; the limit is 100"), "{err}");
 }
+
+#[test]
+fn a_time_after_the_year_9999_is_refused_naming_its_line() {
+    // Defect: `at` = u64::MAX was imported, then shown as the year 584556019.
+    let lines = stuck_export();
+    for at in [u64::MAX, 253_402_300_800_000] {
+        let mut text = String::new();
+        for (i, line) in lines.iter().enumerate() {
+            let line = if i == 2 {
+                let (head, _) = line.rsplit_once(r#","at":"#).unwrap();
+                format!(r#"{head},"at":{at}}}"#)
+            } else {
+                line.clone()
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let err = import_refused(text.as_bytes());
+        assert!(err.contains("in.jsonl line 3:"), "{err}");
+        assert!(err.contains(&format!("`at` {at} is after 9999-12-31T23:59:59.999Z")), "{err}");
+    }
+}
