@@ -7,6 +7,7 @@ use stepjournal_codec::SessionId;
 
 use stepjournal::registry::RegistryError;
 
+use super::partial::Fate;
 use super::shown::{Shown, StoreName};
 
 /// A subcommand that failed: the message is printed on standard error.
@@ -122,23 +123,21 @@ pub enum CliError {
         /// The sessions that exist.
         sessions: Vec<SessionId>,
     },
-    /// An append of an import failed.
-    #[error(
-        "{url}: importing session {session} at seq {seq}: {source} ({imported} sessions were \
-         imported whole before it)"
-    )]
-    Append {
+    /// An import stopped partway through a session: why, what became of that session, and
+    /// which sessions were imported whole before it (they stay).
+    #[error("{}", stopped_message(.url, .session, .cause, .fate, .whole))]
+    Stopped {
         /// The target store's URL, its password hidden.
         url: StoreName,
-        /// The session.
+        /// The session the import stopped in.
         session: SessionId,
-        /// Where the failed batch was to land.
-        seq: u64,
-        /// Sessions imported before this one.
-        imported: usize,
-        /// What the store reported.
+        /// Why it stopped.
         #[source]
-        source: Box<AppendError>,
+        cause: Box<StopCause>,
+        /// What became of the session.
+        fate: Box<Fate>,
+        /// The sessions imported whole before it, in file order.
+        whole: Vec<SessionId>,
     },
     /// `stepjournal demo` could not run.
     #[error("demo: {0}")]
@@ -159,6 +158,43 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),
         _ => format!("cannot open {url}: {source}"),
     }
+}
+
+/// Why an import stopped partway through a session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopCause {
+    /// An append failed.
+    #[error("the append of its events from seq {seq} failed: {source}")]
+    Append {
+        /// Where the batch was to land.
+        seq: u64,
+        /// What the store reported.
+        #[source]
+        source: AppendError,
+    },
+    /// The file could not be read again as it was checked (it changed in between).
+    #[error("reading the file again: {0}")]
+    Reread(#[source] Box<CliError>),
+}
+
+fn stopped_message(
+    url: &StoreName,
+    session: &SessionId,
+    cause: &StopCause,
+    fate: &Fate,
+    whole: &[SessionId],
+) -> String {
+    let before = match whole.len() {
+        0 => "no session was imported whole before it".to_owned(),
+        1 => format!("1 session was imported whole before it ({})", list(whole)),
+        n => format!("{n} sessions were imported whole before it ({})", list(whole)),
+    };
+    format!(
+        "{url}: the import stopped in session {}: {cause}; {}; {before}",
+        Shown(session),
+        fate.describe(url, session)
+    )
 }
 
 fn list(sessions: &[SessionId]) -> String {

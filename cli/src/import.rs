@@ -10,16 +10,20 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Args;
 use serde_json::Value;
-use stepjournal_backends::{Durability, JournalStore, OpenOptions, open_url};
+use stepjournal_backends::{AppendError, Durability, JournalStore, OpenOptions, open_url};
 use stepjournal_codec::json::record_from_export_line;
 use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped};
 
 use super::CliError;
+use super::error::StopCause;
 use super::export::HEADER;
+use super::partial::{Reopen, Unfinished, settle};
 use super::shown::StoreName;
+use super::store::open_to_delete;
 use super::time;
 
 /// Events per append at most.
@@ -179,19 +183,21 @@ fn check(path: &Path) -> Result<Vec<(SessionId, u64)>, CliError> {
     Ok(sessions)
 }
 
-/// Imports the export at `path` into `store` (see the [module documentation](self)).
-pub fn import(path: &Path, store: &dyn JournalStore, url: &str) -> Result<Imported, CliError> {
+/// Imports the export at `path` into the store `open` opens (see the [module
+/// documentation](self)). `url` names the store in messages; `open` is called once, and again
+/// to learn what landed when an append failed in a way that leaves the handle untrusted.
+pub fn import(path: &Path, url: &str, open: Reopen<'_>) -> Result<Imported, CliError> {
     let sessions = check(path)?;
-    append_all(path, &sessions, store, url)
+    let store = open().map_err(|source| CliError::Open { url: StoreName::of(url), source })?;
+    append_all(path, &sessions, store, url, open)
 }
 
-/// Appends a checked export's sessions, after making sure none exists in the target.
-fn append_all(
-    path: &Path,
-    sessions: &[(SessionId, u64)],
+/// Refuses the import when any of its sessions exists in the target.
+fn refuse_existing(
     store: &dyn JournalStore,
+    sessions: &[(SessionId, u64)],
     url: &str,
-) -> Result<Imported, CliError> {
+) -> Result<(), CliError> {
     let mut exist = Vec::new();
     for (s, _) in sessions {
         let tail = store.tail(s).map_err(|source| CliError::Store {
@@ -206,48 +212,113 @@ fn append_all(
     if !exist.is_empty() {
         return Err(CliError::Exists { url: StoreName::of(url), sessions: exist });
     }
+    Ok(())
+}
+
+/// Why one session's appends stopped: the cause, and the events acknowledged before it.
+struct Stop {
+    cause: StopCause,
+    landed: u64,
+}
+
+/// Appends a checked export's sessions, after making sure none exists in the target. A
+/// session whose appends fail partway is settled (removed, or named) before the error returns.
+fn append_all(
+    path: &Path,
+    sessions: &[(SessionId, u64)],
+    store: Arc<dyn JournalStore>,
+    url: &str,
+    reopen: Reopen<'_>,
+) -> Result<Imported, CliError> {
+    refuse_existing(&*store, sessions, url)?;
     let mut lines = Lines::open(path)?;
     let mut done = Imported::default();
-    let mut batch: Vec<Stamped> = Vec::new();
-    let mut at: Option<(SessionId, Seq)> = None;
-    let mut bytes = 0usize;
-    let flush = |session: &SessionId, first: Seq, batch: &mut Vec<Stamped>, done: &mut Imported| {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        store.append(session, first, batch, Durability::Synced).map_err(|source| {
-            CliError::Append {
+    let mut whole = Vec::with_capacity(sessions.len());
+    for (session, events) in sessions {
+        if let Err(stop) = append_session(&mut lines, &*store, session, *events) {
+            // Nothing was written for certain only when the store refused the batch before
+            // writing it, or when the file could not be read again.
+            let trusted = match &stop.cause {
+                StopCause::Append { source, .. } => {
+                    matches!(source, AppendError::Encode { .. } | AppendError::EmptyBatch)
+                }
+                _ => true,
+            };
+            let conflict = matches!(
+                &stop.cause,
+                StopCause::Append { source: AppendError::Conflict { .. }, .. }
+            );
+            let unfinished =
+                Unfinished { session, events: *events, landed: stop.landed, trusted, conflict };
+            let fate = settle(store, reopen, &unfinished);
+            return Err(CliError::Stopped {
                 url: StoreName::of(url),
                 session: session.clone(),
-                seq: first.get(),
-                imported: done.sessions as usize,
-                source: Box::new(source),
-            }
-        })?;
-        done.events += batch.len() as u64;
-        batch.clear();
-        Ok::<(), CliError>(())
-    };
-    while let Some((r, len)) = lines.next_record()? {
-        let same = at.as_ref().is_some_and(|(s, _)| *s == r.session);
-        if !same || batch.len() >= BATCH_EVENTS || bytes + len > BATCH_BYTES {
-            if let Some((s, first)) = &at {
-                flush(s, *first, &mut batch, &mut done)?;
-                if !same {
-                    done.sessions += 1;
-                }
-            }
-            at = Some((r.session.clone(), r.seq));
+                cause: Box::new(stop.cause),
+                fate: Box::new(fate),
+                whole,
+            });
+        }
+        done.sessions += 1;
+        done.events += events;
+        whole.push(session.clone());
+    }
+    Ok(done)
+}
+
+/// Reads a session's `events` records from `lines` and appends them in batches.
+fn append_session(
+    lines: &mut Lines,
+    store: &dyn JournalStore,
+    session: &SessionId,
+    events: u64,
+) -> Result<(), Stop> {
+    let mut landed = 0u64;
+    let mut batch: Vec<Stamped> = Vec::new();
+    let mut bytes = 0usize;
+    let reread = |e: CliError, landed| Stop { cause: StopCause::Reread(Box::new(e)), landed };
+    while landed + (batch.len() as u64) < events {
+        let Some((r, len)) = lines.next_record().map_err(|e| reread(e, landed))? else {
+            let e = lines.error(format!("the file ends inside session {session}"));
+            return Err(reread(e, landed));
+        };
+        if r.session != *session || r.seq.get() != landed + batch.len() as u64 {
+            let e = lines.error(format!(
+                "the file changed since it was checked: {} seq {} where {session} seq {} was",
+                r.session,
+                r.seq,
+                landed + batch.len() as u64
+            ));
+            return Err(reread(e, landed));
+        }
+        if !batch.is_empty() && (batch.len() >= BATCH_EVENTS || bytes + len > BATCH_BYTES) {
+            flush(store, session, &mut landed, &mut batch)?;
             bytes = 0;
         }
         bytes += len;
         batch.push(Stamped { at: r.at, event: r.event });
     }
-    if let Some((s, first)) = &at {
-        flush(s, *first, &mut batch, &mut done)?;
-        done.sessions += 1;
+    flush(store, session, &mut landed, &mut batch)
+}
+
+/// Appends the batch at `landed` and counts it landed.
+fn flush(
+    store: &dyn JournalStore,
+    session: &SessionId,
+    landed: &mut u64,
+    batch: &mut Vec<Stamped>,
+) -> Result<(), Stop> {
+    if batch.is_empty() {
+        return Ok(());
     }
-    Ok(done)
+    let seq = Seq(*landed);
+    store.append(session, seq, batch, Durability::Synced).map_err(|source| Stop {
+        cause: StopCause::Append { seq: seq.get(), source },
+        landed: *landed,
+    })?;
+    *landed += batch.len() as u64;
+    batch.clear();
+    Ok(())
 }
 
 /// Runs `stepjournal import`.
@@ -256,7 +327,9 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let sessions = check(&args.file)?;
     let store = open_url(&args.to, OpenOptions::create())
         .map_err(|source| CliError::Open { url: StoreName::of(&args.to), source })?;
-    let done = append_all(&args.file, &sessions, &*store, &args.to)?;
+    // Opened again only to learn what landed and delete it: writing as little as it can.
+    let reopen = || open_to_delete(&args.to);
+    let done = append_all(&args.file, &sessions, store, &args.to, &reopen)?;
     writeln!(
         out,
         "imported {} session{}, {} events into {}",

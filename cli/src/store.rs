@@ -3,7 +3,8 @@
 use std::io::ErrorKind;
 use std::sync::Arc;
 
-use stepjournal_backends::{JournalStore, OpenError, OpenOptions, StoreError, open_url};
+use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_backends::{JournalStore, OpenError, OpenOptions, StoreError, StoreUrl, open_url};
 use stepjournal_codec::{Record, SessionId};
 
 use super::CliError;
@@ -27,6 +28,19 @@ pub fn open_read(url: &str) -> Result<Arc<dyn JournalStore>, CliError> {
                 return other.map_err(|source| CliError::Open { url: StoreName::of(url), source });
             }
         }
+    }
+}
+
+/// Opens an existing store for writing, writing as little as it can: a file journal reserves
+/// no space ahead of its data (`preallocate` 0), so that a session can still be deleted on a
+/// full disk (opening cuts the zeros a writer left at the tail, and a deletion is a small
+/// frame).
+pub(crate) fn open_to_delete(url: &str) -> Result<Arc<dyn JournalStore>, OpenError> {
+    match StoreUrl::parse(url)? {
+        StoreUrl::File(dir) if dir.is_dir() => {
+            Ok(Arc::new(FileStore::open(&dir, FileOptions::new().preallocate(0))?))
+        }
+        _ => open_url(url, OpenOptions { read_only: false, create: false }),
     }
 }
 
