@@ -38,7 +38,9 @@ const BATCH_BYTES: usize = 4 << 20;
 stepjournal import journal.jsonl --to file:./restored\n\n\
 FILE is what `stepjournal export` wrote. Every line is checked before anything is written, and \
 the import is refused whole if any of its sessions already exists in the target. The target is \
-created when it does not exist. Each event keeps its seq and its `at`.")]
+created when it does not exist; an existing target must be a journal store (a database, schema \
+or directory holding anything else is refused, unchanged). Each event keeps its seq and its \
+`at`.")]
 pub struct ImportArgs {
     /// The export file.
     #[arg(value_name = "FILE")]

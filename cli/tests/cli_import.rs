@@ -163,3 +163,71 @@ fn a_time_after_the_year_9999_is_refused_naming_its_line() {
         assert!(err.contains(&format!("`at` {at} is after 9999-12-31T23:59:59.999Z")), "{err}");
     }
 }
+
+/// Imports the fixture's `stuck` session into `url`, which must be refused naming `needle`.
+fn import_into_refused(url: &str, needle: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = stuck_export().join("\n");
+    text.push('\n');
+    let file = write(dir.path(), "in.jsonl", text.as_bytes());
+    let out = bin(&["import", file.to_str().unwrap(), "--to", url]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not a stepjournal store") && err.contains(needle), "{err}");
+    assert!(err.contains("nothing was changed"), "{err}");
+}
+
+#[test]
+fn an_import_into_another_applications_database_or_directory_is_refused_unchanged() {
+    // Defect: `import ... --to sqlite:otherapp.db` switched another application's database to
+    // WAL and added tables, and `--to file:DIR` wrote into a directory full of unrelated files,
+    // both with exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("otherapp.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE accounts (id INTEGER PRIMARY KEY, owner TEXT);
+             INSERT INTO accounts (owner) VALUES ('ada');",
+        )
+        .unwrap();
+    let before = std::fs::read(&db).unwrap();
+    import_into_refused(&format!("sqlite:{}", db.display()), "table `accounts`");
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the database was changed");
+    assert!(!dir.path().join("otherapp.db-wal").exists());
+    // A directory of other files.
+    let files = dir.path().join("documents");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("report.odt"), b"mine").unwrap();
+    import_into_refused(&format!("file:{}", files.display()), "`report.odt`");
+    let left: Vec<_> = std::fs::read_dir(&files).unwrap().collect();
+    assert_eq!(left.len(), 1, "nothing was written: {left:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn an_import_into_a_postgres_schema_of_other_tables_is_refused_unchanged() {
+    // Defect: a schema holding another application's tables got the journal's tables added.
+    let place = pg_place();
+    let schema = place.url.rsplit_once("schema=").unwrap().1.to_owned();
+    let base = std::env::var("STEPJOURNAL_PG_URL").unwrap();
+    let mut client = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA \"{schema}\"; CREATE TABLE \"{schema}\".invoices (id INT)"
+        ))
+        .unwrap();
+    import_into_refused(&place.url, "table `invoices`");
+    let tables: i64 = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+            &[&schema],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "nothing was added to the schema");
+    client.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE")).unwrap();
+}

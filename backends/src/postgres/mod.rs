@@ -156,6 +156,9 @@ impl PostgresStore {
             .map_err(|e| open_err(PgError::new("connecting", e)))?;
         let migrate_err = |e| match e {
             schema::MigrateError::Driver(doing, e) => open_err(PgError::new(doing, e)),
+            schema::MigrateError::Foreign(found) => {
+                OpenError::NotAJournal { location: location.clone(), found }
+            }
             schema::MigrateError::Newer(v) => OpenError::Options {
                 reason: format!(
                     "{location}: the schema is at version {v}, written by a newer stepjournal; \

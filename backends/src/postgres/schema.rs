@@ -34,6 +34,53 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 pub(crate) enum MigrateError {
     Driver(&'static str, postgres::Error),
     Newer(i32),
+    /// The schema holds relations that are not a journal store's: what was found.
+    Foreign(String),
+}
+
+/// The relations of a journal store's schema.
+const OURS: [&str; 3] = ["sessions", "events", "schema_version"];
+
+/// Refuses a schema holding tables or views that are not a journal store's, or a journal's
+/// tables without their `schema_version`. A missing or empty schema passes.
+fn refuse_foreign(tx: &mut postgres::Transaction<'_>, schema: &str) -> Result<(), MigrateError> {
+    let rows = tx
+        .query(
+            "SELECT table_name::text, table_type::text FROM information_schema.tables \
+             WHERE table_schema = $1 ORDER BY table_name",
+            &[&schema],
+        )
+        .map_err(|e| MigrateError::Driver("listing the schema's tables", e))?;
+    let mut names = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let name: String =
+            row.try_get(0).map_err(|e| MigrateError::Driver("listing the schema's tables", e))?;
+        let kind: String =
+            row.try_get(1).map_err(|e| MigrateError::Driver("listing the schema's tables", e))?;
+        names.push((name, kind));
+    }
+    let foreign: Vec<String> = names
+        .iter()
+        .filter(|(name, _)| !OURS.contains(&name.as_str()))
+        .map(|(name, kind)| {
+            let kind = if kind == "BASE TABLE" { "table".to_owned() } else { kind.to_lowercase() };
+            format!("{kind} `{name}`")
+        })
+        .collect();
+    if !foreign.is_empty() {
+        let n = foreign.len();
+        let mut named: Vec<String> = foreign.into_iter().take(10).collect();
+        if n > named.len() {
+            named.push(format!("{} more", n - named.len()));
+        }
+        return Err(MigrateError::Foreign(named.join(", ")));
+    }
+    if !names.is_empty() && !names.iter().any(|(name, _)| name == "schema_version") {
+        return Err(MigrateError::Foreign(
+            "a journal's tables without their `schema_version` table".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// Creates the schema if needed and applies the migrations it lacks, in one transaction under
@@ -43,6 +90,7 @@ pub(crate) fn migrate(client: &mut Client, schema: &str, quoted: &str) -> Result
     let mut tx = client.transaction().map_err(|e| Driver("beginning the migration", e))?;
     tx.execute("SELECT pg_advisory_xact_lock(hashtext('stepjournal schema ' || $1))", &[&schema])
         .map_err(|e| Driver("taking the migration lock", e))?;
+    refuse_foreign(&mut tx, schema)?;
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS {quoted};
          CREATE TABLE IF NOT EXISTS {quoted}.schema_version (version INTEGER NOT NULL);"
