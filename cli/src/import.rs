@@ -4,7 +4,8 @@
 //! The whole file is checked before anything is written (the header, every line, each
 //! session's events together and dense from seq 0, each record's size), and a session that
 //! already exists in the target refuses the whole import. Then the file is read again and
-//! appended.
+//! appended, session by session. A session whose appends fail partway is deleted again, or
+//! named with what is left of it ([`super::partial`]); the sessions before it stay, whole.
 
 use std::collections::HashSet;
 use std::fs::File;
