@@ -158,6 +158,16 @@ pub enum OpenError {
         /// What is wrong.
         reason: String,
     },
+    /// Opening for writing found something that is not a journal store where one was to be
+    /// created (another application's database or schema, a directory of other files): nothing
+    /// was changed.
+    #[error("{location} is not a stepjournal store: it holds {found}; nothing was changed")]
+    NotAJournal {
+        /// Where (a directory, a database file, a PostgreSQL schema).
+        location: String,
+        /// What was found there.
+        found: String,
+    },
     /// The store could not be read or prepared.
     #[error(transparent)]
     Store(#[from] StoreError),

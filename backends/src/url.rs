@@ -1,11 +1,13 @@
 //! Store URLs: `file:PATH`, `sqlite:PATH`, `postgres://...` / `postgresql://...`.
 
+pub(crate) mod redact;
+
 use std::path::PathBuf;
 
 use crate::OpenError;
 
-/// A parsed store URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed store URL. Its `Display` and `Debug` hide a PostgreSQL URL's password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     /// `file:PATH` (or `file://PATH`): the file backend's directory.
     File(PathBuf),
@@ -18,7 +20,8 @@ pub enum StoreUrl {
 impl StoreUrl {
     /// Parses a store URL. Paths may be relative or absolute; anything else is a clear error.
     pub fn parse(url: &str) -> Result<Self, OpenError> {
-        let bad = |reason: &str| OpenError::Url { url: url.to_owned(), reason: reason.to_owned() };
+        let bad =
+            |reason: &str| OpenError::Url { url: redact::redact(url), reason: reason.to_owned() };
         let path = |rest: &str| -> Result<PathBuf, OpenError> {
             // `file:///abs` and `file://rel` both name a path after the `//`.
             let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -37,6 +40,22 @@ impl StoreUrl {
             Err(bad("expected file:PATH, sqlite:PATH, postgres://... or postgresql://..."))
         }
     }
+
+    /// `url` as every message names it: with any password hidden (`postgres://user:***@host`, a
+    /// `password` query parameter or `key=value` pair); `file:` and `sqlite:` URLs unchanged.
+    pub fn redacted(url: &str) -> String {
+        redact::redact(url)
+    }
+}
+
+impl std::fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreUrl::File(p) => f.debug_tuple("File").field(p).finish(),
+            StoreUrl::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
+            StoreUrl::Postgres(u) => f.debug_tuple("Postgres").field(&redact::redact(u)).finish(),
+        }
+    }
 }
 
 impl std::fmt::Display for StoreUrl {
@@ -44,7 +63,7 @@ impl std::fmt::Display for StoreUrl {
         match self {
             StoreUrl::File(p) => write!(f, "file:{}", p.display()),
             StoreUrl::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            StoreUrl::Postgres(u) => f.write_str(u),
+            StoreUrl::Postgres(u) => f.write_str(&redact::redact(u)),
         }
     }
 }
@@ -90,12 +109,112 @@ mod tests {
     }
 
     #[test]
+    fn a_urls_password_is_in_no_message_display_or_debug() {
+        // Defect: `StoreUrl`'s `Display` and `Debug` and the URL errors printed a password
+        // given in the URL.
+        let url = "postgres://u:s3cretpw@h/db?password=s3cretpw";
+        let parsed = StoreUrl::parse(url).unwrap();
+        assert_eq!(parsed.to_string(), "postgres://u:***@h/db?password=***");
+        assert!(!format!("{parsed:?}").contains("s3cretpw"), "{parsed:?}");
+        for bad in ["mysql://u:s3cretpw@h/db", "host=h password=s3cretpw", "u:s3cretpw@h"] {
+            let err = StoreUrl::parse(bad).unwrap_err();
+            assert!(!err.to_string().contains("s3cretpw"), "{err}");
+            assert!(!format!("{err:?}").contains("s3cretpw"), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn a_directory_of_other_files_is_refused_and_left_unchanged() {
+        // Defect: opening `file:DIR` for writing wrote a journal into a directory full of
+        // unrelated files.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
+        std::fs::create_dir(dir.path().join("photos")).unwrap();
+        let url = format!("file:{}", dir.path().display());
+        for options in [OpenOptions::create(), OpenOptions { read_only: false, create: false }] {
+            let err = open_url(&url, options).map(|_| ()).unwrap_err().to_string();
+            assert!(err.contains("is not a stepjournal store"), "{err}");
+            assert!(err.contains("`notes.txt`, `photos`"), "{err}");
+        }
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["notes.txt", "photos"], "nothing was written");
+        // A path that is a file is refused too.
+        let file = dir.path().join("notes.txt");
+        let err = open_url(&format!("file:{}", file.display()), OpenOptions::create())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a file, not a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_journals_own_directory_is_opened_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file:{}", dir.path().join("j").display());
+        drop(open_url(&url, OpenOptions::create()).unwrap());
+        drop(open_url(&url, OpenOptions::create()).unwrap());
+    }
+
+    #[test]
     fn anything_else_is_a_clear_error() {
         for url in ["", "mysql://x", "file:", "/tmp/j", "sqlite://"] {
             let err = StoreUrl::parse(url).unwrap_err().to_string();
             assert!(err.contains(&format!("`{url}`")), "{err}");
         }
     }
+}
+
+/// Refuses to write into an existing directory that holds anything but a file journal's files
+/// (its `LOCK` and its segment files), or into a path that is not a directory. A missing or
+/// empty directory passes. Nothing is changed.
+fn refuse_foreign_dir(dir: &std::path::Path) -> Result<(), OpenError> {
+    let location = dir.display().to_string();
+    let io = |source| {
+        OpenError::Store(crate::StoreError::Io {
+            context: format!("listing the journal directory {location}"),
+            source,
+        })
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(OpenError::NotAJournal {
+                location,
+                found: "a file, not a directory".to_owned(),
+            });
+        }
+        Err(e) => return Err(io(e)),
+    };
+    let mut foreign = Vec::new();
+    for entry in entries {
+        let name = entry.map_err(io)?.file_name();
+        let ours = name.to_str().is_some_and(|n| {
+            n == crate::file::LOCK_FILE
+                || crate::file::layout::SegmentId::from_file_name(n).is_some()
+        });
+        if !ours {
+            foreign.push(name.to_string_lossy().into_owned());
+        }
+    }
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort();
+    let n = foreign.len();
+    let mut named: Vec<String> = foreign.into_iter().take(10).map(|f| format!("`{f}`")).collect();
+    if n > named.len() {
+        named.push(format!("{} more", n - named.len()));
+    }
+    let what = if n == 1 { "an entry" } else { "entries" };
+    Err(OpenError::NotAJournal {
+        location,
+        found: format!("{what} that a file journal does not write ({})", named.join(", ")),
+    })
 }
 
 /// How [`open_url`] opens a store.
@@ -123,19 +242,26 @@ impl OpenOptions {
 /// Opens the store a URL names: `file:PATH`, `sqlite:PATH`, `postgres://...` or
 /// `postgresql://...`, each backend with its default options. A backend left out of this build
 /// is a clear error naming the feature that adds it.
+///
+/// Opened for writing, a store that exists must be a journal store: a directory holding files
+/// a file journal does not write, an SQLite database or a PostgreSQL schema holding other
+/// tables, is refused with [`OpenError::NotAJournal`], unchanged.
 pub fn open_url(
     url: &str,
     options: OpenOptions,
 ) -> Result<std::sync::Arc<dyn crate::JournalStore>, OpenError> {
     let parsed = StoreUrl::parse(url)?;
     let missing = |what: &str, path: &std::path::Path| OpenError::Url {
-        url: url.to_owned(),
+        url: redact::redact(url),
         reason: format!("no {what} at {}", path.display()),
     };
     match parsed {
         StoreUrl::File(dir) => {
             if !options.create && !dir.is_dir() {
                 return Err(missing("journal directory", &dir));
+            }
+            if !options.read_only {
+                refuse_foreign_dir(&dir)?;
             }
             let file_options = crate::file::FileOptions::new().read_only(options.read_only);
             Ok(std::sync::Arc::new(crate::file::FileStore::open(&dir, file_options)?))
@@ -151,7 +277,7 @@ pub fn open_url(
         }
         #[cfg(not(feature = "sqlite"))]
         StoreUrl::Sqlite(_) => Err(OpenError::FeatureDisabled {
-            url: url.to_owned(),
+            url: redact::redact(url),
             backend: "sqlite",
             feature: "sqlite",
         }),
@@ -165,7 +291,7 @@ pub fn open_url(
         }
         #[cfg(not(feature = "postgres"))]
         StoreUrl::Postgres(_) => Err(OpenError::FeatureDisabled {
-            url: url.to_owned(),
+            url: redact::redact(url),
             backend: "postgres",
             feature: "postgres",
         }),

@@ -7,6 +7,9 @@ use stepjournal_codec::SessionId;
 
 use stepjournal::registry::RegistryError;
 
+use super::partial::Fate;
+use super::shown::{Shown, StoreName};
+
 /// A subcommand that failed: the message is printed on standard error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -29,6 +32,20 @@ pub enum CliError {
         #[source]
         source: stepjournal_sim::scenario::ScenarioError,
     },
+    /// A JSON file given on the command line (a scenario, a `--tools` file) nests arrays and
+    /// objects deeper than [`RawJson::MAX_DEPTH`](stepjournal_codec::RawJson::MAX_DEPTH).
+    #[error(
+        "{path}: the JSON nests {depth} arrays and objects deep; the limit is {limit}",
+        path = .path.display()
+    )]
+    TooDeep {
+        /// The file.
+        path: PathBuf,
+        /// How deep it nests.
+        depth: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// Standard output could not be written.
     #[error("cannot write the output: {source}")]
     Write {
@@ -39,8 +56,8 @@ pub enum CliError {
     /// The store could not be opened.
     #[error("{}", open_message(.url, .source))]
     Open {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// Why.
         #[source]
         source: OpenError,
@@ -48,8 +65,8 @@ pub enum CliError {
     /// The store failed while being read or written.
     #[error("{url}: {doing}: {source}")]
     Store {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// What was being done.
         doing: String,
         /// What the store reported (for damage: where, by session and seq or file and offset).
@@ -59,8 +76,8 @@ pub enum CliError {
     /// A session named on the command line is not in the store.
     #[error("session `{session}` is not in {url} (`stepjournal sessions {url}` lists them)")]
     NoSession {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// The session.
         session: SessionId,
     },
@@ -101,28 +118,26 @@ pub enum CliError {
         list(.sessions)
     )]
     Exists {
-        /// The target store's URL.
-        url: String,
+        /// The target store's URL, its password hidden.
+        url: StoreName,
         /// The sessions that exist.
         sessions: Vec<SessionId>,
     },
-    /// An append of an import failed.
-    #[error(
-        "{url}: importing session {session} at seq {seq}: {source} ({imported} sessions were \
-         imported whole before it)"
-    )]
-    Append {
-        /// The target store's URL.
-        url: String,
-        /// The session.
+    /// An import stopped partway through a session: why, what became of that session, and
+    /// which sessions were imported whole before it (they stay).
+    #[error("{}", stopped_message(.url, .session, .cause, .fate, .whole))]
+    Stopped {
+        /// The target store's URL, its password hidden.
+        url: StoreName,
+        /// The session the import stopped in.
         session: SessionId,
-        /// Where the failed batch was to land.
-        seq: u64,
-        /// Sessions imported before this one.
-        imported: usize,
-        /// What the store reported.
+        /// Why it stopped.
         #[source]
-        source: Box<AppendError>,
+        cause: Box<StopCause>,
+        /// What became of the session.
+        fate: Box<Fate>,
+        /// The sessions imported whole before it, in file order.
+        whole: Vec<SessionId>,
     },
     /// `stepjournal demo` could not run.
     #[error("demo: {0}")]
@@ -130,22 +145,56 @@ pub enum CliError {
     /// `verify` found problems (they are printed on standard output).
     #[error("verify found {count} problem{s} in {url}", s = if *.count == 1 { "" } else { "s" })]
     Findings {
-        /// The store's URL.
-        url: String,
+        /// The store's URL, its password hidden.
+        url: StoreName,
         /// How many.
         count: usize,
     },
 }
 
-fn open_message(url: &str, source: &OpenError) -> String {
+fn open_message(url: &StoreName, source: &OpenError) -> String {
     match source {
         // These name the URL themselves.
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),
-        OpenError::Store(StoreError::Corrupt { .. }) => format!(
-            "cannot open {url}: {source}\n(`stepjournal verify {url}` lists every problem it has)"
-        ),
         _ => format!("cannot open {url}: {source}"),
     }
+}
+
+/// Why an import stopped partway through a session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopCause {
+    /// An append failed.
+    #[error("the append of its events from seq {seq} failed: {source}")]
+    Append {
+        /// Where the batch was to land.
+        seq: u64,
+        /// What the store reported.
+        #[source]
+        source: AppendError,
+    },
+    /// The file could not be read again as it was checked (it changed in between).
+    #[error("reading the file again: {0}")]
+    Reread(#[source] Box<CliError>),
+}
+
+fn stopped_message(
+    url: &StoreName,
+    session: &SessionId,
+    cause: &StopCause,
+    fate: &Fate,
+    whole: &[SessionId],
+) -> String {
+    let before = match whole.len() {
+        0 => "no session was imported whole before it".to_owned(),
+        1 => format!("1 session was imported whole before it ({})", list(whole)),
+        n => format!("{n} sessions were imported whole before it ({})", list(whole)),
+    };
+    format!(
+        "{url}: the import stopped in session {}: {cause}; {}; {before}",
+        Shown(session),
+        fate.describe(url, session)
+    )
 }
 
 fn list(sessions: &[SessionId]) -> String {
@@ -157,6 +206,45 @@ fn list(sessions: &[SessionId]) -> String {
 }
 
 impl CliError {
+    /// A line that says what to do next, printed under the message where one helps.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            CliError::Open { url, source: OpenError::Store(StoreError::Corrupt { .. }) } => {
+                Some(format!("(`stepjournal verify {url}` lists every problem it has)"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The message followed by each cause in its `source` chain that the message does not
+    /// already say (a driver's error under a store error, the OS error under it), each after
+    /// `: `.
+    pub fn full_message(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            let shown = cause.to_string();
+            if !text.contains(&shown) {
+                text.push_str(": ");
+                text.push_str(&shown);
+            }
+            source = cause.source();
+        }
+        text
+    }
+
+    /// Writes the error as `main` prints it on standard error: `stepjournal: ` and the
+    /// [full message](Self::full_message), then the hint, if any, on its own line. Every
+    /// character that acts on a terminal is shown escaped (a stored id in the message cannot
+    /// forge a line or move the cursor).
+    pub fn write_report(&self, err: &mut dyn std::io::Write) -> std::io::Result<()> {
+        writeln!(err, "stepjournal: {}", Shown(self.full_message()))?;
+        if let Some(hint) = self.hint() {
+            writeln!(err, "{}", Shown(hint))?;
+        }
+        Ok(())
+    }
+
     /// The process exit status for this error: 1 when `verify` found problems, 74 when the
     /// output cannot be written, 2 for every other error.
     pub fn exit_code(&self) -> u8 {
@@ -165,5 +253,50 @@ impl CliError {
             CliError::Write { .. } => 74,
             _ => 2,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the driver failed")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection refused (os error 111)")]
+    struct Inner;
+
+    fn store_error(source: Box<dyn std::error::Error + Send + Sync>) -> CliError {
+        CliError::Store {
+            url: StoreName::of("postgres://u@h/db"),
+            doing: "listing sessions".to_owned(),
+            source: StoreError::Backend {
+                backend: "postgres",
+                context: "opening".to_owned(),
+                source,
+            },
+        }
+    }
+
+    #[test]
+    fn the_printed_message_holds_every_cause_once() {
+        // Defect: an error's cause under its message (a driver's error under a store error)
+        // was never printed: PostgreSQL's errors read "db error" or "error connecting to
+        // server" and nothing more.
+        let e = store_error(Box::new(Outer(Inner)));
+        assert_eq!(
+            e.full_message(),
+            "postgres://u@h/db: listing sessions: postgres: opening: the driver failed: \
+             connection refused (os error 111)"
+        );
+        let mut out = Vec::new();
+        e.write_report(&mut out).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out), format!("stepjournal: {}\n", e.full_message()));
+        // A cause the message already says is not said again.
+        let said = store_error(Box::new(std::io::Error::other(Inner)));
+        let text = said.full_message();
+        assert_eq!(text.matches("os error 111").count(), 1, "{text}");
     }
 }

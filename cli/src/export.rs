@@ -9,6 +9,7 @@ use stepjournal_codec::SessionId;
 use stepjournal_codec::json::record_to_export_line;
 
 use super::CliError;
+use super::shown::StoreName;
 use super::store::{list_sessions, open_read};
 
 /// The first line of every export.
@@ -58,12 +59,12 @@ pub fn export(
         named.dedup();
         for s in &named {
             let tail = store.tail(s).map_err(|source| CliError::Store {
-                url: url.to_owned(),
+                url: StoreName::of(url),
                 doing: format!("reading the tail of {s}"),
                 source,
             })?;
             if tail.get() == 0 {
-                return Err(CliError::NoSession { url: url.to_owned(), session: s.clone() });
+                return Err(CliError::NoSession { url: StoreName::of(url), session: s.clone() });
             }
         }
         named
@@ -74,7 +75,7 @@ pub fn export(
     let mut done = Exported::default();
     for s in &sessions {
         let records = store.read_all(s).map_err(|source| CliError::Store {
-            url: url.to_owned(),
+            url: StoreName::of(url),
             doing: format!("reading session {s}"),
             source,
         })?;

@@ -4,21 +4,28 @@
 //! The whole file is checked before anything is written (the header, every line, each
 //! session's events together and dense from seq 0, each record's size), and a session that
 //! already exists in the target refuses the whole import. Then the file is read again and
-//! appended.
+//! appended, session by session. A session whose appends fail partway is deleted again, or
+//! named with what is left of it ([`super::partial`]); the sessions before it stay, whole.
 
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Args;
 use serde_json::Value;
-use stepjournal_backends::{Durability, JournalStore, OpenOptions, open_url};
+use stepjournal_backends::{AppendError, Durability, JournalStore, OpenOptions, open_url};
 use stepjournal_codec::json::record_from_export_line;
 use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped};
 
 use super::CliError;
+use super::error::StopCause;
 use super::export::HEADER;
+use super::partial::{Reopen, Unfinished, settle};
+use super::shown::StoreName;
+use super::store::open_to_delete;
+use super::time;
 
 /// Events per append at most.
 const BATCH_EVENTS: usize = 1024;
@@ -32,7 +39,9 @@ const BATCH_BYTES: usize = 4 << 20;
 stepjournal import journal.jsonl --to file:./restored\n\n\
 FILE is what `stepjournal export` wrote. Every line is checked before anything is written, and \
 the import is refused whole if any of its sessions already exists in the target. The target is \
-created when it does not exist. Each event keeps its seq and its `at`.")]
+created when it does not exist; an existing target must be a journal store (a database, schema \
+or directory holding anything else is refused, unchanged). Each event keeps its seq and its \
+`at`.")]
 pub struct ImportArgs {
     /// The export file.
     #[arg(value_name = "FILE")]
@@ -56,6 +65,7 @@ struct Lines {
     path: PathBuf,
     reader: BufReader<File>,
     number: u64,
+    bytes: Vec<u8>,
     text: String,
 }
 
@@ -68,6 +78,7 @@ impl Lines {
             path: path.to_path_buf(),
             reader: BufReader::new(file),
             number: 0,
+            bytes: Vec::new(),
             text: String::new(),
         };
         if !lines.next_line()? {
@@ -97,13 +108,25 @@ impl Lines {
         CliError::Import { path: self.path.clone(), line: self.number, reason }
     }
 
+    /// Reads the next line into `text`; a line that is not UTF-8 is an error naming its number
+    /// and the byte where it stops being UTF-8.
     fn next_line(&mut self) -> Result<bool, CliError> {
+        self.bytes.clear();
         self.text.clear();
         let n = self
             .reader
-            .read_line(&mut self.text)
+            .read_until(b'\n', &mut self.bytes)
             .map_err(|source| CliError::Read { path: self.path.clone(), source })?;
         self.number += 1;
+        match std::str::from_utf8(&self.bytes) {
+            Ok(text) => self.text.push_str(text),
+            Err(e) => {
+                return Err(self.error(format!(
+                    "the line is not UTF-8 (from its byte {}, counting from 1)",
+                    e.valid_up_to() + 1
+                )));
+            }
+        }
         Ok(n > 0)
     }
 
@@ -148,6 +171,13 @@ fn check(path: &Path) -> Result<Vec<(SessionId, u64)>, CliError> {
                 r.session, r.seq
             )));
         }
+        if !time::in_range(r.at) {
+            return Err(lines.error(format!(
+                "`at` {} is after {}: not a time this build takes in",
+                r.at.get(),
+                time::rfc3339(time::LATEST)
+            )));
+        }
         stepjournal_codec::record::encode(&r, &limits).map_err(|e| lines.error(e.to_string()))?;
         if let Some((_, n)) = sessions.last_mut() {
             *n += 1;
@@ -156,23 +186,25 @@ fn check(path: &Path) -> Result<Vec<(SessionId, u64)>, CliError> {
     Ok(sessions)
 }
 
-/// Imports the export at `path` into `store` (see the [module documentation](self)).
-pub fn import(path: &Path, store: &dyn JournalStore, url: &str) -> Result<Imported, CliError> {
+/// Imports the export at `path` into the store `open` opens (see the [module
+/// documentation](self)). `url` names the store in messages; `open` is called once, and again
+/// to learn what landed when an append failed in a way that leaves the handle untrusted.
+pub fn import(path: &Path, url: &str, open: Reopen<'_>) -> Result<Imported, CliError> {
     let sessions = check(path)?;
-    append_all(path, &sessions, store, url)
+    let store = open().map_err(|source| CliError::Open { url: StoreName::of(url), source })?;
+    append_all(path, &sessions, store, url, open)
 }
 
-/// Appends a checked export's sessions, after making sure none exists in the target.
-fn append_all(
-    path: &Path,
-    sessions: &[(SessionId, u64)],
+/// Refuses the import when any of its sessions exists in the target.
+fn refuse_existing(
     store: &dyn JournalStore,
+    sessions: &[(SessionId, u64)],
     url: &str,
-) -> Result<Imported, CliError> {
+) -> Result<(), CliError> {
     let mut exist = Vec::new();
     for (s, _) in sessions {
         let tail = store.tail(s).map_err(|source| CliError::Store {
-            url: url.to_owned(),
+            url: StoreName::of(url),
             doing: format!("reading the tail of {s}"),
             source,
         })?;
@@ -181,50 +213,115 @@ fn append_all(
         }
     }
     if !exist.is_empty() {
-        return Err(CliError::Exists { url: url.to_owned(), sessions: exist });
+        return Err(CliError::Exists { url: StoreName::of(url), sessions: exist });
     }
+    Ok(())
+}
+
+/// Why one session's appends stopped: the cause, and the events acknowledged before it.
+struct Stop {
+    cause: StopCause,
+    landed: u64,
+}
+
+/// Appends a checked export's sessions, after making sure none exists in the target. A
+/// session whose appends fail partway is settled (removed, or named) before the error returns.
+fn append_all(
+    path: &Path,
+    sessions: &[(SessionId, u64)],
+    store: Arc<dyn JournalStore>,
+    url: &str,
+    reopen: Reopen<'_>,
+) -> Result<Imported, CliError> {
+    refuse_existing(&*store, sessions, url)?;
     let mut lines = Lines::open(path)?;
     let mut done = Imported::default();
-    let mut batch: Vec<Stamped> = Vec::new();
-    let mut at: Option<(SessionId, Seq)> = None;
-    let mut bytes = 0usize;
-    let flush = |session: &SessionId, first: Seq, batch: &mut Vec<Stamped>, done: &mut Imported| {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        store.append(session, first, batch, Durability::Synced).map_err(|source| {
-            CliError::Append {
-                url: url.to_owned(),
-                session: session.clone(),
-                seq: first.get(),
-                imported: done.sessions as usize,
-                source: Box::new(source),
-            }
-        })?;
-        done.events += batch.len() as u64;
-        batch.clear();
-        Ok::<(), CliError>(())
-    };
-    while let Some((r, len)) = lines.next_record()? {
-        let same = at.as_ref().is_some_and(|(s, _)| *s == r.session);
-        if !same || batch.len() >= BATCH_EVENTS || bytes + len > BATCH_BYTES {
-            if let Some((s, first)) = &at {
-                flush(s, *first, &mut batch, &mut done)?;
-                if !same {
-                    done.sessions += 1;
+    let mut whole = Vec::with_capacity(sessions.len());
+    for (session, events) in sessions {
+        if let Err(stop) = append_session(&mut lines, &*store, session, *events) {
+            // Nothing was written for certain only when the store refused the batch before
+            // writing it, or when the file could not be read again.
+            let trusted = match &stop.cause {
+                StopCause::Append { source, .. } => {
+                    matches!(source, AppendError::Encode { .. } | AppendError::EmptyBatch)
                 }
-            }
-            at = Some((r.session.clone(), r.seq));
+                _ => true,
+            };
+            let conflict = matches!(
+                &stop.cause,
+                StopCause::Append { source: AppendError::Conflict { .. }, .. }
+            );
+            let unfinished =
+                Unfinished { session, events: *events, landed: stop.landed, trusted, conflict };
+            let fate = settle(store, reopen, &unfinished);
+            return Err(CliError::Stopped {
+                url: StoreName::of(url),
+                session: session.clone(),
+                cause: Box::new(stop.cause),
+                fate: Box::new(fate),
+                whole,
+            });
+        }
+        done.sessions += 1;
+        done.events += events;
+        whole.push(session.clone());
+    }
+    Ok(done)
+}
+
+/// Reads a session's `events` records from `lines` and appends them in batches.
+fn append_session(
+    lines: &mut Lines,
+    store: &dyn JournalStore,
+    session: &SessionId,
+    events: u64,
+) -> Result<(), Stop> {
+    let mut landed = 0u64;
+    let mut batch: Vec<Stamped> = Vec::new();
+    let mut bytes = 0usize;
+    let reread = |e: CliError, landed| Stop { cause: StopCause::Reread(Box::new(e)), landed };
+    while landed + (batch.len() as u64) < events {
+        let Some((r, len)) = lines.next_record().map_err(|e| reread(e, landed))? else {
+            let e = lines.error(format!("the file ends inside session {session}"));
+            return Err(reread(e, landed));
+        };
+        if r.session != *session || r.seq.get() != landed + batch.len() as u64 {
+            let e = lines.error(format!(
+                "the file changed since it was checked: {} seq {} where {session} seq {} was",
+                r.session,
+                r.seq,
+                landed + batch.len() as u64
+            ));
+            return Err(reread(e, landed));
+        }
+        if !batch.is_empty() && (batch.len() >= BATCH_EVENTS || bytes + len > BATCH_BYTES) {
+            flush(store, session, &mut landed, &mut batch)?;
             bytes = 0;
         }
         bytes += len;
         batch.push(Stamped { at: r.at, event: r.event });
     }
-    if let Some((s, first)) = &at {
-        flush(s, *first, &mut batch, &mut done)?;
-        done.sessions += 1;
+    flush(store, session, &mut landed, &mut batch)
+}
+
+/// Appends the batch at `landed` and counts it landed.
+fn flush(
+    store: &dyn JournalStore,
+    session: &SessionId,
+    landed: &mut u64,
+    batch: &mut Vec<Stamped>,
+) -> Result<(), Stop> {
+    if batch.is_empty() {
+        return Ok(());
     }
-    Ok(done)
+    let seq = Seq(*landed);
+    store.append(session, seq, batch, Durability::Synced).map_err(|source| Stop {
+        cause: StopCause::Append { seq: seq.get(), source },
+        landed: *landed,
+    })?;
+    *landed += batch.len() as u64;
+    batch.clear();
+    Ok(())
 }
 
 /// Runs `stepjournal import`.
@@ -232,15 +329,17 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     // The file is checked before the target is created.
     let sessions = check(&args.file)?;
     let store = open_url(&args.to, OpenOptions::create())
-        .map_err(|source| CliError::Open { url: args.to.clone(), source })?;
-    let done = append_all(&args.file, &sessions, &*store, &args.to)?;
+        .map_err(|source| CliError::Open { url: StoreName::of(&args.to), source })?;
+    // Opened again only to learn what landed and delete it: writing as little as it can.
+    let reopen = || open_to_delete(&args.to);
+    let done = append_all(&args.file, &sessions, store, &args.to, &reopen)?;
     writeln!(
         out,
         "imported {} session{}, {} events into {}",
         done.sessions,
         if done.sessions == 1 { "" } else { "s" },
         done.events,
-        args.to
+        StoreName::of(&args.to)
     )?;
     Ok(())
 }

@@ -11,14 +11,17 @@
 //! found a problem, 2 on an error (named on standard error), 74 when the output cannot be
 //! written.
 
+pub mod delete;
 pub mod demo;
 mod error;
 pub mod export;
 pub mod import;
+pub mod partial;
 pub mod plan;
 mod progress;
 pub mod sessions;
 pub mod show;
+mod shown;
 pub mod stats;
 mod store;
 pub mod time;
@@ -28,7 +31,8 @@ use std::io::{IsTerminal, Write};
 
 use clap::{Parser, Subcommand};
 
-pub use error::CliError;
+pub use error::{CliError, StopCause};
+pub use shown::{Shown, StoreName, escape, is_escaped};
 pub use store::{open_read, read_session};
 
 /// stepjournal: inspect, verify, explain, export and import agent-session journals.
@@ -67,6 +71,8 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Append the sessions of an export to a store.
     Import(import::ImportArgs),
+    /// Delete sessions from a store.
+    Delete(delete::DeleteArgs),
     /// Count sessions, events, bytes and events of each kind.
     Stats(stats::StatsArgs),
     /// Run an agent session, kill it with SIGKILL mid-step, recover it, and say what happened.
@@ -116,6 +122,7 @@ pub fn run_with(
         Command::Verify(args) => verify::run(&args, out, err, term),
         Command::Export(args) => export::run(&args, out),
         Command::Import(args) => import::run(&args, out),
+        Command::Delete(args) => delete::run(&args, out),
         Command::Stats(args) => stats::run(&args, out),
         Command::Demo(args) => match std::env::current_exe() {
             // The demo's child is this very executable, run with `demo-child`.

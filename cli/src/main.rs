@@ -13,7 +13,8 @@ fn main() -> ExitCode {
     match run(cli, &mut out, &mut err) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("stepjournal: {e}");
+            // Standard error is gone too when this fails: nothing is left to tell.
+            let _ = e.write_report(&mut err);
             ExitCode::from(e.exit_code())
         }
     }

@@ -16,6 +16,7 @@ use stepjournal_recovery::{
 };
 
 use super::CliError;
+use super::shown::{Shown, StoreName, json_for_terminal};
 use super::store::{open_read, read_session};
 use stepjournal::registry::SchemaRegistry;
 use stepjournal_sim::scenario::{Scenario, plan_to_json};
@@ -91,11 +92,26 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<
 fn run_scenario(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
+    check_depth(path, &text)?;
     let scenario = Scenario::parse(&text)
         .map_err(|source| CliError::Scenario { path: path.to_path_buf(), source })?;
     report_compile_errors(&scenario.registry, path, err)?;
     let plan = scenario.plan();
     writeln!(out, "{}", plan_to_json(&plan))?;
+    Ok(())
+}
+
+/// Refuses a JSON file nested deeper than [`RawJson::MAX_DEPTH`], saying how deep, before any
+/// parser meets it.
+fn check_depth(path: &Path, text: &str) -> Result<(), CliError> {
+    let depth = RawJson::nesting_depth(text);
+    if depth > RawJson::MAX_DEPTH {
+        return Err(CliError::TooDeep {
+            path: path.to_path_buf(),
+            depth,
+            limit: RawJson::MAX_DEPTH,
+        });
+    }
     Ok(())
 }
 
@@ -107,8 +123,10 @@ fn report_compile_errors(
     for (tool, error) in registry.compile_errors() {
         writeln!(
             err,
-            "warning: {}: tool `{tool}`'s input_schema does not compile, so its arguments fail: {error}",
-            path.display()
+            "warning: {}: tool `{}`'s input_schema does not compile, so its arguments fail: {}",
+            Shown(path.display()),
+            Shown(tool),
+            Shown(error)
         )?;
     }
     Ok(())
@@ -213,6 +231,7 @@ pub fn plan_store(
 fn read_tools(path: &Path, err: &mut dyn Write) -> Result<SchemaRegistry, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
+    check_depth(path, &text)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| CliError::Tools {
         path: path.to_path_buf(),
         reason: format!("not valid JSON: {e}"),
@@ -240,11 +259,14 @@ fn run_store(
         if request.tools.is_none() {
             writeln!(err, "note: {SAVED_POLICIES_NOTE}")?;
         }
+        writeln!(out, "{}", plan_to_json(&plan))?;
     } else {
         explain(request, &plan, &state, out)?;
         writeln!(out)?;
+        // Under the explanation the line is read on a terminal: the same JSON value, with what
+        // JSON strings may hold raw (DEL, C1, bidirectional controls) written as `\uXXXX`.
+        writeln!(out, "{}", json_for_terminal(&plan_to_json(&plan)))?;
     }
-    writeln!(out, "{}", plan_to_json(&plan))?;
     Ok(())
 }
 
@@ -259,15 +281,17 @@ pub fn explain(
     let entry = serde_json::to_string(&request.entry).unwrap_or_default();
     writeln!(
         out,
-        "plan for session {} of {}, entry {entry} (a dry run: nothing is written)",
-        request.session, request.url
+        "plan for session {} of {}, entry {} (a dry run: nothing is written)",
+        Shown(request.session),
+        StoreName::of(request.url),
+        Shown(entry)
     )?;
     match request.tools {
-        Some(path) => writeln!(out, "tools: {}", path.display())?,
+        Some(path) => writeln!(out, "tools: {}", Shown(path.display()))?,
         None => writeln!(out, "tools: {SAVED_POLICIES_NOTE}")?,
     }
     if let Some(e) = &plan.error {
-        return writeln!(out, "refused ({}): {e}; nothing would be appended", e.kind());
+        return writeln!(out, "refused ({}): {}; nothing would be appended", e.kind(), Shown(e));
     }
     match state.saved_step() {
         None => {
@@ -278,7 +302,7 @@ pub fn explain(
             "saved step {} (reply at seq {}, checkpoint {}): {} call{}",
             reply.step,
             reply.seq,
-            reply.checkpoint,
+            Shown(&reply.checkpoint),
             plan.calls.len(),
             if plan.calls.len() == 1 { "" } else { "s" }
         )?,
@@ -289,16 +313,18 @@ pub fn explain(
             Action::Keep => "keep (resolved)".to_owned(),
             Action::Run { dispatch, attempt } => format!(
                 "run attempt {attempt} (dispatch {})",
-                dispatch.as_ref().map_or("minted before the body starts", |d| d.as_str())
+                Shown(dispatch.as_ref().map_or("minted before the body starts", |d| d.as_str()))
             ),
             Action::Pair { reason } => format!("pair {}", reason.as_str()),
             Action::Await => "await (the client's answer or the approval settles it)".to_owned(),
-            Action::Reattach { child, .. } => format!("reattach to child session {child}"),
+            Action::Reattach { child, .. } => {
+                format!("reattach to child session {}", Shown(child))
+            }
             Action::StartChild { .. } => "start the child under its dispatch id".to_owned(),
             Action::ReenterChild { .. } => "re-enter the companion child".to_owned(),
         };
-        writeln!(out, "  {}  {tool}: {action}", c.call)?;
-        writeln!(out, "      rule {}: {}", c.rule.id, c.rule.why)?;
+        writeln!(out, "  {}  {}: {action}", Shown(&c.call), Shown(&tool))?;
+        writeln!(out, "      rule {}: {}", c.rule.id, Shown(&c.rule.why))?;
     }
     let at = state.len();
     writeln!(
@@ -320,7 +346,9 @@ pub fn explain(
             ),
             other => event_to_json(other),
         };
-        writeln!(out, "  {}  {text}", at + i as u64)?;
+        // The whole line: ids and the JSON text alike (JSON leaves DEL, C1 and bidirectional
+        // controls raw in its strings).
+        writeln!(out, "  {}  {}", at + i as u64, Shown(text))?;
     }
     Ok(())
 }

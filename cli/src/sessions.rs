@@ -11,8 +11,9 @@ use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMilli
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
+use super::shown::{Shown, StoreName, escape};
 use super::store::{list_sessions, open_read};
-use super::time::{parse_since, rfc3339};
+use super::time::{checked_rfc3339, parse_since, rfc3339};
 
 /// Arguments of `stepjournal sessions`.
 #[derive(Debug, Args)]
@@ -137,7 +138,8 @@ impl SessionSummary {
         json!({
             "session": self.session.as_str(),
             "events": self.events,
-            "last_append": rfc3339(self.last_append),
+            // `null` for a stored time past the year 9999; the number stays exact.
+            "last_append": checked_rfc3339(self.last_append),
             "last_append_ms": self.last_append.get(),
             "state": self.status.as_str(),
             "saved_step": self.saved_step.map(StepNo::get),
@@ -148,7 +150,7 @@ impl SessionSummary {
     fn unresolved_text(&self) -> String {
         match (self.saved_step, self.unresolved.is_empty()) {
             (Some(step), false) => {
-                let ids: Vec<&str> = self.unresolved.iter().map(CallId::as_str).collect();
+                let ids: Vec<String> = self.unresolved.iter().map(|c| escape(c.as_str())).collect();
                 format!("{} (step {step}: {})", ids.len(), ids.join(", "))
             }
             _ => "-".to_owned(),
@@ -180,7 +182,7 @@ pub fn summarize(
     let mut out = Vec::new();
     for session in list_sessions(store, url)? {
         let records = store.read_all(&session).map_err(|source| CliError::Store {
-            url: url.to_owned(),
+            url: StoreName::of(url),
             doing: format!("reading session {session}"),
             source,
         })?;
@@ -202,7 +204,7 @@ pub fn write_table(summaries: &[SessionSummary], out: &mut dyn Write) -> std::io
         .iter()
         .map(|s| {
             [
-                s.session.to_string(),
+                Shown(&s.session).to_string(),
                 s.events.to_string(),
                 rfc3339(s.last_append),
                 s.status.as_str().to_owned(),
@@ -248,7 +250,7 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     } else if summaries.is_empty() {
         let filtered = args.state.is_some() || since.is_some();
         let what = if filtered { "no session matches" } else { "no sessions" };
-        writeln!(out, "{what} in {}", args.store)?;
+        writeln!(out, "{what} in {}", StoreName::of(&args.store))?;
     } else {
         write_table(&summaries, &mut out)?;
     }

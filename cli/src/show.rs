@@ -12,6 +12,7 @@ use stepjournal_codec::{
 use stepjournal_recovery::{SessionState, fold};
 
 use super::sessions::{SessionStatus, SessionSummary};
+use super::shown::{Shown, escape};
 use super::store::{open_read, read_session};
 use super::time::rfc3339;
 use super::{CliError, Terminal};
@@ -76,20 +77,21 @@ impl Style {
 /// The longest text shown whole; longer text is cut, with its length given.
 const SHOWN: usize = 100;
 
-/// A string as a JSON string literal (quoted, escaped: one line), cut when long.
+/// A string as a JSON string literal (quoted, escaped: one line), cut when long; what JSON
+/// leaves raw (DEL, C1 and bidirectional controls) shown escaped.
 fn quoted(text: &str) -> String {
     let cut: String = text.chars().take(SHOWN).collect();
-    let lit = serde_json::Value::String(cut).to_string();
+    let lit = escape(&serde_json::Value::String(cut).to_string());
     if text.chars().count() > SHOWN { format!("{lit}... ({} bytes)", text.len()) } else { lit }
 }
 
-/// JSON text, cut when long.
+/// JSON text, cut when long, with the characters JSON strings may hold raw shown escaped.
 fn json_text(text: &str) -> String {
     if text.chars().count() > SHOWN {
         let cut: String = text.chars().take(SHOWN).collect();
-        format!("{cut}... ({} bytes)", text.len())
+        format!("{}... ({} bytes)", escape(&cut), text.len())
     } else {
-        text.to_owned()
+        escape(text)
     }
 }
 
@@ -101,12 +103,12 @@ fn entry_text(entry: &Entry) -> String {
             format!("resume with message {}", quoted(message))
         }
         Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }) => {
-            format!("resume from checkpoint {checkpoint}")
+            format!("resume from checkpoint {}", Shown(checkpoint))
         }
         Entry::Retry { checkpoint, message } => {
             let mut s = "retry".to_owned();
             if let Some(c) = checkpoint {
-                s.push_str(&format!(" from checkpoint {c}"));
+                s.push_str(&format!(" from checkpoint {}", Shown(c)));
             }
             if let Some(m) = message {
                 s.push_str(&format!(" with message {}", quoted(m)));
@@ -120,23 +122,24 @@ fn entry_text(entry: &Entry) -> String {
 
 /// A reply's calls, one line each, in aligned columns: id, tool, kind, policy, order, args.
 fn call_lines(calls: &[Call]) -> Vec<String> {
+    let ids: Vec<(String, String)> =
+        calls.iter().map(|c| (escape(c.call.as_str()), escape(c.tool.as_str()))).collect();
     let width = |f: &dyn Fn(&Call) -> usize| calls.iter().map(f).max().unwrap_or(0);
-    let w_id = width(&|c| c.call.as_str().chars().count());
-    let w_tool = width(&|c| c.tool.as_str().chars().count());
+    let w_id = ids.iter().map(|(id, _)| id.chars().count()).max().unwrap_or(0);
+    let w_tool = ids.iter().map(|(_, tool)| tool.chars().count()).max().unwrap_or(0);
     let w_kind = width(&|c| c.kind.as_str().len());
     let w_replay = width(&|c| c.replay.as_str().len());
     calls
         .iter()
-        .map(|c| {
+        .zip(&ids)
+        .map(|(c, (id, tool))| {
             let mut s = format!(
-                "{:<w_id$}  {:<w_tool$}  {:<w_kind$}  {:<w_replay$}",
-                c.call.as_str(),
-                c.tool.as_str(),
+                "{id:<w_id$}  {tool:<w_tool$}  {:<w_kind$}  {:<w_replay$}",
                 c.kind.as_str(),
                 c.replay.as_str()
             );
             if let Some(g) = &c.group {
-                s.push_str(&format!("  group {g}"));
+                s.push_str(&format!("  group {}", Shown(g)));
             }
             if c.sequential {
                 s.push_str("  sequential");
@@ -222,7 +225,7 @@ fn header(
     writeln!(
         out,
         "session {}: {} events, state {status}, last append {}",
-        style.paint(Paint::Bold, s.session.as_str()),
+        style.paint(Paint::Bold, &escape(s.session.as_str())),
         s.events,
         rfc3339(s.last_append)
     )?;
@@ -239,8 +242,8 @@ fn header(
             let call = c.call();
             format!(
                 "{} ({}, {}, {}, {bodies})",
-                c.id(),
-                call.tool,
+                Shown(c.id()),
+                Shown(&call.tool),
                 call.kind.as_str(),
                 call.replay.as_str()
             )
@@ -285,8 +288,8 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
         line.text = match &r.event {
             Event::RunStarted(e) => {
                 line.depth = 0;
-                style
-                    .paint(Paint::Bold, &format!("run {} started: {}", e.run, entry_text(&e.entry)))
+                let text = format!("run {} started: {}", Shown(&e.run), entry_text(&e.entry));
+                style.paint(Paint::Bold, &text)
             }
             Event::RunEnded(e) => {
                 line.depth = 0;
@@ -295,7 +298,7 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                     RunOutcome::Failed => Paint::Bad,
                     RunOutcome::Stopped | RunOutcome::Suspended => Paint::Warn,
                 };
-                let mut t = format!("run {} ended ", e.run);
+                let mut t = format!("run {} ended ", Shown(&e.run));
                 t.push_str(&style.paint(paint, e.outcome.as_str()));
                 if let Some(err) = &e.error {
                     t.push_str(&format!(": error {}", quoted(err)));
@@ -307,7 +310,7 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                 line.depth = 0;
                 format!(
                     "rewound to checkpoint {}: pairings and run ends after it stop counting",
-                    e.to
+                    Shown(&e.to)
                 )
             }
             Event::Message(e) => {
@@ -321,7 +324,7 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                 let mut t = style.paint(Paint::Bold, &format!("step {} reply", e.step));
                 t.push_str(&format!(
                     ", checkpoint {}, {n} call{}",
-                    e.checkpoint,
+                    Shown(&e.checkpoint),
                     if n == 1 { "" } else { "s" }
                 ));
                 if !e.text.is_empty() {
@@ -331,11 +334,11 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
             }
             Event::StepCommit(e) => {
                 line.depth = 1;
-                format!("step {} committed, checkpoint {}", e.step, e.checkpoint)
+                format!("step {} committed, checkpoint {}", e.step, Shown(&e.checkpoint))
             }
             Event::Suspended(e) => {
                 line.depth = 1;
-                let ids: Vec<&str> = e.calls.iter().map(|c| c.as_str()).collect();
+                let ids: Vec<String> = e.calls.iter().map(|c| escape(c.as_str())).collect();
                 format!("suspended, waiting for {}", ids.join(", "))
             }
             Event::ModelAborted(e) => {
@@ -343,7 +346,7 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                 format!("model answer cut off: partial {}", quoted(&e.partial))
             }
             Event::DispatchMinted(e) => {
-                format!("{} dispatch {}", id(style, e.call.as_str()), e.dispatch)
+                format!("{} dispatch {}", id(style, e.call.as_str()), Shown(&e.dispatch))
             }
             Event::AttemptStarted(e) => {
                 format!("{} attempt {} started", id(style, e.call.as_str()), e.attempt)
@@ -401,7 +404,11 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                 )
             }
             Event::ChildAttached(e) => {
-                format!("{} child attached: session {}", id(style, e.call.as_str()), e.child)
+                format!(
+                    "{} child attached: session {}",
+                    id(style, e.call.as_str()),
+                    Shown(&e.child)
+                )
             }
             Event::Paired(e) => {
                 let paint = match e.reason {
@@ -427,7 +434,7 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
 }
 
 fn id(style: Style, call: &str) -> String {
-    style.paint(Paint::Id, call)
+    style.paint(Paint::Id, &escape(call))
 }
 
 /// Runs `stepjournal show`.

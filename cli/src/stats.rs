@@ -11,6 +11,7 @@ use stepjournal_backends::{JournalStore, StoreUrl};
 use stepjournal_codec::{EventKind, Limits};
 
 use super::CliError;
+use super::shown::StoreName;
 use super::store::{list_sessions, open_read};
 
 /// Arguments of `stepjournal stats`.
@@ -53,7 +54,7 @@ impl Stats {
         let kinds: Map<String, Value> =
             self.kinds.iter().map(|(k, n)| (k.name().to_owned(), json!(n))).collect();
         json!({
-            "store": url,
+            "store": StoreName::of(url).as_str(),
             "sessions": self.sessions,
             "events": self.events,
             "bytes": self.bytes,
@@ -98,7 +99,7 @@ pub fn collect(store: &dyn JournalStore, url: &str) -> Result<Stats, CliError> {
     };
     for s in list_sessions(store, url)? {
         let records = store.read_all(&s).map_err(|source| CliError::Store {
-            url: url.to_owned(),
+            url: StoreName::of(url),
             doing: format!("reading session {s}"),
             source,
         })?;
@@ -120,7 +121,7 @@ pub fn collect(store: &dyn JournalStore, url: &str) -> Result<Stats, CliError> {
 
 /// Writes the stats as lines.
 pub fn write_stats(stats: &Stats, url: &str, out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(out, "store     {url}")?;
+    writeln!(out, "store     {}", StoreName::of(url))?;
     writeln!(out, "sessions  {}", stats.sessions)?;
     writeln!(out, "events    {}", stats.events)?;
     writeln!(out, "bytes     {} ({})", stats.bytes, stats.bytes_of)?;

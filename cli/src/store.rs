@@ -3,10 +3,12 @@
 use std::io::ErrorKind;
 use std::sync::Arc;
 
-use stepjournal_backends::{JournalStore, OpenError, OpenOptions, StoreError, open_url};
+use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_backends::{JournalStore, OpenError, OpenOptions, StoreError, StoreUrl, open_url};
 use stepjournal_codec::{Record, SessionId};
 
 use super::CliError;
+use super::shown::StoreName;
 
 /// Opens the store `url` names for reading: a file journal without the writer's lock (safe on a
 /// journal a runtime is writing); a missing store is an error, never created.
@@ -22,8 +24,23 @@ pub fn open_read(url: &str) -> Result<Arc<dyn JournalStore>, CliError> {
             {
                 tries += 1;
             }
-            other => return other.map_err(|source| CliError::Open { url: url.to_owned(), source }),
+            other => {
+                return other.map_err(|source| CliError::Open { url: StoreName::of(url), source });
+            }
         }
+    }
+}
+
+/// Opens an existing store for writing, writing as little as it can: a file journal reserves
+/// no space ahead of its data (`preallocate` 0), so that a session can still be deleted on a
+/// full disk (opening cuts the zeros a writer left at the tail, and a deletion is a small
+/// frame).
+pub(crate) fn open_to_delete(url: &str) -> Result<Arc<dyn JournalStore>, OpenError> {
+    match StoreUrl::parse(url)? {
+        StoreUrl::File(dir) if dir.is_dir() => {
+            Ok(Arc::new(FileStore::open(&dir, FileOptions::new().preallocate(0))?))
+        }
+        _ => open_url(url, OpenOptions { read_only: false, create: false }),
     }
 }
 
@@ -37,12 +54,12 @@ pub fn read_session(
     session: &SessionId,
 ) -> Result<Vec<Record>, CliError> {
     let records = store.read_all(session).map_err(|source| CliError::Store {
-        url: url.to_owned(),
+        url: StoreName::of(url),
         doing: format!("reading session {session}"),
         source,
     })?;
     if records.is_empty() {
-        return Err(CliError::NoSession { url: url.to_owned(), session: session.clone() });
+        return Err(CliError::NoSession { url: StoreName::of(url), session: session.clone() });
     }
     Ok(records)
 }
@@ -53,7 +70,7 @@ pub(crate) fn list_sessions(
     url: &str,
 ) -> Result<Vec<SessionId>, CliError> {
     store.sessions().map_err(|source| CliError::Store {
-        url: url.to_owned(),
+        url: StoreName::of(url),
         doing: "listing sessions".to_owned(),
         source,
     })

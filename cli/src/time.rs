@@ -1,8 +1,20 @@
 //! Times as operators read and type them: RFC 3339 in UTC, and `--since` values.
+//!
+//! An event's `at` is unix milliseconds, a `u64`: every value before 1970 is out of reach, and
+//! [`LATEST`] (the last millisecond of the year 9999) bounds the other end. Import refuses a
+//! later time; one already stored is shown as invalid, with its number.
 
 use stepjournal_codec::UnixMillis;
 
 const MS_PER_DAY: u64 = 86_400_000;
+
+/// The latest time taken in or shown as a date: 9999-12-31T23:59:59.999Z.
+pub const LATEST: UnixMillis = UnixMillis(253_402_300_799_999);
+
+/// Whether `at` is a time this build shows as a date (1970 to the end of 9999).
+pub fn in_range(at: UnixMillis) -> bool {
+    at <= LATEST
+}
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian.
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -30,8 +42,18 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The time in RFC 3339, UTC, with milliseconds: `2025-01-15T09:00:00.000Z`.
+/// The time in RFC 3339, UTC, with milliseconds (`2025-01-15T09:00:00.000Z`); a time after
+/// [`LATEST`] reads `invalid time (N ms)`.
 pub fn rfc3339(at: UnixMillis) -> String {
+    checked_rfc3339(at).unwrap_or_else(|| format!("invalid time ({} ms)", at.get()))
+}
+
+/// The time in RFC 3339, or `None` after [`LATEST`].
+pub fn checked_rfc3339(at: UnixMillis) -> Option<String> {
+    in_range(at).then(|| format_rfc3339(at))
+}
+
+fn format_rfc3339(at: UnixMillis) -> String {
     let ms = at.get();
     let days = (ms / MS_PER_DAY) as i64;
     let (year, month, day) = civil_from_days(days);
@@ -47,7 +69,7 @@ fn number(text: &str, what: &str) -> Result<u32, String> {
     text.parse().map_err(|_| format!("the {what} `{text}` is too large"))
 }
 
-fn in_range(value: u32, low: u32, high: u32, what: &str) -> Result<u32, String> {
+fn within(value: u32, low: u32, high: u32, what: &str) -> Result<u32, String> {
     if value < low || value > high {
         return Err(format!("the {what} {value} is not between {low} and {high}"));
     }
@@ -76,8 +98,8 @@ fn date(text: &str) -> Result<i64, String> {
         return Err(format!("`{text}` is not a date YYYY-MM-DD"));
     }
     let year = i64::from(number(y, "year")?);
-    let month = in_range(number(m, "month")?, 1, 12, "month")?;
-    let day = in_range(number(d, "day")?, 1, days_in_month(year, month), "day")?;
+    let month = within(number(m, "month")?, 1, 12, "month")?;
+    let day = within(number(d, "day")?, 1, days_in_month(year, month), "day")?;
     if year < 1970 {
         return Err(format!("the year {year} is before 1970"));
     }
@@ -91,10 +113,10 @@ fn clock(text: &str) -> Result<u64, String> {
         None => (text, None),
     };
     let mut parts = hms.split(':');
-    let h = in_range(number(parts.next().unwrap_or(""), "hour")?, 0, 23, "hour")?;
-    let m = in_range(number(parts.next().unwrap_or(""), "minute")?, 0, 59, "minute")?;
+    let h = within(number(parts.next().unwrap_or(""), "hour")?, 0, 23, "hour")?;
+    let m = within(number(parts.next().unwrap_or(""), "minute")?, 0, 59, "minute")?;
     let s = match parts.next() {
-        Some(s) => in_range(number(s, "second")?, 0, 60, "second")?,
+        Some(s) => within(number(s, "second")?, 0, 60, "second")?,
         None => 0,
     };
     if parts.next().is_some() {
@@ -160,8 +182,8 @@ fn since(text: &str, now: UnixMillis) -> Result<UnixMillis, String> {
             .get(1..)
             .and_then(|o| o.split_once(':'))
             .ok_or_else(|| format!("the offset `{off}` is not ±HH:MM"))?;
-        let oh = in_range(number(oh, "offset hour")?, 0, 23, "offset hour")?;
-        let om = in_range(number(om, "offset minute")?, 0, 59, "offset minute")?;
+        let oh = within(number(oh, "offset hour")?, 0, 23, "offset hour")?;
+        let om = within(number(om, "offset minute")?, 0, 59, "offset minute")?;
         (c, sign * (i64::from(oh) * 3_600_000 + i64::from(om) * 60_000))
     } else {
         return Err(
@@ -185,6 +207,15 @@ mod tests {
         assert_eq!(rfc3339(UnixMillis(1_736_931_600_250)), "2025-01-15T09:00:00.250Z");
         assert_eq!(rfc3339(UnixMillis(951_782_400_000)), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339(UnixMillis(4_102_444_799_999)), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn a_time_after_the_year_9999_is_shown_as_invalid() {
+        // Defect: `at` = u64::MAX was shown as the year 584556019.
+        assert_eq!(rfc3339(LATEST), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(UnixMillis(LATEST.get() + 1)), "invalid time (253402300800000 ms)");
+        assert_eq!(rfc3339(UnixMillis(u64::MAX)), "invalid time (18446744073709551615 ms)");
+        assert_eq!(checked_rfc3339(UnixMillis(u64::MAX)), None);
     }
 
     #[test]

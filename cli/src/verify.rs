@@ -17,6 +17,7 @@ use stepjournal_backends::{JournalStore, StoreError, StoreUrl};
 use stepjournal_codec::{Event, Limits, Record, Seq, SessionId};
 
 use super::progress::Progress;
+use super::shown::{Shown, StoreName};
 use super::store::{list_sessions, open_read};
 use super::{CliError, Terminal};
 
@@ -180,11 +181,15 @@ pub fn verify_file(
     if !dir.is_dir() {
         return Err(CliError::Usage {
             option: "STORE",
-            reason: format!("no journal directory at {} (from {url})", dir.display()),
+            reason: format!(
+                "no journal directory at {} (from {})",
+                dir.display(),
+                StoreName::of(url)
+            ),
         });
     }
     let file = verify_dir(dir, &Limits::default(), progress).map_err(|source| CliError::Store {
-        url: url.to_owned(),
+        url: StoreName::of(url),
         doing: "checking the journal".to_owned(),
         source,
     })?;
@@ -208,7 +213,7 @@ pub fn verify_file(
         Some(s) => {
             let named = file.findings.iter().any(|f| f.session.as_ref() == Some(s));
             if file.session_events(s) == (0, 0) && !named {
-                return Err(CliError::NoSession { url: url.to_owned(), session: s.clone() });
+                return Err(CliError::NoSession { url: StoreName::of(url), session: s.clone() });
             }
             vec![s.clone()]
         }
@@ -268,11 +273,11 @@ pub fn verify_store(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Report, CliError> {
     let failed =
-        |doing: String| move |source| CliError::Store { url: url.to_owned(), doing, source };
+        |doing: String| move |source| CliError::Store { url: StoreName::of(url), doing, source };
     let sessions = match session {
         Some(s) => {
             if store.tail(s).map_err(failed(format!("reading the tail of {s}")))? == Seq(0) {
-                return Err(CliError::NoSession { url: url.to_owned(), session: s.clone() });
+                return Err(CliError::NoSession { url: StoreName::of(url), session: s.clone() });
             }
             vec![s.clone()]
         }
@@ -337,7 +342,7 @@ fn one_by_one(
                 }
                 None => {
                     return Err(CliError::Store {
-                        url: url.to_owned(),
+                        url: StoreName::of(url),
                         doing: format!("reading {session} seq {seq}"),
                         source: e,
                     });
@@ -373,7 +378,8 @@ pub fn verify_url(
 pub fn write_report(report: &Report, url: &str, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "verify {url}: {}, {} session{}, {} events read",
+        "verify {}: {}, {} session{}, {} events read",
+        StoreName::of(url),
         report.scanned,
         report.sessions,
         if report.sessions == 1 { "" } else { "s" },
@@ -381,10 +387,10 @@ pub fn write_report(report: &Report, url: &str, out: &mut dyn Write) -> std::io:
     )?;
     for f in &report.findings {
         let tag = if f.torn_tail { "note" } else { "problem" };
-        writeln!(out, "{tag}: {f}")?;
+        writeln!(out, "{tag}: {}", Shown(f))?;
     }
     for n in &report.notes {
-        writeln!(out, "note: {n}")?;
+        writeln!(out, "note: {}", Shown(n))?;
     }
     match report.problems() {
         0 => writeln!(out, "clean: no problems found"),
@@ -409,7 +415,7 @@ pub fn run(
     let report = result?;
     if args.json {
         let value = json!({
-            "store": args.store,
+            "store": StoreName::of(&args.store).as_str(),
             "clean": report.problems() == 0,
             "problems": report.problems(),
             "sessions": report.sessions,
@@ -424,6 +430,6 @@ pub fn run(
     }
     match report.problems() {
         0 => Ok(()),
-        count => Err(CliError::Findings { url: args.store.clone(), count }),
+        count => Err(CliError::Findings { url: StoreName::of(&args.store), count }),
     }
 }

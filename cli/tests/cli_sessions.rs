@@ -163,3 +163,29 @@ fn every_command_has_help_with_an_example() {
     let top = bin_ok(&["--help"], 0);
     assert!(top.contains("Examples:") && top.contains("stepjournal sessions"), "{top}");
 }
+
+#[test]
+fn a_stored_time_after_the_year_9999_is_shown_as_invalid() {
+    // Defect: a stored `at` of u64::MAX was shown as the year 584556019 in `sessions` and
+    // `show` (readers take what is stored; only import refuses such a time).
+    use stepjournal_backends::Durability;
+    use stepjournal_codec::{Seq, Stamped, UnixMillis};
+    let place = file_place();
+    let store = place.open();
+    let s = SessionId::from("late");
+    let events: Vec<Stamped> =
+        finished()[0].iter().map(|e| Stamped::at(UnixMillis(u64::MAX), e.clone())).collect();
+    store.append(&s, Seq(0), &events, Durability::Synced).unwrap();
+    drop(store);
+    let table = bin_ok(&["sessions", &place.url], 0);
+    assert!(table.contains("invalid time (18446744073709551615 ms)"), "{table}");
+    assert!(!table.contains("584556019"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(bin_ok(&["sessions", &place.url, "--json"], 0).trim()).unwrap();
+    assert_eq!(json["last_append"], serde_json::Value::Null);
+    assert_eq!(json["last_append_ms"], u64::MAX);
+    let shown = bin_ok(&["show", &place.url, "late"], 0);
+    assert!(shown.contains("last append invalid time (18446744073709551615 ms)"), "{shown}");
+    assert_eq!(shown.matches("invalid time (18446744073709551615 ms)").count(), 3, "{shown}");
+    assert!(!shown.contains("584556019"), "{shown}");
+}

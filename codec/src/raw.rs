@@ -4,6 +4,12 @@
 //! the text makes an export byte-identical after any number of round trips. The text is kept
 //! compact: whitespace between tokens is dropped on the way in (it is never significant), so that an
 //! event always prints on one line. Everything else (key order, number spelling, escapes) is kept.
+//!
+//! JSON taken in (the writer's [`RawJson::parse`], an export line, a scenario's log) nests at
+//! most [`RawJson::MAX_DEPTH`] arrays and objects: deeper text is refused, saying its depth and
+//! the limit.
+//! A record already stored is read whatever its depth; [`RawJson::to_value`] then says why it
+//! cannot be parsed rather than giving another value.
 
 use std::fmt;
 
@@ -16,20 +22,37 @@ use serde_json::value::RawValue;
 pub struct RawJson(Box<str>);
 
 impl RawJson {
-    /// Parses `text` as one JSON value and keeps it, compacted.
+    /// The deepest nesting of arrays and objects JSON taken in may have (`[]` is 1 deep, `[{}]`
+    /// 2, a number 0). Well under serde_json's own parser's limit of 127, so a value a few
+    /// levels down in an event's line still parses as one `serde_json::Value`.
+    pub const MAX_DEPTH: usize = 100;
+
+    /// How deep arrays and objects nest in valid JSON `text` (0 for a scalar), counted without
+    /// recursion whatever the depth.
+    pub fn nesting_depth(text: &str) -> usize {
+        depth(text)
+    }
+
+    /// Parses `text` as one JSON value and keeps it, compacted. JSON nested deeper than
+    /// [`RawJson::MAX_DEPTH`] is an error naming its depth and the limit.
     pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
         let raw: &RawValue = serde_json::from_str(text)?;
-        Ok(Self::from_raw(raw))
+        Self::from_raw(raw)
     }
 
-    /// Keeps a parsed raw value, compacted.
-    pub fn from_raw(raw: &RawValue) -> Self {
-        RawJson(compact(raw.get()).into_boxed_str())
+    /// Keeps a parsed raw value, compacted; nested deeper than [`RawJson::MAX_DEPTH`] it is
+    /// refused.
+    pub fn from_raw(raw: &RawValue) -> Result<Self, serde_json::Error> {
+        check_depth(raw.get())?;
+        Ok(RawJson(compact(raw.get()).into_boxed_str()))
     }
 
-    /// Serializes `value` to compact JSON.
+    /// Serializes `value` to compact JSON; nested deeper than [`RawJson::MAX_DEPTH`] it is
+    /// refused.
     pub fn from_value<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
-        Ok(RawJson(serde_json::to_string(value)?.into_boxed_str()))
+        let text = serde_json::to_string(value)?;
+        check_depth(&text)?;
+        Ok(RawJson(text.into_boxed_str()))
     }
 
     /// The empty object `{}`: the default of a call's `args`.
@@ -47,10 +70,11 @@ impl RawJson {
         &self.0
     }
 
-    /// Parses the text into a `serde_json::Value` (for schema checks and display).
-    pub fn to_value(&self) -> serde_json::Value {
-        // The text was checked to be one JSON value when this was made.
-        serde_json::from_str(&self.0).unwrap_or(serde_json::Value::Null)
+    /// Parses the text into a `serde_json::Value` (for schema checks and display). Every value
+    /// taken in under [`RawJson::MAX_DEPTH`] parses; a stored one nested deeper than
+    /// serde_json's limit of 127 is an error saying so, never another value.
+    pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_str(&self.0)
     }
 }
 
@@ -88,8 +112,9 @@ impl<'de> Deserialize<'de> for RawJson {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         if deserializer.is_human_readable() {
             let raw = Box::<RawValue>::deserialize(deserializer)?;
-            Ok(RawJson::from_raw(&raw))
+            RawJson::from_raw(&raw).map_err(D::Error::custom)
         } else {
+            // A stored record is read whatever its depth (only what is taken in is bounded).
             let text = String::deserialize(deserializer)?;
             // The binary form must hold one valid, compact JSON value.
             let raw: &RawValue = serde_json::from_str(&text)
@@ -100,6 +125,47 @@ impl<'de> Deserialize<'de> for RawJson {
             Ok(RawJson(text.into_boxed_str()))
         }
     }
+}
+
+/// Refuses JSON text nested deeper than [`RawJson::MAX_DEPTH`], saying how deep.
+fn check_depth(text: &str) -> Result<(), serde_json::Error> {
+    let depth = depth(text);
+    if depth > RawJson::MAX_DEPTH {
+        return Err(serde_json::Error::custom(format_args!(
+            "the JSON value nests {depth} arrays and objects deep; the limit is {}",
+            RawJson::MAX_DEPTH
+        )));
+    }
+    Ok(())
+}
+
+/// How deep arrays and objects nest in valid JSON text (0 for a scalar).
+fn depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut in_string = false;
+    let mut escaped = false;
+    for b in text.bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    deepest
 }
 
 /// Drops the whitespace between the tokens of valid JSON text; string contents are untouched.
@@ -135,6 +201,63 @@ mod tests {
     fn whitespace_between_tokens_is_dropped_and_strings_are_kept() {
         let raw = RawJson::parse("{ \"a b\" : [1, 2.50,\n \"x \\\" y\" ] }").unwrap();
         assert_eq!(raw.get(), r#"{"a b":[1,2.50,"x \" y"]}"#);
+    }
+
+    fn nested(depth: usize) -> String {
+        let mut text = String::new();
+        for i in 0..depth {
+            text.push_str(if i % 2 == 0 { "[" } else { r#"{"k":"# });
+        }
+        // A string holding brackets and an escaped quote: not nesting.
+        text.push_str(r#""]}\"""#);
+        for i in (0..depth).rev() {
+            text.push(if i % 2 == 0 { ']' } else { '}' });
+        }
+        text
+    }
+
+    #[test]
+    fn json_nested_deeper_than_the_limit_is_refused_saying_how_deep() {
+        // Defect: a 100,000-deep value was taken in (serde_json skips a raw value without
+        // counting its depth) and later read back as `null` (its parse into a `Value` hit
+        // serde_json's recursion limit and the error was replaced by `null`).
+        assert_eq!(depth(&nested(7)), 7);
+        assert_eq!(depth(r#"["[[[{", {"a": "}}}"}]"#), 2);
+        let deepest = RawJson::parse(&nested(RawJson::MAX_DEPTH)).unwrap();
+        let value = deepest.to_value().unwrap();
+        assert_eq!(RawJson::from_value(&value).unwrap(), deepest, "read back as it was");
+        let mut value = serde_json::json!(1);
+        for _ in 0..=RawJson::MAX_DEPTH {
+            value = serde_json::json!([value]);
+        }
+        let err = RawJson::from_value(&value).unwrap_err().to_string();
+        assert!(err.contains("nests 101 "), "{err}");
+        for too_deep in [RawJson::MAX_DEPTH + 1, 100_000] {
+            let err = RawJson::parse(&nested(too_deep)).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("nests {too_deep} ")) && err.contains("limit is 100"),
+                "{err}"
+            );
+            let in_event = format!(r#"{{"args":{}}}"#, nested(too_deep));
+            #[derive(Debug, serde::Deserialize)]
+            struct Holder {
+                #[expect(dead_code, reason = "only its parse is tested")]
+                args: RawJson,
+            }
+            let err = serde_json::from_str::<Holder>(&in_event).unwrap_err().to_string();
+            assert!(err.contains("the limit is 100"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_stored_value_too_deep_to_parse_says_so_rather_than_becoming_null() {
+        // Defect: `to_value` replaced a value it could not parse by `null`.
+        let text = nested(200);
+        let bytes = postcard::to_stdvec(text.as_str()).unwrap();
+        let stored: RawJson = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(stored.get(), text, "a stored record is read whatever its depth");
+        let err = stored.to_value().unwrap_err().to_string();
+        assert!(err.contains("recursion limit"), "{err}");
     }
 
     #[test]

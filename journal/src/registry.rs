@@ -150,7 +150,14 @@ impl ToolRegistry for SchemaRegistry {
                 reason: format!("the input schema does not compile ({e}), so no argument can pass"),
             },
             Schema::Compiled(validator) => {
-                let value = args.to_value();
+                let value = match args.to_value() {
+                    Ok(value) => value,
+                    Err(e) => {
+                        return ArgsCheck::Fail {
+                            reason: format!("the arguments cannot be read as JSON: {e}"),
+                        };
+                    }
+                };
                 let errors: Vec<String> = validator
                     .iter_errors(&value)
                     .take(3)

@@ -1,10 +1,18 @@
 //! An append: one compare-and-set statement, retried after serialization failures, and resolved
 //! through its batch token when the connection is lost while it is in flight.
+//!
+//! The token is written on the session's head row by the statement that moves the head, so the
+//! row holds the token of the session's last batch and nothing else keeps one. After a lost
+//! connection the head row, read once the lost transaction has ended, tells: its token is this
+//! batch's (landed); its tail is short of the batch's end, or at it with another token (not
+//! landed: a batch lands only at its place); past it with another token (another writer
+//! appended since: whether this batch came first is not known).
 
 use std::time::{Duration, Instant};
 
 use stepjournal_codec::{Seq, SessionId, Stamped};
 
+use super::cause::describe;
 use super::pool::Conn;
 use super::{BACKEND, Class, PgError, PostgresStore, backoff, bump, store_error};
 use crate::sql::{self, Place};
@@ -63,23 +71,40 @@ pub(super) fn append(
                     return Err(store_error(&store.location, &what, e).into());
                 }
                 lease.discard();
-                last = e.source.to_string();
+                last = describe(&e.source);
                 continue;
             }
             c.synchronous_commit = synchronous;
         }
+        let statement = if place.first == 0 { &c.stmts.append_new } else { &c.stmts.append };
         let result = c.client.query_one(
-            &c.stmts.append,
+            statement,
             &[&s, &place.first, &place.next, &token_ref, &ats, &kinds, &records],
         );
         let err = match result.and_then(|row| row.try_get::<_, i64>(0)) {
             Ok(n) if n == batch.len() as i64 => return Ok(ack),
             Ok(0) => {
-                if was_lost
-                    && token_at(c, s, place.first).ok().flatten().as_deref() == Some(&token[..])
-                {
-                    bump(&store.counters.lost_landed);
-                    return Ok(ack);
+                // A lost attempt's statement may have reached the server late and landed.
+                if was_lost {
+                    let found = c
+                        .client
+                        .query_opt(&c.stmts.head, &[&s])
+                        .and_then(|row| row.map(|r| Head::of(&r)).transpose());
+                    match found.map(|head| judge(head, place, &token)) {
+                        Ok(Resolution::Landed) => {
+                            bump(&store.counters.lost_landed);
+                            return Ok(ack);
+                        }
+                        Ok(Resolution::Unknown(reason)) => {
+                            bump(&store.counters.outcome_unknown);
+                            return Err(AppendError::OutcomeUnknown {
+                                session: session.clone(),
+                                expected,
+                                reason,
+                            });
+                        }
+                        Ok(Resolution::NotLanded) | Err(_) => {}
+                    }
                 }
                 drop(lease);
                 let actual = store.tail(session)?;
@@ -103,7 +128,7 @@ pub(super) fn append(
             Class::Refused => return Err(store_error(&store.location, &what, err).into()),
             Class::Retry => {
                 bump(&store.counters.retried);
-                last = err.source.to_string();
+                last = describe(&err.source);
             }
             Class::Lost => {
                 lease.discard();
@@ -118,7 +143,7 @@ pub(super) fn append(
                         was_lost = true;
                         last = format!(
                             "the connection was lost ({}) and the batch did not land",
-                            err.source
+                            describe(&err.source)
                         );
                     }
                     Resolution::Unknown(reason) => {
@@ -128,7 +153,7 @@ pub(super) fn append(
                             expected,
                             reason: format!(
                                 "the connection was lost during the append ({}); {reason}",
-                                err.source
+                                describe(&err.source)
                             ),
                             source: None,
                         });
@@ -148,12 +173,34 @@ pub(super) fn append(
     }))
 }
 
-fn token_at(c: &mut Conn, session: &str, first: i64) -> Result<Option<Vec<u8>>, postgres::Error> {
-    let row = c.client.query_opt(&c.stmts.token_at, &[&session, &first])?;
-    Ok(match row {
-        Some(r) => r.try_get::<_, Option<Vec<u8>>>(0)?,
-        None => None,
-    })
+/// A session's head row: its tail and the token of its last batch.
+struct Head {
+    next: i64,
+    token: Option<Vec<u8>>,
+}
+
+impl Head {
+    fn of(row: &postgres::Row) -> Result<Self, postgres::Error> {
+        Ok(Head { next: row.try_get(0)?, token: row.try_get(1)? })
+    }
+}
+
+/// What the session's head row (`None`: no row) says of the batch at `place` with `token`
+/// (see the [module documentation](self)).
+fn judge(head: Option<Head>, place: Place, token: &[u8; 16]) -> Resolution {
+    let Head { next, token: stored } = head.unwrap_or(Head { next: 0, token: None });
+    if stored.as_deref() == Some(&token[..]) {
+        Resolution::Landed
+    } else if next <= place.next {
+        Resolution::NotLanded
+    } else {
+        Resolution::Unknown(format!(
+            "another writer appended to the session since (its tail is at {next}, past the \
+             batch's end at {}), so whether the batch landed first cannot be told; read the \
+             session before writing again",
+            place.next
+        ))
+    }
 }
 
 /// Learns whether the batch with `token` landed, on a new connection, trying until the
@@ -165,12 +212,11 @@ fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16])
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let error = match store.pool.connector.open(Some(remaining)) {
-            Ok(mut conn) => match read_back(&mut conn, session, place, token, remaining) {
-                Ok(true) => return Resolution::Landed,
-                Ok(false) => return Resolution::NotLanded,
-                Err(e) => e.to_string(),
+            Ok(mut conn) => match read_back(&mut conn, session, place, remaining) {
+                Ok(head) => return judge(head, place, token),
+                Err(e) => describe(&e),
             },
-            Err(e) => format!("{}: {}", e.doing, e.source),
+            Err(e) => format!("{}: {}", e.doing, describe(&e.source)),
         };
         attempt = attempt.saturating_add(1);
         let pause = backoff(attempt).max(Duration::from_millis(20));
@@ -184,31 +230,55 @@ fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16])
     }
 }
 
-/// Reads the token at the batch's first seq after waiting for any transaction still holding
-/// the session's head (the lost one, if the server has not yet finished it).
+/// Reads the session's head row after waiting for any transaction still holding it (the lost
+/// one, if the server has not yet finished it).
 fn read_back(
     conn: &mut Conn,
     session: &str,
     place: Place,
-    token: &[u8; 16],
     remaining: Duration,
-) -> Result<bool, postgres::Error> {
+) -> Result<Option<Head>, postgres::Error> {
     let ms = remaining.as_millis().max(1);
     let mut tx = conn.client.transaction()?;
     tx.batch_execute(&format!(
         "SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = {ms}"
     ))?;
     if place.first == 0 {
-        // A new session: the lost statement inserted the head row; this insert waits for it.
+        // A new session: the lost statement inserted the head row; this insert waits for it
+        // (and, if it did not, puts a row at 0 that the rollback below takes back).
         tx.execute(&conn.stmts.claim_head, &[&session])?;
-    } else {
-        tx.query_opt(&conn.stmts.lock_head, &[&session])?;
     }
-    let row = tx.query_opt(&conn.stmts.token_at, &[&session, &place.first])?;
-    let stored: Option<Vec<u8>> = match row {
-        Some(r) => r.try_get(0)?,
-        None => None,
-    };
+    let head =
+        tx.query_opt(&conn.stmts.lock_head, &[&session])?.map(|r| Head::of(&r)).transpose()?;
     tx.rollback()?;
-    Ok(stored.as_deref() == Some(&token[..]))
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OURS: [u8; 16] = [7; 16];
+    const THEIRS: [u8; 16] = [9; 16];
+    const AT: Place = Place { first: 5, next: 8 };
+
+    fn judged(next: i64, token: Option<[u8; 16]>) -> Resolution {
+        judge(Some(Head { next, token: token.map(|t| t.to_vec()) }), AT, &OURS)
+    }
+
+    #[test]
+    fn the_head_rows_token_tells_whether_a_batch_landed() {
+        assert!(matches!(judged(8, Some(OURS)), Resolution::Landed));
+        // The head short of the batch's place or end: it did not land.
+        assert!(matches!(judged(5, Some(THEIRS)), Resolution::NotLanded));
+        assert!(matches!(judged(6, Some(THEIRS)), Resolution::NotLanded));
+        assert!(matches!(judge(None, Place { first: 0, next: 3 }, &OURS), Resolution::NotLanded));
+        // Another batch ends where this one would: this one did not land.
+        assert!(matches!(judged(8, Some(THEIRS)), Resolution::NotLanded));
+        // Past its end with another token: another writer appended after it or in its place.
+        let Resolution::Unknown(reason) = judged(12, Some(THEIRS)) else {
+            panic!("a head past the batch with another token is not known");
+        };
+        assert!(reason.contains("another writer appended"), "{reason}");
+    }
 }

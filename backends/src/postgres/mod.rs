@@ -1,13 +1,15 @@
 //! The PostgreSQL backend: one row per event, for several runtime processes on several hosts
 //! sharing one journal.
 //!
-//! - Tables `sessions (session, next_seq)` and `events (session, seq, at, kind, record, token)`
-//!   in one schema (default `stepjournal`), with a `schema_version` table and migrations.
+//! - Tables `sessions (session, next_seq, token)` and `events (session, seq, at, kind, record)`
+//!   in one schema (default `stepjournal`), with `schema_version` and `schema_lock` tables and
+//!   migrations guarded by a row lock (no advisory lock: see `migrate`).
 //! - An append is one statement (one round trip, its own transaction): it moves the session's
-//!   head row from the expected tail to the new one (or creates it, for a batch at 0) and
-//!   inserts the events only if that moved a row. The row lock orders racing writers; the loser
-//!   finds the head moved and gets [`AppendError::Conflict`](crate::AppendError::Conflict). No
-//!   batch can land past the tail.
+//!   head row from the expected tail to the new one (an `UPDATE`, or an `INSERT ... ON
+//!   CONFLICT` for a batch at 0: each table is modified once per statement, as CockroachDB
+//!   requires) and inserts the events only if that moved a row. The row lock orders racing
+//!   writers; the loser finds the head moved and gets
+//!   [`AppendError::Conflict`](crate::AppendError::Conflict). No batch can land past the tail.
 //! - Durability per append: `synchronous_commit = on` for [`Durability::Synced`], `off` for
 //!   [`Durability::Buffered`] (the commit returns before the WAL is flushed: it survives a crash
 //!   of the application, but a crash of the database server or its machine may lose the last
@@ -15,17 +17,22 @@
 //! - Serialization failures (SQLSTATE 40001) and deadlocks (40P01) are retried, a bounded number
 //!   of times, so the store runs unchanged on Postgres-wire distributed SQL.
 //! - A connection lost while an append was in flight is resolved through the batch's token,
-//!   written on its first row: the store reconnects, waits for the old transaction to end (by
-//!   taking the head row's lock), and reads whether the token is there. Landed: `Ok`. Not
-//!   landed: the append is retried (the compare-and-set makes a retry safe). Database not
-//!   reachable within the resolve timeout: [`AppendError::OutcomeUnknown`](crate::AppendError::OutcomeUnknown).
+//!   written on the session's head row by the statement that moves it (so the row holds the
+//!   last batch's token, and no other is kept): the store reconnects, waits for the old
+//!   transaction to end (by taking the head row's lock), and reads the row. Its token: `Ok`.
+//!   Its tail short of the batch's end, or at it with another token: not landed, and the append
+//!   is retried (the compare-and-set makes a retry safe). Past the batch's end with another
+//!   token (another writer appended since), or the database not reachable within the resolve
+//!   timeout: [`AppendError::OutcomeUnknown`](crate::AppendError::OutcomeUnknown).
 //! - The database is the only state, so a failure does not poison the store: each call reports
 //!   its own error, and the next call tries again.
 //! - TLS is not supported yet (`sslmode=require` is refused at open); the default `prefer`
 //!   connects without it.
 
 mod append;
+mod cause;
 mod config;
+mod migrate;
 mod pool;
 mod schema;
 
@@ -37,9 +44,10 @@ use postgres::error::{Severity, SqlState};
 use stepjournal_codec::{Record, Seq, SessionId, Stamped};
 
 use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError, sql};
+pub use cause::PgFailure;
 pub use config::PostgresOptions;
+pub use migrate::SCHEMA_VERSION;
 use pool::{Conn, Connector, Pool};
-pub use schema::SCHEMA_VERSION;
 
 const BACKEND: &str = "postgres";
 
@@ -153,8 +161,11 @@ impl PostgresStore {
             .connect(postgres::NoTls)
             .map_err(|e| open_err(PgError::new("connecting", e)))?;
         let migrate_err = |e| match e {
-            schema::MigrateError::Driver(doing, e) => open_err(PgError::new(doing, e)),
-            schema::MigrateError::Newer(v) => OpenError::Options {
+            migrate::MigrateError::Driver(doing, e) => open_err(PgError::new(doing, e)),
+            migrate::MigrateError::Foreign(found) => {
+                OpenError::NotAJournal { location: location.clone(), found }
+            }
+            migrate::MigrateError::Newer(v) => OpenError::Options {
                 reason: format!(
                     "{location}: the schema is at version {v}, written by a newer stepjournal; \
                      this build knows versions up to {SCHEMA_VERSION}"
@@ -163,10 +174,10 @@ impl PostgresStore {
         };
         if resolved.options.read_only {
             let schema = &resolved.options.schema;
-            match schema::check(&mut client, schema, &quoted).map_err(migrate_err)? {
+            match migrate::check(&mut client, schema, &quoted).map_err(migrate_err)? {
                 Some(SCHEMA_VERSION) => {}
                 Some(v) if v > SCHEMA_VERSION => {
-                    return Err(migrate_err(schema::MigrateError::Newer(v)));
+                    return Err(migrate_err(migrate::MigrateError::Newer(v)));
                 }
                 found => {
                     let what = match found {
@@ -182,7 +193,8 @@ impl PostgresStore {
                 }
             }
         } else {
-            schema::migrate(&mut client, &resolved.options.schema, &quoted).map_err(migrate_err)?;
+            migrate::migrate(&mut client, &resolved.options.schema, &quoted)
+                .map_err(migrate_err)?;
         }
         // The migration's connection has no prepared statements yet: let the pool open its own.
         drop(client);
@@ -280,7 +292,7 @@ pub(crate) fn store_error(location: &str, what: &str, e: PgError) -> StoreError 
     StoreError::Backend {
         backend: BACKEND,
         context: format!("{location}: {what}: {}", e.doing),
-        source: Box::new(e.source),
+        source: Box::new(PgFailure::new(e.source)),
     }
 }
 

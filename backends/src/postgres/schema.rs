@@ -1,158 +1,100 @@
-//! The PostgreSQL schema, its migrations, and the statements the store runs.
+//! The statements the store runs, prepared on each connection.
 
 use postgres::types::Type;
 use postgres::{Client, Statement};
 
-/// The schema's migrations, in order; `{s}` stands for the quoted schema name. Migration `i`
-/// brings the schema to version `i + 1`. Never edit one that shipped: add the next.
-const MIGRATIONS: &[&str] = &[
-    // 1: a head row per session holds its next sequence number; an append moves it only from
-    // the expected value, in the same transaction as the events' insert, so a batch can land
-    // only at the tail (the primary key alone would let one land past it). `token` is set on a
-    // batch's first row: after a connection lost during commit, it tells whether the batch
-    // landed. `COLLATE "C"` orders session ids by their bytes, as every backend does.
-    r#"CREATE TABLE {s}.sessions (
-        session TEXT COLLATE "C" PRIMARY KEY,
-        next_seq BIGINT NOT NULL CHECK (next_seq >= 0)
-    );
-    CREATE TABLE {s}.events (
-        session TEXT COLLATE "C" NOT NULL,
-        seq BIGINT NOT NULL CHECK (seq >= 0),
-        at BIGINT NOT NULL,
-        kind SMALLINT NOT NULL,
-        record BYTEA NOT NULL,
-        token BYTEA,
-        PRIMARY KEY (session, seq)
-    );"#,
-];
-
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
-
-/// Why a schema could not be brought up to date.
-#[derive(Debug)]
-pub(crate) enum MigrateError {
-    Driver(&'static str, postgres::Error),
-    Newer(i32),
-}
-
-/// Creates the schema if needed and applies the migrations it lacks, in one transaction under
-/// an advisory lock so that stores opening it at once migrate it once.
-pub(crate) fn migrate(client: &mut Client, schema: &str, quoted: &str) -> Result<(), MigrateError> {
-    use MigrateError::Driver;
-    let mut tx = client.transaction().map_err(|e| Driver("beginning the migration", e))?;
-    tx.execute("SELECT pg_advisory_xact_lock(hashtext('stepjournal schema ' || $1))", &[&schema])
-        .map_err(|e| Driver("taking the migration lock", e))?;
-    tx.batch_execute(&format!(
-        "CREATE SCHEMA IF NOT EXISTS {quoted};
-         CREATE TABLE IF NOT EXISTS {quoted}.schema_version (version INTEGER NOT NULL);"
-    ))
-    .map_err(|e| Driver("creating the schema", e))?;
-    let current: Option<i32> = tx
-        .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
-        .and_then(|row| row.try_get(0))
-        .map_err(|e| Driver("reading the schema version", e))?;
-    let current = current.unwrap_or(0);
-    if current > SCHEMA_VERSION {
-        return Err(MigrateError::Newer(current));
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
-        tx.batch_execute(&sql.replace("{s}", quoted))
-            .map_err(|e| Driver("applying a schema migration", e))?;
-        let version = i as i32 + 1;
-        tx.execute(&format!("INSERT INTO {quoted}.schema_version VALUES ($1)"), &[&version])
-            .map_err(|e| Driver("recording the schema version", e))?;
-    }
-    tx.commit().map_err(|e| Driver("committing the migration", e))
-}
-
-/// For a read-only store: checks that the schema exists at this build's version, changing
-/// nothing. `Ok(None)` when the schema or its version table is missing.
-pub(crate) fn check(
-    client: &mut Client,
-    schema: &str,
-    quoted: &str,
-) -> Result<Option<i32>, MigrateError> {
-    use MigrateError::Driver;
-    let exists: bool = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
-             WHERE table_schema = $1 AND table_name = 'schema_version')",
-            &[&schema],
-        )
-        .and_then(|row| row.try_get(0))
-        .map_err(|e| Driver("looking for the schema", e))?;
-    if !exists {
-        return Ok(None);
-    }
-    let current: Option<i32> = client
-        .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
-        .and_then(|row| row.try_get(0))
-        .map_err(|e| Driver("reading the schema version", e))?;
-    Ok(Some(current.unwrap_or(0)))
-}
-
 /// The statements of one connection, prepared when it opens.
+///
+/// Each statement modifies a table at most once (CockroachDB refuses two modifications of one
+/// table in a statement): an append moves the head row with one `UPDATE` (an existing session)
+/// or one `INSERT ... ON CONFLICT DO UPDATE` (a batch at 0), and inserts the events.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    /// `$1` session, `$2` expected, `$3` next, `$4` token, `$5` times, `$6` kinds, `$7` records.
-    /// Returns the number of events inserted: all of them, or 0 when the tail was not `$2`.
+    /// A batch after seq 0. `$1` session, `$2` expected, `$3` next, `$4` token, `$5` times,
+    /// `$6` kinds, `$7` records. Moves the head row from `$2` to `$3`, setting its token, and
+    /// inserts the events only if it moved. Returns the number of events inserted: all of
+    /// them, or 0 when the tail was not `$2`.
     pub append: Statement,
+    /// A batch at seq 0 (a new session), the parameters as for [`Statements::append`] with `$2`
+    /// 0: inserts the head row (or moves one left at 0) and the events.
+    pub append_new: Statement,
     /// `$1` session: the next sequence number, if the session exists.
     pub tail: Statement,
     /// `$1` session, `$2` start, `$3` end: `(seq, record)` in order.
     pub read: Statement,
     /// Every session with events, sorted.
     pub sessions: Statement,
-    /// `$1` session: locks its head row (waiting for a writer that holds it).
+    /// `$1` session: `(next_seq, token)` of its head row, locked (waiting for a writer that
+    /// holds it).
     pub lock_head: Statement,
+    /// `$1` session: `(next_seq, token)` of its head row, not locked.
+    pub head: Statement,
     /// `$1` session: inserts a head row at 0 unless one exists, waiting for an uncommitted
     /// insert of the same session to end. Used only in a transaction rolled back after.
     pub claim_head: Statement,
-    /// `$1` session, `$2` seq: the token of the batch that starts there.
-    pub token_at: Statement,
     /// `$1` session: deletes its events.
     pub delete_events: Statement,
     /// `$1` session: deletes its head row.
     pub delete_head: Statement,
 }
 
+/// The append of a batch after seq 0 (see [`Statements::append`]).
+fn append_sql(s: &str) -> String {
+    format!(
+        "WITH head AS (
+             UPDATE {s}.sessions SET next_seq = $3, token = $4
+             WHERE session = $1 AND next_seq = $2
+             RETURNING 1
+         ), {}",
+        insert_events(s)
+    )
+}
+
+/// The append of a batch at seq 0 (see [`Statements::append_new`]).
+fn append_new_sql(s: &str) -> String {
+    format!(
+        "WITH head AS (
+             INSERT INTO {s}.sessions AS h (session, next_seq, token)
+             SELECT $1, $3, $4 WHERE $2 = 0
+             ON CONFLICT (session) DO UPDATE
+                 SET next_seq = excluded.next_seq, token = excluded.token
+                 WHERE h.next_seq = 0
+             RETURNING 1
+         ), {}",
+        insert_events(s)
+    )
+}
+
+/// The events' insert of an append, run only when the head CTE moved a row.
+fn insert_events(s: &str) -> String {
+    format!(
+        "ev AS (
+             INSERT INTO {s}.events (session, seq, at, kind, record)
+             SELECT $1, $2 + u.n - 1, u.at, u.kind, u.record
+             FROM unnest($5::int8[], $6::int2[], $7::bytea[])
+                  WITH ORDINALITY AS u(at, kind, record, n)
+             WHERE EXISTS (SELECT 1 FROM head)
+             RETURNING 1
+         )
+         SELECT count(*) FROM ev"
+    )
+}
+
 impl Statements {
     pub(crate) fn prepare(client: &mut Client, s: &str) -> Result<Self, postgres::Error> {
         let mut p = |sql: String, types: &[Type]| client.prepare_typed(&sql, types);
+        let append_types = [
+            Type::TEXT,
+            Type::INT8,
+            Type::INT8,
+            Type::BYTEA,
+            Type::INT8_ARRAY,
+            Type::INT2_ARRAY,
+            Type::BYTEA_ARRAY,
+        ];
         Ok(Statements {
-            append: p(
-                format!(
-                    "WITH upd AS (
-                         UPDATE {s}.sessions SET next_seq = $3
-                         WHERE session = $1 AND next_seq = $2
-                         RETURNING 1
-                     ), ins AS (
-                         INSERT INTO {s}.sessions (session, next_seq)
-                         SELECT $1, $3 WHERE $2 = 0
-                         ON CONFLICT (session) DO NOTHING
-                         RETURNING 1
-                     ), ev AS (
-                         INSERT INTO {s}.events (session, seq, at, kind, record, token)
-                         SELECT $1, $2 + u.n - 1, u.at, u.kind, u.record,
-                                CASE WHEN u.n = 1 THEN $4 END
-                         FROM unnest($5::int8[], $6::int2[], $7::bytea[])
-                              WITH ORDINALITY AS u(at, kind, record, n)
-                         WHERE EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM ins)
-                         RETURNING 1
-                     )
-                     SELECT count(*) FROM ev"
-                ),
-                &[
-                    Type::TEXT,
-                    Type::INT8,
-                    Type::INT8,
-                    Type::BYTEA,
-                    Type::INT8_ARRAY,
-                    Type::INT2_ARRAY,
-                    Type::BYTEA_ARRAY,
-                ],
-            )?,
+            append: p(append_sql(s), &append_types)?,
+            append_new: p(append_new_sql(s), &append_types)?,
             tail: p(
                 format!("SELECT next_seq FROM {s}.sessions WHERE session = $1"),
                 &[Type::TEXT],
@@ -169,7 +111,11 @@ impl Statements {
                 &[],
             )?,
             lock_head: p(
-                format!("SELECT next_seq FROM {s}.sessions WHERE session = $1 FOR UPDATE"),
+                format!("SELECT next_seq, token FROM {s}.sessions WHERE session = $1 FOR UPDATE"),
+                &[Type::TEXT],
+            )?,
+            head: p(
+                format!("SELECT next_seq, token FROM {s}.sessions WHERE session = $1"),
                 &[Type::TEXT],
             )?,
             claim_head: p(
@@ -179,12 +125,31 @@ impl Statements {
                 ),
                 &[Type::TEXT],
             )?,
-            token_at: p(
-                format!("SELECT token FROM {s}.events WHERE session = $1 AND seq = $2"),
-                &[Type::TEXT, Type::INT8],
-            )?,
             delete_events: p(format!("DELETE FROM {s}.events WHERE session = $1"), &[Type::TEXT])?,
             delete_head: p(format!("DELETE FROM {s}.sessions WHERE session = $1"), &[Type::TEXT])?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many times `sql` modifies table `t` of schema `s`.
+    fn modifications(sql: &str, s: &str, t: &str) -> usize {
+        ["UPDATE", "INSERT INTO", "DELETE FROM"]
+            .iter()
+            .map(|verb| sql.matches(&format!("{verb} {s}.{t}")).count())
+            .sum()
+    }
+
+    #[test]
+    fn an_append_modifies_each_table_once() {
+        // Defect: the append updated the `sessions` row in one CTE and inserted it in another,
+        // two modifications of one table in one statement, which CockroachDB refuses.
+        for sql in [append_sql("\"j\""), append_new_sql("\"j\"")] {
+            assert_eq!(modifications(&sql, "\"j\"", "sessions"), 1, "{sql}");
+            assert_eq!(modifications(&sql, "\"j\"", "events"), 1, "{sql}");
+        }
     }
 }

@@ -57,9 +57,45 @@ pub(crate) fn connect(
     Ok(conn)
 }
 
+/// The tables of a journal store: what a database may hold and still be opened for writing.
+const OURS: [&str; 2] = ["events", "schema_version"];
+
+/// Refuses a database that holds anything but a journal store: tables, views, indexes or
+/// triggers of its own (SQLite's internal `sqlite_*` objects aside), or a journal's tables
+/// without their `schema_version`. An empty database passes. Nothing is changed.
+fn refuse_foreign(conn: &Connection, location: &str) -> Result<(), OpenError> {
+    let mut stmt = conn
+        .prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+        .map_err(|e| open_error(location, "listing the database's tables", e))?;
+    let objects: Vec<(String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .and_then(|rows| rows.collect())
+        .map_err(|e| open_error(location, "listing the database's tables", e))?;
+    let foreign: Vec<String> = objects
+        .iter()
+        .filter(|(_, name)| !OURS.contains(&name.as_str()))
+        .map(|(kind, name)| format!("{kind} `{name}`"))
+        .collect();
+    let found = if !foreign.is_empty() {
+        let more = foreign.len().saturating_sub(10);
+        let mut named: Vec<String> = foreign.into_iter().take(10).collect();
+        if more > 0 {
+            named.push(format!("{more} more"));
+        }
+        named.join(", ")
+    } else if !objects.is_empty() && !objects.iter().any(|(_, name)| name == "schema_version") {
+        "a table named like a journal's but no `schema_version` table".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(OpenError::NotAJournal { location: location.to_owned(), found })
+}
+
 /// Puts the database in WAL mode and brings its schema to [`SCHEMA_VERSION`], in one
 /// `BEGIN IMMEDIATE` transaction so that processes opening the file at once migrate it once.
+/// A database holding anything but a journal store is refused first, unchanged.
 pub(crate) fn prepare(conn: &Connection, location: &str) -> Result<(), OpenError> {
+    refuse_foreign(conn, location)?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(|e| open_error(location, "switching to WAL mode", e))?;
@@ -132,4 +168,56 @@ fn migrate(conn: &Connection, location: &str) -> Result<(), OpenError> {
             .map_err(|e| open_error(location, "recording the schema version", e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sqlite::{SqliteOptions, SqliteStore};
+
+    #[test]
+    fn a_database_of_another_application_is_refused_and_left_unchanged() {
+        // Defect: opening another application's database for writing switched it to WAL and
+        // added the journal's tables.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("otherapp.db");
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch(
+                "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);
+                 CREATE INDEX users_name ON users (name);
+                 INSERT INTO users (name) VALUES ('ada');",
+            )
+            .unwrap();
+        drop(other);
+        let before = std::fs::read(&path).unwrap();
+        let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("is not a stepjournal store"), "{err}");
+        assert!(err.contains("table `users`") && err.contains("index `users_name`"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the database was changed");
+        let mode: String = Connection::open(&path)
+            .unwrap()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
+        assert!(!dir.path().join("otherapp.db-wal").exists());
+    }
+
+    #[test]
+    fn a_journals_tables_without_their_version_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("half.db");
+        Connection::open(&path).unwrap().execute_batch("CREATE TABLE events (x)").unwrap();
+        let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("no `schema_version` table"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_database_and_a_journal_are_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.db");
+        std::fs::write(&path, b"").unwrap();
+        drop(SqliteStore::open(&path, SqliteOptions::default()).unwrap());
+        drop(SqliteStore::open(&path, SqliteOptions::default()).unwrap());
+    }
 }

@@ -1,0 +1,232 @@
+//! The PostgreSQL schema's migrations, and the guard that lets stores opening one schema at once
+//! migrate it once, with no advisory lock (missing or a no-op on some Postgres-wire distributed
+//! databases):
+//!
+//! 1. one transaction creates what the guard needs if it is absent (`CREATE ... IF NOT EXISTS`)
+//!    and claims the guard's row (`INSERT ... ON CONFLICT DO NOTHING`); it is run again when
+//!    racing creators collide (a unique violation, a duplicate schema or table, a
+//!    serialization failure);
+//! 2. a second transaction locks that row (`SELECT ... FOR UPDATE`), so migrators take turns,
+//!    reads the version and applies the migrations it lacks.
+//!
+//! A schema already at this build's version is only read. A schema that holds tables or views
+//! not the store's is refused before anything is created in it.
+
+use postgres::error::SqlState;
+use postgres::{Client, Transaction};
+
+/// The schema's migrations, in order; `{s}` stands for the quoted schema name. Migration `i`
+/// brings the schema to version `i + 1`. Never edit one that shipped: add the next.
+const MIGRATIONS: &[&str] = &[
+    // 1: a head row per session holds its next sequence number; an append moves it only from
+    // the expected value, in the same transaction as the events' insert, so a batch can land
+    // only at the tail (the primary key alone would let one land past it). `token` is set on a
+    // batch's first row: after a connection lost during commit, it tells whether the batch
+    // landed. `COLLATE "C"` orders session ids by their bytes, as every backend does.
+    r#"CREATE TABLE {s}.sessions (
+        session TEXT COLLATE "C" PRIMARY KEY,
+        next_seq BIGINT NOT NULL CHECK (next_seq >= 0)
+    );
+    CREATE TABLE {s}.events (
+        session TEXT COLLATE "C" NOT NULL,
+        seq BIGINT NOT NULL CHECK (seq >= 0),
+        at BIGINT NOT NULL,
+        kind SMALLINT NOT NULL,
+        record BYTEA NOT NULL,
+        token BYTEA,
+        PRIMARY KEY (session, seq)
+    );"#,
+    // 2: the token of the session's last batch moves to its head row, written by the statement
+    // that moves the head: one token per session, replaced by every append, instead of one per
+    // batch kept forever. `events.token` is no longer written (tokens earlier builds wrote stay
+    // there, unread).
+    r#"ALTER TABLE {s}.sessions ADD COLUMN token BYTEA;"#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// The relations of a journal store's schema.
+const OURS: [&str; 4] = ["sessions", "events", "schema_version", "schema_lock"];
+
+/// How many times the guard's creation is run again after colliding with a racing creator.
+const GUARD_TRIES: u32 = 20;
+
+/// Why a schema could not be brought up to date.
+#[derive(Debug)]
+pub(crate) enum MigrateError {
+    Driver(&'static str, postgres::Error),
+    Newer(i32),
+    /// The schema holds relations that are not a journal store's: what was found.
+    Foreign(String),
+}
+
+/// Creates the schema if needed and applies the migrations it lacks (see the [module
+/// documentation](self)).
+pub(crate) fn migrate(client: &mut Client, schema: &str, quoted: &str) -> Result<(), MigrateError> {
+    use MigrateError::Driver;
+    refuse_foreign(client, schema)?;
+    if check(client, schema, quoted)? == Some(SCHEMA_VERSION) && has_guard(client, schema)? {
+        return Ok(());
+    }
+    create_guard(client, quoted)?;
+    let mut attempt = 0;
+    loop {
+        match migrate_locked(client, quoted) {
+            Err(Driver(_, e)) if collided(&e) && attempt < GUARD_TRIES => {
+                attempt += 1;
+                std::thread::sleep(super::backoff(attempt));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `e` is a collision with a racing migrator, worth running the transaction again.
+fn collided(e: &postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        [
+            SqlState::UNIQUE_VIOLATION,
+            SqlState::DUPLICATE_SCHEMA,
+            SqlState::DUPLICATE_TABLE,
+            SqlState::DUPLICATE_OBJECT,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+        ]
+        .contains(db.code())
+    })
+}
+
+/// Whether the schema holds the guard's table.
+fn has_guard(client: &mut Client, schema: &str) -> Result<bool, MigrateError> {
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
+             WHERE table_schema = $1 AND table_name = 'schema_lock')",
+            &[&schema],
+        )
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| MigrateError::Driver("looking for the migration guard", e))
+}
+
+/// Creates the schema, its version table and the guard's table and row, if absent.
+fn create_guard(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
+    use MigrateError::Driver;
+    let sql = format!(
+        "CREATE SCHEMA IF NOT EXISTS {quoted};
+         CREATE TABLE IF NOT EXISTS {quoted}.schema_version (version INTEGER NOT NULL);
+         CREATE TABLE IF NOT EXISTS {quoted}.schema_lock (id INTEGER PRIMARY KEY);
+         INSERT INTO {quoted}.schema_lock (id) VALUES (1) ON CONFLICT (id) DO NOTHING;"
+    );
+    let mut attempt = 0;
+    loop {
+        let result = client.transaction().and_then(|mut tx| {
+            tx.batch_execute(&sql)?;
+            tx.commit()
+        });
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) if collided(&e) && attempt < GUARD_TRIES => {
+                attempt += 1;
+                std::thread::sleep(super::backoff(attempt));
+            }
+            Err(e) => return Err(Driver("creating the schema", e)),
+        }
+    }
+}
+
+/// Under the guard's row lock: reads the version and applies the migrations the schema lacks.
+fn migrate_locked(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
+    use MigrateError::Driver;
+    let mut tx = client.transaction().map_err(|e| Driver("beginning the migration", e))?;
+    tx.query_one(&format!("SELECT id FROM {quoted}.schema_lock WHERE id = 1 FOR UPDATE"), &[])
+        .map_err(|e| Driver("taking the migration guard's row lock", e))?;
+    let current = version(&mut tx, quoted)?;
+    if current > SCHEMA_VERSION {
+        return Err(MigrateError::Newer(current));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
+        tx.batch_execute(&sql.replace("{s}", quoted))
+            .map_err(|e| Driver("applying a schema migration", e))?;
+        let version = i as i32 + 1;
+        tx.execute(&format!("INSERT INTO {quoted}.schema_version VALUES ($1)"), &[&version])
+            .map_err(|e| Driver("recording the schema version", e))?;
+    }
+    tx.commit().map_err(|e| Driver("committing the migration", e))
+}
+
+fn version(tx: &mut Transaction<'_>, quoted: &str) -> Result<i32, MigrateError> {
+    let current: Option<i32> = tx
+        .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| MigrateError::Driver("reading the schema version", e))?;
+    Ok(current.unwrap_or(0))
+}
+
+/// Refuses a schema holding tables or views that are not a journal store's, or a journal's
+/// tables without their `schema_version`. A missing or empty schema passes.
+fn refuse_foreign(client: &mut Client, schema: &str) -> Result<(), MigrateError> {
+    let failed = |e| MigrateError::Driver("listing the schema's tables", e);
+    let rows = client
+        .query(
+            "SELECT table_name::text, table_type::text FROM information_schema.tables \
+             WHERE table_schema = $1 ORDER BY table_name",
+            &[&schema],
+        )
+        .map_err(failed)?;
+    let mut names = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let name: String = row.try_get(0).map_err(failed)?;
+        let kind: String = row.try_get(1).map_err(failed)?;
+        names.push((name, kind));
+    }
+    let foreign: Vec<String> = names
+        .iter()
+        .filter(|(name, _)| !OURS.contains(&name.as_str()))
+        .map(|(name, kind)| {
+            let kind = if kind == "BASE TABLE" { "table".to_owned() } else { kind.to_lowercase() };
+            format!("{kind} `{name}`")
+        })
+        .collect();
+    if !foreign.is_empty() {
+        let n = foreign.len();
+        let mut named: Vec<String> = foreign.into_iter().take(10).collect();
+        if n > named.len() {
+            named.push(format!("{} more", n - named.len()));
+        }
+        return Err(MigrateError::Foreign(named.join(", ")));
+    }
+    let journal = names.iter().any(|(name, _)| name == "sessions" || name == "events");
+    if journal && !names.iter().any(|(name, _)| name == "schema_version") {
+        return Err(MigrateError::Foreign(
+            "a journal's tables without their `schema_version` table".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// For a read-only store: checks that the schema exists at this build's version, changing
+/// nothing. `Ok(None)` when the schema or its version table is missing.
+pub(crate) fn check(
+    client: &mut Client,
+    schema: &str,
+    quoted: &str,
+) -> Result<Option<i32>, MigrateError> {
+    use MigrateError::Driver;
+    let exists: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
+             WHERE table_schema = $1 AND table_name = 'schema_version')",
+            &[&schema],
+        )
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| Driver("looking for the schema", e))?;
+    if !exists {
+        return Ok(None);
+    }
+    let current: Option<i32> = client
+        .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| Driver("reading the schema version", e))?;
+    Ok(Some(current.unwrap_or(0)))
+}
