@@ -80,6 +80,7 @@ impl JournalStore for Faulty {
             session: session.clone(),
             expected,
             reason: "the connection was lost".into(),
+            source: None,
         };
         match self.fault {
             Fault::NoSpace => {

@@ -101,6 +101,7 @@ pub(super) fn append(
                                 session: session.clone(),
                                 expected,
                                 reason,
+                                source: None,
                             });
                         }
                         Ok(Resolution::NotLanded) | Err(_) => {}
