@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn rows_decode_back_only_at_their_own_place() {
-        let s = SessionId::from("s");
+        let s = SessionId::from_stored("s");
         let limits = Limits::default();
         let (b, place) = encode_batch(&s, Seq(4), &events(2), &limits).unwrap();
         let place = place.unwrap();
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(rec.seq, Seq(5));
         let moved = decode_row("db", &s, 6, b.record(row), &limits).unwrap_err();
         assert!(moved.to_string().contains("holds the record of session s seq 5"), "{moved}");
-        let other = decode_row("db", &SessionId::from("t"), 5, b.record(row), &limits);
+        let other = decode_row("db", &SessionId::from_stored("t"), 5, b.record(row), &limits);
         assert!(matches!(other, Err(StoreError::Corrupt { .. })));
         let mut damaged = b.record(row).to_vec();
         let last = damaged.len() - 1;
@@ -220,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_batch_past_the_column_range_has_no_place() {
-        let s = SessionId::from("s");
+        let s = SessionId::from_stored("s");
         let (_, place) =
             encode_batch(&s, Seq(i64::MAX as u64), &events(1), &Limits::default()).unwrap();
         assert!(place.is_none());
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn limits_are_checked_before_anything_is_written() {
-        let s = SessionId::from("s");
+        let s = SessionId::from_stored("s");
         let small = Limits { max_record: 1 << 20, max_batch: 200 };
         let err = encode_batch(&s, Seq(0), &events(10), &small).unwrap_err();
         assert!(err.to_string().contains("maximum batch size"), "{err}");
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_hole_in_read_rows_is_reported() {
-        let s = SessionId::from("s");
+        let s = SessionId::from_stored("s");
         let limits = Limits::default();
         let (b, _) = encode_batch(&s, Seq(0), &events(3), &limits).unwrap();
         let recs: Vec<Record> = b

@@ -16,7 +16,7 @@ pub const SIZES: [usize; 2] = [256, 4096];
 /// The session of thread `i` in round `round`; always 8 characters, so every event of one size
 /// has the same record length.
 pub fn session(round: usize, i: usize) -> SessionId {
-    SessionId::from(format!("s{:03}-{:03}", round % 1000, i % 1000).as_str())
+    SessionId::new(format!("s{:03}-{:03}", round % 1000, i % 1000).as_str()).unwrap()
 }
 
 /// A user message whose record, in a session named by [`session`], is `bytes` long (or as near

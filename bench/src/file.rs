@@ -123,8 +123,9 @@ fn fill(dir: &Path, target: u64) -> Result<(), String> {
                 let store = &store;
                 scope.spawn(move || -> Result<(), String> {
                     let events: Vec<_> = (0..4).map(|_| event(256)).collect();
-                    let names: Vec<_> =
-                        (0..4).map(|k| SessionId::from(format!("open-{t}-{k}").as_str())).collect();
+                    let names: Vec<_> = (0..4)
+                        .map(|k| SessionId::new(format!("open-{t}-{k}").as_str()).unwrap())
+                        .collect();
                     let mut tails = [Seq(0); 4];
                     for i in 0usize.. {
                         if store.stats().bytes >= target {

@@ -128,7 +128,7 @@ pub fn check(session: &SessionId, plan: &Plan) -> Result<(), String> {
 }
 
 fn session_id(n: usize) -> SessionId {
-    SessionId::from(format!("sess-{n:06}").as_str())
+    SessionId::new(format!("sess-{n:06}").as_str()).unwrap()
 }
 
 /// Writes `sessions` sessions' logs (buffered: the journal as a crash left it), 4 writers.

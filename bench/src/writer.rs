@@ -260,7 +260,7 @@ fn slice(
             .map(|i| {
                 let barrier = &barrier;
                 scope.spawn(move || -> Result<(u64, Histogram<u64>, Driver<'_>), String> {
-                    let session = SessionId::from(format!("writer-{round}-{i}").as_str());
+                    let session = SessionId::new(format!("writer-{round}-{i}").as_str()).unwrap();
                     let made = match mode {
                         Mode::Raw => Driver::raw(store, session),
                         Mode::Writer => Driver::writer(journal, session),

@@ -32,7 +32,7 @@ pub fn run(args: &DeleteArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let store = open_to_delete(&args.store)
         .map_err(|source| CliError::Open { url: url.clone(), source })?;
     let mut sessions: Vec<SessionId> =
-        args.sessions.iter().map(|s| SessionId::from(s.as_str())).collect();
+        args.sessions.iter().map(|s| SessionId::from_stored(s.as_str())).collect();
     sessions.sort();
     sessions.dedup();
     let mut tails = Vec::with_capacity(sessions.len());

@@ -102,6 +102,15 @@ pub enum DemoError {
         #[source]
         source: OpenError,
     },
+    /// The session id is not one a journal takes.
+    #[error("cannot use session id `{}`: {source}", crate::shown::Shown(.session))]
+    Session {
+        /// The id given.
+        session: String,
+        /// Why not.
+        #[source]
+        source: stepjournal_codec::IdError,
+    },
     /// The journal could not be read.
     #[error("cannot read the journal: {source}")]
     Store {
@@ -220,7 +229,8 @@ pub fn run(args: &DemoArgs, program: &Path, out: &mut dyn Write) -> Result<(), C
 /// on standard output, then it waits (for the SIGKILL; or, if its parent goes away, until its
 /// standard input closes).
 pub fn run_child(args: &DemoChildArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let session = SessionId::new(args.session.clone());
+    let session = SessionId::new(args.session.clone())
+        .map_err(|source| DemoError::Session { session: args.session.clone(), source })?;
     let journal = journal(&args.dir, session.as_str())?;
     let run = journal.begin_run(&session, Entry::NewTurn { message: USER.to_owned() }).map_err(
         |source| DemoError::Begin { session: session.clone(), source: Box::new(source) },
@@ -312,7 +322,8 @@ fn demo(dir: &Path, program: &Path, recover: bool, out: &mut dyn Write) -> Resul
             .map_err(|source| DemoError::Open { dir: dir.to_owned(), source })?;
         let sessions = store.sessions().map_err(|source| DemoError::Store { source })?;
         let n = sessions.iter().filter_map(demo_number).max().unwrap_or(0) + 1;
-        SessionId::new(format!("demo-{n}"))
+        let id = format!("demo-{n}");
+        SessionId::new(id.clone()).map_err(|source| DemoError::Session { session: id, source })?
     };
     writeln!(out, "stepjournal demo: a real crash and its recovery")?;
     writeln!(out, "journal: {url}   session: {session}\n")?;

@@ -94,7 +94,7 @@ pub fn export(
 pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let store = open_read(&args.store)?;
     let sessions: Vec<SessionId> =
-        args.sessions.iter().map(|s| SessionId::from(s.as_str())).collect();
+        args.sessions.iter().map(|s| SessionId::from_stored(s.as_str())).collect();
     export(&*store, &args.store, &sessions, out)?;
     Ok(())
 }

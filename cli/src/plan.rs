@@ -73,7 +73,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<
                 .map_err(|e| CliError::Usage { option: "--max-bodies", reason: e.to_string() })?;
             let request = StorePlan {
                 url: store,
-                session: &SessionId::from(session.as_str()),
+                session: &SessionId::from_stored(session.as_str()),
                 entry,
                 tools: args.tools.as_deref(),
                 config,

@@ -440,7 +440,7 @@ fn id(style: Style, call: &str) -> String {
 /// Runs `stepjournal show`.
 pub fn run(args: &ShowArgs, out: &mut dyn Write, term: Terminal) -> Result<(), CliError> {
     let store = open_read(&args.store)?;
-    let session = SessionId::from(args.session.as_str());
+    let session = SessionId::from_stored(args.session.as_str());
     let records = read_session(&*store, &args.store, &session)?;
     let mut out = std::io::BufWriter::new(out);
     if args.json {

@@ -406,7 +406,7 @@ pub fn run(
     err: &mut dyn Write,
     term: Terminal,
 ) -> Result<(), CliError> {
-    let session = args.session.as_deref().map(SessionId::from);
+    let session = args.session.as_deref().map(SessionId::from_stored);
     let bytes = matches!(StoreUrl::parse(&args.store), Ok(StoreUrl::File(_)));
     let mut bar = Progress::new(term.progress, err, "verify", bytes);
     let result =

@@ -159,7 +159,7 @@ fn export(dir: &std::path::Path) -> PathBuf {
     for (session, n) in [("first", 10u64), ("big", 4000)] {
         for seq in 0..n {
             let record = Record {
-                session: SessionId::from(session),
+                session: SessionId::new(session).unwrap(),
                 seq: Seq(seq),
                 at: UnixMillis(T0 + seq),
                 event: message(&format!("event {seq} of {session}")),
@@ -207,7 +207,7 @@ fn fate(err: &CliError) -> &Fate {
     match err {
         CliError::Stopped { fate, session, whole, .. } => {
             assert_eq!(session.as_str(), "big", "{err}");
-            assert_eq!(whole, &[SessionId::from("first")], "{err}");
+            assert_eq!(whole, &[SessionId::new("first").unwrap()], "{err}");
             fate
         }
         other => panic!("not a stopped import: {other}"),
@@ -303,7 +303,7 @@ fn an_import_cut_off_by_a_file_size_limit_leaves_nothing_of_the_session_on_disk(
     let mut text = String::from("{\"format\":\"stepjournal-export\",\"version\":1}\n");
     for seq in 0..4000u64 {
         let record = Record {
-            session: SessionId::from("big"),
+            session: SessionId::new("big").unwrap(),
             seq: Seq(seq),
             at: UnixMillis(T0 + seq),
             event: message(&format!("{}{seq}", "x".repeat(1000))),

@@ -21,7 +21,7 @@ fn writer(store: Arc<dyn JournalStore>, stop: Arc<AtomicBool>) -> std::thread::J
             append_session(&*store, "growing", &vec![vec![message(&format!("note {round}"))]], T0);
             append_session(&*store, &format!("live-{round:05}"), &finished(), T0);
             if round >= 3 && round.is_multiple_of(3) {
-                store.delete(&SessionId::from(format!("live-{:05}", round - 3))).unwrap();
+                store.delete(&SessionId::new(format!("live-{:05}", round - 3)).unwrap()).unwrap();
             }
             round += 1;
             // A runtime between steps. (Opening an SQLite store takes its write lock for a moment
@@ -43,7 +43,7 @@ fn growing_events(sessions_json: &str) -> u64 {
 fn read_while_written(url: &str, store: Arc<dyn JournalStore>) {
     let stop = Arc::new(AtomicBool::new(false));
     let handle = writer(Arc::clone(&store), Arc::clone(&stop));
-    while store.tail(&SessionId::from("growing")).unwrap().get() < 3 {
+    while store.tail(&SessionId::new("growing").unwrap()).unwrap().get() < 3 {
         std::thread::yield_now();
     }
     let mut seen = 0;

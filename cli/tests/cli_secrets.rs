@@ -139,7 +139,7 @@ fn no_output_or_error_shows_the_password_with_a_server_there() {
     let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
     assert!(!format!("{store:?}").contains(SECRET), "{store:?}");
     let reader = open_url(&url, OpenOptions::read_only()).unwrap();
-    let s = stepjournal_codec::SessionId::from("x");
+    let s = stepjournal_codec::SessionId::new("x").unwrap();
     let err = reader.delete(&s).unwrap_err();
     assert!(!format!("{err} {err:?}").contains(SECRET), "{err} {err:?}");
 }

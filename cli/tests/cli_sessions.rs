@@ -101,7 +101,7 @@ fn show_json_prints_the_sessions_export_lines() {
         let text = bin_ok(&["show", &place.url, "stuck", "--json"], 0);
         let store = open_url(&place.url, OpenOptions::read_only()).unwrap();
         let expect: String = store
-            .read_all(&SessionId::from("stuck"))
+            .read_all(&SessionId::new("stuck").unwrap())
             .unwrap()
             .iter()
             .map(|r| record_to_export_line(r) + "\n")
@@ -172,7 +172,7 @@ fn a_stored_time_after_the_year_9999_is_shown_as_invalid() {
     use stepjournal_codec::{Seq, Stamped, UnixMillis};
     let place = file_place();
     let store = place.open();
-    let s = SessionId::from("late");
+    let s = SessionId::new("late").unwrap();
     let events: Vec<Stamped> =
         finished()[0].iter().map(|e| Stamped::at(UnixMillis(u64::MAX), e.clone())).collect();
     store.append(&s, Seq(0), &events, Durability::Synced).unwrap();

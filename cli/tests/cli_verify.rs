@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use cli_support::*;
 use stepjournal_backends::file::{FileOptions, FileStore};
-use stepjournal_codec::{CallKind, PairReason, Replay};
+use stepjournal_codec::{CallKind, PairReason, Replay, SessionId};
 
 /// The segment files of a journal directory, in order.
 fn segments(dir: &Path) -> Vec<PathBuf> {
@@ -290,6 +290,8 @@ fn a_store_read_one_event_at_a_time_reports_every_damaged_and_missing_row() {
     );
     assert_eq!(report.notes, ["session stuck: the protocol is checked up to seq 3 only"]);
     assert_eq!((report.sessions, report.events), (6, 52));
-    let one = verify_store(&store, "test:", Some(&"finished".into()), &mut |_, _| {}).unwrap();
+    let one =
+        verify_store(&store, "test:", Some(&SessionId::new("finished").unwrap()), &mut |_, _| {})
+            .unwrap();
     assert_eq!((one.problems(), one.sessions), (0, 1));
 }

@@ -24,7 +24,7 @@ fn frame(session: &str, first: u64, n: usize) -> Vec<u8> {
     let mut b = Vec::new();
     batch::encode_into(
         &mut b,
-        &SessionId::from(session),
+        &SessionId::new(session).unwrap(),
         Seq(first),
         &stamped(n),
         &Limits::default(),
@@ -35,7 +35,8 @@ fn frame(session: &str, first: u64, n: usize) -> Vec<u8> {
 
 fn delete(session: &str) -> Vec<u8> {
     let mut b = Vec::new();
-    batch::encode_delete_into(&mut b, &SessionId::from(session), &Limits::default()).unwrap();
+    batch::encode_delete_into(&mut b, &SessionId::new(session).unwrap(), &Limits::default())
+        .unwrap();
     b
 }
 
@@ -88,9 +89,9 @@ fn a_gap_in_a_session_is_reported_at_the_batch_after_it() {
     assert_eq!((f.session.as_ref().map(SessionId::as_str), f.seq), (Some("a"), Some(Seq(2))));
     assert_eq!(f.offset, at[1] + GROUP_HEADER_LEN as u64);
     assert!(!f.torn_tail);
-    assert_eq!(r.session_events(&SessionId::from("a")), (2, 1));
-    assert_eq!(r.read_session(&SessionId::from("a")).unwrap().len(), 2);
-    assert_eq!(r.read_session(&SessionId::from("b")).unwrap().len(), 1);
+    assert_eq!(r.session_events(&SessionId::new("a").unwrap()), (2, 1));
+    assert_eq!(r.read_session(&SessionId::new("a").unwrap()).unwrap().len(), 2);
+    assert_eq!(r.read_session(&SessionId::new("b").unwrap()).unwrap().len(), 1);
 }
 
 #[test]
@@ -110,8 +111,8 @@ fn a_deletion_forgives_the_gaps_before_it_and_compaction_copies_count_once() {
     segment(dir.path(), 2, &[group(&[frame("c", 0, 2)])]);
     let r = check(dir.path());
     assert!(r.findings.is_empty(), "{:?}", r.findings);
-    assert_eq!(r.session_events(&SessionId::from("a")), (2, 0));
-    let c = r.read_session(&SessionId::from("c")).unwrap();
+    assert_eq!(r.session_events(&SessionId::new("a").unwrap()), (2, 0));
+    let c = r.read_session(&SessionId::new("c").unwrap()).unwrap();
     assert_eq!(c.iter().map(|l| l.record.seq.get()).collect::<Vec<_>>(), [0, 1, 2]);
     assert!(c[0].segment.ends_with(SegmentId(2).file_name()), "the latest copy is read");
 }
@@ -128,7 +129,7 @@ fn overlapping_batches_are_reported() {
 fn a_misdirected_record_is_reported_with_what_it_says() {
     let dir = tempfile::tempdir().unwrap();
     let rec = |s: &str, seq: u64| Record {
-        session: SessionId::from(s),
+        session: SessionId::new(s).unwrap(),
         seq: Seq(seq),
         at: UnixMillis(T0),
         event: message("x"),
@@ -147,7 +148,7 @@ fn a_misdirected_record_is_reported_with_what_it_says() {
         f.problem
     );
     assert!(!f.torn_tail, "intact bytes that contradict themselves are never a torn write");
-    assert_eq!(r.session_events(&SessionId::from("a")), (0, 0));
+    assert_eq!(r.session_events(&SessionId::new("a").unwrap()), (0, 0));
 }
 
 #[test]
@@ -203,7 +204,7 @@ fn a_damaged_group_header_is_stepped_over_to_the_valid_data_after_it() {
     let f = &r.findings[0];
     assert!(matches!(f.problem, FileProblem::GroupHeader(DecodeError::ChecksumMismatch { .. })));
     assert_eq!((f.offset, f.valid_after, f.torn_tail), (at[0], Some(at[1]), false));
-    assert_eq!(r.session_events(&SessionId::from("b")), (2, 0));
+    assert_eq!(r.session_events(&SessionId::new("b").unwrap()), (2, 0));
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "verify never writes");
 }
 
@@ -243,5 +244,5 @@ fn zeros_ahead_of_the_data_end_only_the_newest_segment() {
     assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
     assert!(r.findings[0].segment.ends_with(SegmentId(1).file_name()));
     assert!(!r.findings[0].torn_tail);
-    assert_eq!(r.session_events(&SessionId::from("s2")), (1, 0));
+    assert_eq!(r.session_events(&SessionId::new("s2").unwrap()), (1, 0));
 }

@@ -33,7 +33,12 @@ fn stdout(out: &Output) -> String {
 /// The session's events, read from the file journal the demo left.
 fn events(dir: &Path, session: &str) -> Vec<Event> {
     let store = FileStore::open_read_only(dir).unwrap();
-    store.read_all(&SessionId::from(session)).unwrap().into_iter().map(|r| r.event).collect()
+    store
+        .read_all(&SessionId::new(session).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event)
+        .collect()
 }
 
 /// Checks one demo session: the output's claims against the journal.

@@ -88,7 +88,7 @@ fn stores_opening_one_new_schema_at_once_migrate_it_once_without_advisory_locks(
             .collect();
         handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
     });
-    let s = SessionId::from("shared");
+    let s = SessionId::new("shared").unwrap();
     stores[2].append(&s, Seq(0), &stamped(3), Durability::Synced).unwrap();
     for store in &stores {
         assert_eq!(store.tail(&s).unwrap(), Seq(3));
@@ -113,7 +113,7 @@ fn a_session_keeps_one_batch_token_however_many_batches_it_has() {
     let place = pg_place();
     let store = PostgresStore::connect(&place.url, PostgresOptions::default()).unwrap();
     let schema = store.schema().to_owned();
-    let s = SessionId::from("many");
+    let s = SessionId::new("many").unwrap();
     for i in 0..20 {
         store.append(&s, Seq(i * 2), &stamped(2), Durability::Buffered).unwrap();
     }
@@ -143,7 +143,7 @@ fn a_schema_an_earlier_build_wrote_is_migrated_and_goes_on_where_it_was() {
     let place = pg_place();
     let schema = place.url.rsplit_once("schema=").unwrap().1.to_owned();
     let first = PostgresStore::connect(&place.url, PostgresOptions::default()).unwrap();
-    let s = SessionId::from("old");
+    let s = SessionId::new("old").unwrap();
     first.append(&s, Seq(0), &stamped(3), Durability::Synced).unwrap();
     drop(first);
     let mut c = client();

@@ -25,7 +25,7 @@ fn events() -> Vec<Stamped> {
 }
 
 fn bench(c: &mut Criterion) {
-    let session = SessionId::from("session-0001");
+    let session = SessionId::new("session-0001").unwrap();
     let limits = Limits::default();
     let events = events();
     let mut one = Vec::new();

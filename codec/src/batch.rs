@@ -47,7 +47,8 @@ impl FrameKind {
 }
 
 /// Appends a batch frame holding `events` at `first`, `first + 1`, ... of `session` to `buf`.
-/// Returns the frame's length. On error `buf` is unchanged; an empty `events` is refused
+/// The session id must keep the rule ([`SessionId::validate`]). Returns the frame's length. On
+/// error `buf` is unchanged; an empty `events` is refused
 /// ([`EncodeError::EmptyBatch`]), as [`Frame::parse`] refuses an events frame with no record.
 pub fn encode_into(
     buf: &mut Vec<u8>,
@@ -59,11 +60,12 @@ pub fn encode_into(
     if events.is_empty() {
         return Err(EncodeError::EmptyBatch);
     }
+    session.validate()?;
     let start = buf.len();
     buf.extend_from_slice(&[0; HEADER_LEN]);
     for (i, e) in events.iter().enumerate() {
         let seq = first.add(i as u64);
-        if let Err(e) = record::encode_into(buf, session, seq, e.at, &e.event, limits) {
+        if let Err(e) = record::encode_bounded_into(buf, session, seq, e.at, &e.event, limits) {
             buf.truncate(start);
             return Err(e);
         }
@@ -71,13 +73,14 @@ pub fn encode_into(
     finish(buf, start, events.len(), FrameKind::Events, limits)
 }
 
-/// Appends a frame recording that `session` was deleted.
+/// Appends a frame recording that `session` was deleted. Only the bounds of the id are checked
+/// ([`SessionId::check_bounds`]): a session stored before the session-id rule can be deleted.
 pub fn encode_delete_into(
     buf: &mut Vec<u8>,
     session: &SessionId,
     limits: &Limits,
 ) -> Result<usize, EncodeError> {
-    session.validate()?;
+    session.check_bounds()?;
     let start = buf.len();
     buf.extend_from_slice(&[0; HEADER_LEN]);
     buf.extend_from_slice(session.as_str().as_bytes());
@@ -87,8 +90,9 @@ pub fn encode_delete_into(
 /// Appends a batch frame holding already-placed records (their own session, seq and time).
 /// An empty `records` is refused ([`EncodeError::EmptyBatch`]), as in [`encode_into`].
 ///
-/// For tests, which build frames a writer never would (records of several sessions, or out of
-/// sequence); not part of the supported API.
+/// For tests, which build frames a writer never would (records of several sessions, out of
+/// sequence, or under session ids that break the rule, as journals written before it may hold:
+/// only the ids' bounds are checked); not part of the supported API.
 #[doc(hidden)]
 pub fn encode_records_into(
     buf: &mut Vec<u8>,
@@ -101,7 +105,8 @@ pub fn encode_records_into(
     let start = buf.len();
     buf.extend_from_slice(&[0; HEADER_LEN]);
     for r in records {
-        if let Err(e) = record::encode_into(buf, &r.session, r.seq, r.at, &r.event, limits) {
+        if let Err(e) = record::encode_bounded_into(buf, &r.session, r.seq, r.at, &r.event, limits)
+        {
             buf.truncate(start);
             return Err(e);
         }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// An id that is not acceptable (empty, too long).
+/// An id that is not acceptable (empty, too long, holding a character the rule forbids).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum IdError {
@@ -24,22 +24,44 @@ pub enum IdError {
         /// The largest length allowed.
         max: usize,
     },
+    /// The id holds a character that acts on text (see [`acts_on_text`]).
+    #[error(
+        "{what} holds U+{code:04X} at byte {at}: control characters, line separators and \
+         bidirectional controls are not allowed in it",
+        code = u32::from(*.ch)
+    )]
+    Forbidden {
+        /// Which kind of id.
+        what: &'static str,
+        /// The character.
+        ch: char,
+        /// Its byte offset in the id.
+        at: usize,
+    },
 }
 
-macro_rules! string_id {
-    ($(#[$doc:meta])* $name:ident, $what:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
+/// Whether `c` acts on a terminal or on the text around it rather than standing for itself: the
+/// C0 controls (NUL, tab and newline among them), DEL, the C1 controls, the line and paragraph
+/// separators (U+2028, U+2029) and the bidirectional controls (U+061C, U+200E, U+200F, U+202A to
+/// U+202E, U+2066 to U+2069). Session ids may not hold them, and the command line escapes them
+/// wherever it shows stored text.
+pub fn acts_on_text(c: char) -> bool {
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
+}
 
+/// What every string id has: its text, `Display` and `AsRef<str>`.
+macro_rules! id_text {
+    ($name:ident) => {
         impl $name {
-            /// Wraps a string as this id. Ids are opaque: any text is accepted here; where an id
-            /// must meet a bound (a session id on disk), the writer checks it.
-            pub fn new(id: impl Into<String>) -> Self {
-                Self(id.into())
-            }
-
             /// The id's text.
             pub fn as_str(&self) -> &str {
                 &self.0
@@ -57,6 +79,30 @@ macro_rules! string_id {
             }
         }
 
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        id_text!($name);
+
+        impl $name {
+            /// Wraps a string as this id. Ids of this kind are opaque: any text is accepted.
+            pub fn new(id: impl Into<String>) -> Self {
+                Self(id.into())
+            }
+        }
+
         impl From<&str> for $name {
             fn from(s: &str) -> Self {
                 Self(s.to_owned())
@@ -68,58 +114,56 @@ macro_rules! string_id {
                 Self(s)
             }
         }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl $name {
-            #[allow(dead_code, reason = "used by the ids that are bounded")]
-            pub(crate) const WHAT: &'static str = $what;
-        }
     };
 }
 
-string_id!(
-    /// A session: one append-only log. At most [`SessionId::MAX_LEN`] bytes of UTF-8, not empty.
-    SessionId,
-    "session id"
-);
-string_id!(
-    /// A tool call's id within a reply (the provider's id; unique within one reply).
-    CallId,
-    "call id"
-);
-string_id!(
-    /// The dedupe key of a call, minted once and the same on every attempt and every entry.
-    DispatchId,
-    "dispatch id"
-);
-string_id!(
-    /// A run: one pass of the runtime over a session, begun through an entry.
-    RunId,
-    "run id"
-);
-string_id!(
-    /// A checkpoint's id: a reply's append checkpoint or a step's commit checkpoint.
-    CheckpointId,
-    "checkpoint id"
-);
-string_id!(
-    /// The name of a tool in the registry.
-    ToolName,
-    "tool name"
-);
+/// A session: one append-only log, the key every backend stores it under.
+///
+/// **One rule on every backend**: 1 to [`SessionId::MAX_LEN`] bytes of UTF-8 holding no
+/// character that [acts on text](acts_on_text) (no control character, NUL included, no line
+/// separator, no bidirectional control). [`SessionId::new`] checks it, and every write path
+/// checks it again (an append's encoder: every backend, `import`, the writer), so an id one
+/// backend takes every backend takes, and an export moves anywhere.
+///
+/// Readers accept whatever is stored ([`SessionId::from_stored`]): a journal written before the
+/// rule stays readable, and its sessions can be exported and deleted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+id_text!(SessionId);
 
 impl SessionId {
-    /// The longest session id the binary form can carry, in bytes.
+    /// The longest session id, in bytes.
     pub const MAX_LEN: usize = 1024;
+    const WHAT: &'static str = "session id";
 
-    /// Checks the id against the bounds of the binary form: not empty, at most [`Self::MAX_LEN`]
-    /// bytes.
+    /// The session id `id`, if it keeps the rule (see [`SessionId`]).
+    pub fn new(id: impl Into<String>) -> Result<Self, IdError> {
+        let id = SessionId(id.into());
+        id.validate()?;
+        Ok(id)
+    }
+
+    /// A session id as a store holds it, unchecked: for readers, which accept whatever was
+    /// stored. An append under it is checked all the same.
+    pub fn from_stored(id: impl Into<String>) -> Self {
+        SessionId(id.into())
+    }
+
+    /// Checks the id against the rule (see [`SessionId`]).
     pub fn validate(&self) -> Result<(), IdError> {
+        self.check_bounds()?;
+        if let Some((at, ch)) = self.0.char_indices().find(|&(_, c)| acts_on_text(c)) {
+            return Err(IdError::Forbidden { what: Self::WHAT, ch, at });
+        }
+        Ok(())
+    }
+
+    /// Checks only the bounds of the binary form: not empty, at most [`Self::MAX_LEN`] bytes.
+    /// What a stored id always meets, whether or not it keeps the rule; a deletion frame needs
+    /// no more, so a session stored before the rule can be deleted.
+    pub fn check_bounds(&self) -> Result<(), IdError> {
         if self.0.is_empty() {
             return Err(IdError::Empty { what: Self::WHAT });
         }
@@ -133,6 +177,51 @@ impl SessionId {
         Ok(())
     }
 }
+
+impl TryFrom<&str> for SessionId {
+    type Error = IdError;
+
+    fn try_from(s: &str) -> Result<Self, IdError> {
+        SessionId::new(s)
+    }
+}
+
+impl TryFrom<String> for SessionId {
+    type Error = IdError;
+
+    fn try_from(s: String) -> Result<Self, IdError> {
+        SessionId::new(s)
+    }
+}
+
+impl std::str::FromStr for SessionId {
+    type Err = IdError;
+
+    fn from_str(s: &str) -> Result<Self, IdError> {
+        SessionId::new(s)
+    }
+}
+
+string_id!(
+    /// A tool call's id within a reply (the provider's id; unique within one reply).
+    CallId
+);
+string_id!(
+    /// The dedupe key of a call, minted once and the same on every attempt and every entry.
+    DispatchId
+);
+string_id!(
+    /// A run: one pass of the runtime over a session, begun through an entry.
+    RunId
+);
+string_id!(
+    /// A checkpoint's id: a reply's append checkpoint or a step's commit checkpoint.
+    CheckpointId
+);
+string_id!(
+    /// The name of a tool in the registry.
+    ToolName
+);
 
 macro_rules! number_id {
     ($(#[$doc:meta])* $name:ident($inner:ty)) => {

@@ -31,7 +31,7 @@ pub use event::{
 };
 pub use ids::{
     Attempt, CallId, CheckpointId, DispatchId, IdError, RunId, Seq, SessionId, StepNo, ToolName,
-    UnixMillis,
+    UnixMillis, acts_on_text,
 };
 pub use raw::RawJson;
 pub use record::{Limits, Record, Stamped};

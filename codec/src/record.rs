@@ -99,6 +99,7 @@ impl PayloadDecoder for FromSlice<'_> {
 }
 
 /// Appends the record for `event` to `buf` and returns its length. On error `buf` is unchanged.
+/// The session id must keep the rule ([`SessionId::validate`]).
 pub fn encode_into(
     buf: &mut Vec<u8>,
     session: &SessionId,
@@ -108,6 +109,21 @@ pub fn encode_into(
     limits: &Limits,
 ) -> Result<usize, EncodeError> {
     session.validate()?;
+    encode_bounded_into(buf, session, seq, at, event, limits)
+}
+
+/// [`encode_into`] checking only the bounds of the session id ([`SessionId::check_bounds`]),
+/// not its rule: for a batch whose id was checked once for all its records, and for the frames
+/// tests build.
+pub(crate) fn encode_bounded_into(
+    buf: &mut Vec<u8>,
+    session: &SessionId,
+    seq: Seq,
+    at: UnixMillis,
+    event: &Event,
+    limits: &Limits,
+) -> Result<usize, EncodeError> {
+    session.check_bounds()?;
     let start = buf.len();
     let sid = session.as_str().as_bytes();
     let sid_len = u16::try_from(sid.len()).map_err(|_| {
@@ -268,7 +284,7 @@ impl<'a> RecordRef<'a> {
     /// Decodes the whole record.
     pub fn to_record(&self) -> Result<Record, DecodeError> {
         Ok(Record {
-            session: SessionId::from(self.session),
+            session: SessionId::from_stored(self.session),
             seq: self.seq,
             at: self.at,
             event: self.event()?,

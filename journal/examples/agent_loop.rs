@@ -101,7 +101,7 @@ fn turn_one(journal: &Journal, session: &SessionId) -> Result<(), Box<dyn Error>
 
 fn main() -> Result<(), Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
-    let session = SessionId::from("dinner-plans");
+    let session = SessionId::new("dinner-plans")?;
 
     let journal = open(dir.path())?;
     turn_one(&journal, &session)?;

@@ -268,11 +268,11 @@ fn a_child_is_attached_once_and_only_to_a_sub_agent_call() {
     let step = run
         .commit_reply(Reply::new("").call(call("c1", "researcher")).call(call("c2", "search")))
         .unwrap();
-    let r = refused_without_writing(&*store, || step.child_attached(&id("c2"), "child".into()));
+    let r = refused_without_writing(&*store, || step.child_attached(&id("c2"), sid("child")));
     assert!(matches!(r, Refusal::WrongKind { .. }), "{r:?}");
-    step.child_attached(&id("c1"), "child-1".into()).unwrap();
-    let r = refused_without_writing(&*store, || step.child_attached(&id("c1"), "child-2".into()));
-    assert_eq!(r, Refusal::ChildAttached { call: id("c1"), child: "child-1".into() });
+    step.child_attached(&id("c1"), sid("child-1")).unwrap();
+    let r = refused_without_writing(&*store, || step.child_attached(&id("c1"), sid("child-2")));
+    assert_eq!(r, Refusal::ChildAttached { call: id("c1"), child: sid("child-1") });
 }
 
 #[test]
@@ -348,7 +348,7 @@ fn remote_agent_log(store: &MemoryStore, session: &SessionId) {
         .into(),
         DispatchMinted { call: id("c1"), dispatch: "d-old".into() }.into(),
         AttemptStarted { call: id("c1"), attempt: Attempt(1) }.into(),
-        ChildAttached { call: id("c1"), child: "child-1".into() }.into(),
+        ChildAttached { call: id("c1"), child: sid("child-1") }.into(),
     ];
     let stamped: Vec<Stamped> = events.into_iter().map(|e| Stamped::at(T0, e)).collect();
     store.append(session, Seq(0), &stamped, stepjournal_backends::Durability::Synced).unwrap();
@@ -365,7 +365,7 @@ fn a_body_is_refused_past_max_bodies() {
     let r = refused_without_writing(&*store, || step.start_body(&id("c1")));
     assert_eq!(
         r,
-        Refusal::MaxBodies { call: id("c1"), bodies: 1, max: 1, child: Some("child-1".into()) }
+        Refusal::MaxBodies { call: id("c1"), bodies: 1, max: 1, child: Some(sid("child-1")) }
     );
     assert!(r.to_string().contains("at most 1"), "{r}");
     assert!(r.to_string().contains("Step::reattach"), "{r}");
@@ -432,4 +432,17 @@ fn the_handles_can_move_to_other_threads() {
     send_sync::<stepjournal::Step>();
     send_sync::<stepjournal::Body>();
     send_sync::<WriteError>();
+}
+
+#[test]
+fn a_run_under_a_session_id_that_breaks_the_rule_is_refused_and_writes_nothing() {
+    // Defect pinned: a session id holding NUL or another control character was written by some
+    // backends and refused by others. The writer's appends go through the one rule: a run under
+    // such an id (read from an older journal, say) is refused before anything is written.
+    let (journal, store) = memory_journal();
+    let hostile = SessionId::from_stored("user\u{0}42");
+    let err = journal.begin_run(&hostile, new_turn()).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("U+0000"), "{message}");
+    assert!(store.sessions().unwrap().is_empty());
 }

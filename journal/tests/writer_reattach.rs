@@ -23,7 +23,7 @@ fn new_turn() -> Entry {
 }
 
 fn child() -> SessionId {
-    SessionId::from("child-1")
+    SessionId::new("child-1").unwrap()
 }
 
 fn attempts_started(store: &dyn JournalStore) -> usize {

@@ -127,7 +127,7 @@ impl Log {
     pub fn child(self, call: &str, child: &str) -> Self {
         self.push(Event::ChildAttached(ChildAttached {
             call: CallId::new(call),
-            child: SessionId::new(child),
+            child: SessionId::new(child).unwrap(),
         }))
     }
 

@@ -78,7 +78,8 @@ impl<'a> Sim<'a> {
         Ok(Sim {
             world: World::new(script, tools, case),
             medium,
-            session: SessionId::new("sim-session"),
+            // A constant id that keeps the session-id rule.
+            session: SessionId::from_stored("sim-session"),
             registry: Arc::new(tools.registry()),
             ids: Arc::new(SequentialIds::new()),
             clock: Arc::new(SteppingClock::new(START, Duration::from_millis(1))),

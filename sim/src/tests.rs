@@ -16,7 +16,7 @@ use super::*;
 // ---- `check` on histories built by hand ----
 
 fn session() -> SessionId {
-    SessionId::new("sim-session")
+    SessionId::new("sim-session").unwrap()
 }
 
 fn id(s: &str) -> CallId {

@@ -171,7 +171,8 @@ impl<'a> BodyRun<'a> {
         if let Some(child) = &self.child {
             return Ok(child.clone());
         }
-        let child = SessionId::new(format!("child-of-{}", self.dispatch()));
+        // The child's session as the (simulated) remote side names it.
+        let child = SessionId::from_stored(format!("child-of-{}", self.dispatch()));
         self.ledger.record(LedgerEntry::ChildStarted {
             step: self.step(),
             call: self.call.id.clone(),

@@ -22,7 +22,7 @@ fn id() -> impl Strategy<Value = String> {
 }
 
 fn session() -> impl Strategy<Value = SessionId> {
-    "[a-zA-Z0-9_.:-]{1,16}".prop_map(SessionId::from)
+    "[a-zA-Z0-9_.:-]{1,16}".prop_map(|s| SessionId::new(s).unwrap())
 }
 
 /// Arbitrary JSON, as compact text.

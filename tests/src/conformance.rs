@@ -18,7 +18,7 @@ use stepjournal_codec::{Limits, Seq, SessionId, Stamped, UnixMillis};
 use crate::sample::{every_event_type, numbered, oversized, stamped_numbered};
 
 fn sid(s: &str) -> SessionId {
-    SessionId::from(s)
+    SessionId::new(s).unwrap()
 }
 
 pub fn round_trip_returns_every_event_as_appended(store: &dyn JournalStore) {
@@ -108,12 +108,33 @@ pub fn an_empty_batch_is_refused(store: &dyn JournalStore) {
 }
 
 pub fn an_invalid_session_id_is_refused(store: &dyn JournalStore) {
-    let err = store.append(&sid(""), Seq(0), &stamped_numbered(0, 1), Durability::Synced);
-    assert!(matches!(err, Err(AppendError::Encode { .. })), "{err:?}");
-    let long = sid(&"s".repeat(SessionId::MAX_LEN + 1));
-    let err = store.append(&long, Seq(0), &stamped_numbered(0, 1), Durability::Synced);
-    assert!(matches!(err, Err(AppendError::Encode { .. })), "{err:?}");
+    // Defect pinned: a session id holding NUL was taken by the file and SQLite backends and could
+    // not be stored in PostgreSQL, so such an export could not move there. One rule for every
+    // backend: 1 to 1024 bytes of UTF-8 holding no control character, line separator or
+    // bidirectional control; an append under any other id is refused before anything is written.
+    let refused = |raw: &str| {
+        let id = SessionId::from_stored(raw);
+        let err = store.append(&id, Seq(0), &stamped_numbered(0, 1), Durability::Synced);
+        assert!(matches!(err, Err(AppendError::Encode { .. })), "{raw:?}: {err:?}");
+        err.err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    refused("");
+    refused(&"s".repeat(SessionId::MAX_LEN + 1));
+    for c in [
+        '\u{0}', '\u{1b}', '\n', '\t', '\u{7f}', '\u{85}', '\u{9b}', '\u{2028}', '\u{202e}',
+        '\u{2066}',
+    ] {
+        let message = refused(&format!("user{c}42"));
+        let code = format!("U+{:04X}", u32::from(c));
+        assert!(message.contains(&code) && message.contains("byte 4"), "{message}");
+        assert!(SessionId::new(format!("user{c}42")).is_err(), "the constructor keeps the rule");
+    }
     assert!(store.sessions().unwrap().is_empty());
+    // Any other text is an id on every backend, and reads back as it was given.
+    let fine = sid("séance-日本-🙂 with spaces/and:punctuation");
+    store.append(&fine, Seq(0), &stamped_numbered(0, 1), Durability::Synced).unwrap();
+    assert_eq!(store.sessions().unwrap(), vec![fine.clone()]);
+    assert_eq!(store.read_all(&fine).unwrap().len(), 1);
 }
 
 pub fn racing_writers_win_each_sequence_number_exactly_once(store: &dyn JournalStore) {

@@ -85,7 +85,7 @@ pub fn crash_event(s: usize, seq: u64) -> stepjournal_codec::Event {
 
 /// The session names crash tests use.
 pub fn crash_session(s: usize) -> SessionId {
-    SessionId::from(format!("session-{s}").as_str())
+    SessionId::new(format!("session-{s}").as_str()).unwrap()
 }
 
 /// Checks that session `s` holds a dense prefix of the crash test's events, at least `acked`

@@ -362,7 +362,7 @@ fn build_log(earlier: u64, calls: &[CallSpec], tail: Tail, aborted: bool) -> Vec
             Outcome::Child if s.kind != CallKind::Client => {
                 w.push(ChildAttached {
                     call: id.clone(),
-                    child: SessionId::new(format!("child-{id}")),
+                    child: SessionId::new(format!("child-{id}")).unwrap(),
                 });
                 false
             }

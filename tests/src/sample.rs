@@ -64,7 +64,7 @@ pub fn every_event_type() -> Vec<Event> {
         ApprovalDecided { call: c1.clone(), approved: false }.into(),
         ClientAnswer { call: CallId::from("c2"), output: RawJson::parse("\"yes\"").unwrap() }
             .into(),
-        ChildAttached { call: c1.clone(), child: SessionId::from("s-9") }.into(),
+        ChildAttached { call: c1.clone(), child: SessionId::new("s-9").unwrap() }.into(),
         Paired {
             call: c1.clone(),
             reason: PairReason::OutcomeUnknown,

@@ -31,7 +31,7 @@ use stepjournal_backends::{AppendError, Durability, JournalStore, OpenError, Sto
 use stepjournal_codec::{Message, Role, Seq, SessionId, Stamped, UnixMillis};
 
 fn sid(s: &str) -> SessionId {
-    SessionId::from(s)
+    SessionId::new(s).unwrap()
 }
 use stepjournal_tests::file_fixture::{
     check_prefix, crash_event, crash_session, dir_size, open_sim,
@@ -292,7 +292,7 @@ fn racing_appends_to_one_session_have_exactly_one_winner_even_while_a_sync_is_pe
     const RACERS: u64 = 8;
     let disk = SimDisk::new();
     let store = open_sim(&disk, FileOptions::new()).unwrap();
-    let s = SessionId::from("contested");
+    let s = SessionId::new("contested").unwrap();
     for round in 0..10u64 {
         disk.hold_syncs();
         let barrier = Barrier::new(RACERS as usize);

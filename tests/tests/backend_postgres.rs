@@ -58,7 +58,7 @@ fn stores_opening_one_new_schema_at_once_all_succeed() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let s = SessionId::from("shared");
+    let s = SessionId::new("shared").unwrap();
     fixtures[1].append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
     for f in &fixtures {
         assert_eq!(f.tail(&s).unwrap(), Seq(2));
@@ -72,7 +72,7 @@ fn stores_opening_one_new_schema_at_once_all_succeed() {
 )]
 fn appends_are_there_for_a_store_connecting_later() {
     let first = PgFixture::new("later");
-    let s = SessionId::from("kept");
+    let s = SessionId::new("kept").unwrap();
     first.append(&s, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
     first.append(&s, Seq(3), &stamped_numbered(3, 2), Durability::Buffered).unwrap();
     let later = PgFixture::guest(&pg::url(), first.schema(), PostgresOptions::default());
@@ -95,7 +95,7 @@ fn a_pool_of_one_serves_many_threads_in_turn() {
         for t in 0..6u64 {
             let store = &store;
             scope.spawn(move || {
-                let s = SessionId::from(format!("pool-{t}").as_str());
+                let s = SessionId::new(format!("pool-{t}").as_str()).unwrap();
                 for i in 0..5 {
                     store.append(&s, Seq(i), &stamped_numbered(i, 1), Durability::Synced).unwrap();
                 }
@@ -120,7 +120,7 @@ fn a_read_only_store_creates_no_schema_and_refuses_writes() {
     assert!(err.to_string().contains("holds no stepjournal store"), "{err}");
     // On an existing store it reads, and refuses appends and deletes.
     let writer = PgFixture::new("ro");
-    let s = SessionId::from("s");
+    let s = SessionId::new("s").unwrap();
     writer.append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
     let url = pg::with_param(&pg::url(), "schema", writer.schema());
     let reader = PostgresStore::connect(&url, read_only).unwrap();

@@ -35,7 +35,7 @@ stepjournal_tests::backend_conformance!(fixture);
 fn appends_survive_closing_and_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.sqlite");
-    let s = SessionId::from("reopen");
+    let s = SessionId::new("reopen").unwrap();
     {
         let store = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
         store.append(&s, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
@@ -53,7 +53,7 @@ fn appends_survive_closing_and_reopening_the_file() {
 fn a_second_handle_sees_the_first_ones_appends_and_deletes() {
     let f = fixture();
     let other = SqliteStore::open(f.path(), SqliteOptions::default()).unwrap();
-    let s = SessionId::from("shared");
+    let s = SessionId::new("shared").unwrap();
     f.append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
     assert_eq!(other.tail(&s).unwrap(), Seq(2));
     other.append(&s, Seq(2), &stamped_numbered(2, 1), Durability::Synced).unwrap();

@@ -92,7 +92,7 @@ proptest! {
         pos in any::<prop::sample::Index>(),
         flip in 1u8..=255,
     ) {
-        let (mut buf, _) = records_bytes(&SessionId::from("s"), &[event]);
+        let (mut buf, _) = records_bytes(&SessionId::new("s").unwrap(), &[event]);
         let i = pos.index(buf.len());
         buf[i] ^= flip;
         prop_assert!(record::decode(&buf, &Limits::default()).is_err(), "flip at {} unnoticed", i);
@@ -103,7 +103,7 @@ proptest! {
         events in prop::collection::vec(arb::event(), 1..5),
         cut in any::<prop::sample::Index>(),
     ) {
-        let (buf, ends) = records_bytes(&SessionId::from("s-cut"), &events);
+        let (buf, ends) = records_bytes(&SessionId::new("s-cut").unwrap(), &events);
         let cut = cut.index(buf.len() + 1);
         let bytes = &buf[..cut];
         let mut at = 0;
@@ -131,7 +131,7 @@ proptest! {
     ) {
         let stamped: Vec<Stamped> = events.into_iter().map(|e| Stamped::at(UnixMillis(1), e)).collect();
         let mut buf = Vec::new();
-        batch::encode_into(&mut buf, &SessionId::from("s"), Seq(0), &stamped, &Limits::default()).unwrap();
+        batch::encode_into(&mut buf, &SessionId::new("s").unwrap(), Seq(0), &stamped, &Limits::default()).unwrap();
         let cut = cut.index(buf.len());
         let err = batch::decode(&buf[..cut], &Limits::default()).unwrap_err();
         prop_assert!(matches!(err, DecodeError::Truncated { .. }), "cut at {}: {:?}", cut, err);
@@ -188,7 +188,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 #[test]
 fn an_unknown_kind_and_an_unknown_version_are_told_apart() {
     let (mut buf, _) =
-        records_bytes(&SessionId::from("s"), &[stepjournal_tests::sample::numbered(1)]);
+        records_bytes(&SessionId::new("s").unwrap(), &[stepjournal_tests::sample::numbered(1)]);
     let reseal = |b: &mut Vec<u8>| {
         let crc = crc32(&b[4..]);
         b[..4].copy_from_slice(&crc.to_le_bytes());
@@ -226,7 +226,7 @@ fn an_event_over_the_record_limit_is_refused_not_split() {
     let event = stepjournal_tests::sample::oversized(2000);
     let err = record::encode_into(
         &mut Vec::new(),
-        &SessionId::from("s"),
+        &SessionId::new("s").unwrap(),
         Seq(0),
         UnixMillis(0),
         &event,
@@ -242,7 +242,7 @@ fn an_empty_batch_is_refused_as_its_frame_would_be_on_read() {
     // `Frame::parse` refuses, so a caller could store bytes no reader accepts.
     let limits = Limits::default();
     let mut buf = b"kept".to_vec();
-    let err = batch::encode_into(&mut buf, &SessionId::from("s"), Seq(0), &[], &limits);
+    let err = batch::encode_into(&mut buf, &SessionId::new("s").unwrap(), Seq(0), &[], &limits);
     assert_eq!(err, Err(EncodeError::EmptyBatch));
     let err = batch::encode_records_into(&mut buf, &[], &limits);
     assert_eq!(err, Err(EncodeError::EmptyBatch));

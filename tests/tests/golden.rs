@@ -21,7 +21,7 @@ fn write_fixtures() {
     let limits = Limits::default();
     let events = every_event_type();
     let mut buf = Vec::new();
-    let session = SessionId::from("golden-session");
+    let session = SessionId::new("golden-session").unwrap();
     let (head, tail) = events.split_at(5);
     let stamp = |from: u64, es: &[stepjournal_codec::Event]| -> Vec<Stamped> {
         es.iter()
@@ -31,7 +31,8 @@ fn write_fixtures() {
     };
     batch::encode_into(&mut buf, &session, Seq(0), &stamp(0, head), &limits).unwrap();
     batch::encode_into(&mut buf, &session, Seq(5), &stamp(5, tail), &limits).unwrap();
-    batch::encode_delete_into(&mut buf, &SessionId::from("deleted-session"), &limits).unwrap();
+    batch::encode_delete_into(&mut buf, &SessionId::new("deleted-session").unwrap(), &limits)
+        .unwrap();
     std::fs::create_dir_all(dir()).unwrap();
     std::fs::write(dir().join("events.bin"), &buf).unwrap();
     let mut lines = String::new();
@@ -76,7 +77,7 @@ fn version_1_fixtures_decode_and_reencode_byte_for_byte() {
                 batch::encode_records_into(&mut reencoded, &records, &limits).unwrap();
             }
             FrameKind::DeleteSession => {
-                let s = SessionId::from(frame.deleted_session().unwrap());
+                let s = SessionId::from_stored(frame.deleted_session().unwrap());
                 batch::encode_delete_into(&mut reencoded, &s, &limits).unwrap();
                 deleted.push(s);
             }
@@ -86,7 +87,7 @@ fn version_1_fixtures_decode_and_reencode_byte_for_byte() {
     assert_eq!(reencoded, bytes, "re-encoding version 1 changed its bytes");
     let all: BTreeSet<EventKind> = EventKind::ALL.iter().copied().collect();
     assert_eq!(kinds, all, "the fixture must hold every event type");
-    assert_eq!(deleted, vec![SessionId::from("deleted-session")]);
+    assert_eq!(deleted, vec![SessionId::new("deleted-session").unwrap()]);
 
     let text = std::fs::read_to_string(dir().join("events.jsonl")).unwrap();
     let printed: Vec<String> = decode_all(&bytes).iter().map(json::record_to_export_line).collect();

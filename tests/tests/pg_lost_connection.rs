@@ -125,7 +125,7 @@ macro_rules! pg_test {
 pg_test!(a_batch_the_server_never_saw_is_found_missing_and_lands_once {
     for prior in [0, 4] {
         let s = setup(5_000);
-        let session = SessionId::from("cut-before");
+        let session = SessionId::new("cut-before").unwrap();
         let next = cut_append(&s, &session, prior, Cut::BeforeServer, false).unwrap();
         assert_eq!(next, Seq(prior + 3));
         let st = stats(&s);
@@ -137,7 +137,7 @@ pg_test!(a_batch_the_server_never_saw_is_found_missing_and_lands_once {
 pg_test!(a_batch_whose_reply_was_lost_is_found_landed_and_not_applied_twice {
     for prior in [0, 4] {
         let s = setup(5_000);
-        let session = SessionId::from("cut-after");
+        let session = SessionId::new("cut-after").unwrap();
         let next = cut_append(&s, &session, prior, Cut::AfterServer, false).unwrap();
         assert_eq!(next, Seq(prior + 3));
         let st = stats(&s);
@@ -152,7 +152,7 @@ pg_test!(a_batch_whose_reply_was_lost_is_found_landed_and_not_applied_twice {
 pg_test!(an_unreachable_database_leaves_the_outcome_unknown_and_it_is_learned_later {
     for (cut, landed) in [(Cut::AfterServer, 1), (Cut::BeforeServer, 0)] {
         let s = setup(400);
-        let session = SessionId::from("cut-down");
+        let session = SessionId::new("cut-down").unwrap();
         let err = cut_append(&s, &session, 2, cut, true).unwrap_err();
         match &err {
             AppendError::OutcomeUnknown { session: sid, expected, reason, .. } => {
@@ -174,7 +174,7 @@ pg_test!(an_unreachable_database_leaves_the_outcome_unknown_and_it_is_learned_la
 
 pg_test!(a_database_back_within_the_resolve_timeout_is_asked_and_answers {
     let s = setup(10_000);
-    let session = SessionId::from("cut-flap");
+    let session = SessionId::new("cut-flap").unwrap();
     std::thread::scope(|scope| {
         let proxy = &s.proxy;
         scope.spawn(move || {
@@ -197,7 +197,7 @@ pg_test!(a_database_back_within_the_resolve_timeout_is_asked_and_answers {
 pg_test!(a_cut_without_a_marker_never_happens {
     // The proxy itself: unarmed, it forwards everything (so the cuts above are its doing).
     let s = setup(1_000);
-    let session = SessionId::from("no-cut");
+    let session = SessionId::new("no-cut").unwrap();
     s.through.append(&session, Seq(0), &marked_batch(0), Durability::Synced).unwrap();
     assert_eq!(s.proxy.cuts(), 0);
     assert_eq!(stats(&s), PostgresStats::default());

@@ -97,7 +97,7 @@ mod sqlite {
         let db = dir.path().join("race.sqlite");
         let a = SqliteStore::open(&db, SqliteOptions::default()).unwrap();
         let b = SqliteStore::open(&db, SqliteOptions::default()).unwrap();
-        let s = SessionId::from("race");
+        let s = SessionId::new("race").unwrap();
         let stores: Vec<&dyn JournalStore> = vec![&a, &b, &a, &b];
         let wins = race(&stores, &s, 120);
         check(&a, &s, &wins);
@@ -135,7 +135,7 @@ mod sqlite {
                     .collect(),
             );
         }
-        let s = SessionId::from("race");
+        let s = SessionId::new("race").unwrap();
         let log = store.read_all(&s).unwrap();
         assert_eq!(log.len(), 80);
         let mut all: Vec<u64> = won.iter().flatten().copied().collect();
@@ -165,13 +165,13 @@ mod postgres {
         let schema = pg::fresh_schema("race");
         let a = PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
         let b = PgFixture::guest(&pg::url(), &schema, PostgresOptions::default());
-        let s = SessionId::from("race");
+        let s = SessionId::new("race").unwrap();
         let stores: Vec<&dyn JournalStore> = vec![&*a, &*b, &*a, &*b, &*a, &*b];
         let wins = race(&stores, &s, 150);
         check(&*a, &s, &wins);
         check(&*b, &s, &wins);
         // A new session raced at 0: only one creates it.
-        let fresh = SessionId::from("race-new");
+        let fresh = SessionId::new("race-new").unwrap();
         let wins = race(&stores, &fresh, 1);
         assert_eq!(wins.iter().map(Vec::len).sum::<usize>(), 1, "one writer creates the session");
         check(&*a, &fresh, &wins);
@@ -193,7 +193,7 @@ mod postgres {
         );
         let a = PgFixture::at(&url, &schema, PostgresOptions::default());
         let b = PgFixture::guest(&url, &schema, PostgresOptions::default());
-        let s = SessionId::from("serial");
+        let s = SessionId::new("serial").unwrap();
         let stores: Vec<&dyn JournalStore> = vec![&*a, &*b, &*a, &*b, &*a, &*b];
         let wins = race(&stores, &s, 150);
         check(&*a, &s, &wins);

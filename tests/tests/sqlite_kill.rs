@@ -71,7 +71,7 @@ fn run_and_kill(db: &std::path::Path, session: &str, acks: usize) -> u64 {
 fn every_acknowledged_append_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("killed.sqlite");
-    let s = SessionId::from("killed");
+    let s = SessionId::new("killed").unwrap();
     let mut acked = 0;
     for acks in [5, 40, 17] {
         acked = run_and_kill(&db, "killed", acks);

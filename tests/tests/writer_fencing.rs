@@ -19,7 +19,7 @@ use stepjournal_codec::{
 };
 
 fn session() -> SessionId {
-    SessionId::from("fenced-session")
+    SessionId::new("fenced-session").unwrap()
 }
 
 fn id(s: &str) -> CallId {

@@ -242,7 +242,7 @@ impl JournalStore for FileStore {
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
         let st = lock(&self.core.state);
         st.check_poison()?;
-        Ok(st.index.sessions.keys().map(|s| SessionId::from(s.as_str())).collect())
+        Ok(st.index.sessions.keys().map(|s| SessionId::from_stored(s.as_str())).collect())
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {

@@ -58,7 +58,7 @@ impl TornTail {
             .frames
             .iter()
             .map(|f| {
-                let session = SessionId::from(f.session.as_str());
+                let session = SessionId::from_stored(f.session.as_str());
                 match f.kind {
                     FrameKindInfo::Events { first, count } => {
                         TornFrame::Events { session, first: Seq(first), count }

@@ -364,7 +364,7 @@ impl JournalStore for PostgresStore {
         })?;
         rows.iter()
             .map(|r| {
-                r.try_get::<_, &str>(0).map(SessionId::from).map_err(|e| {
+                r.try_get::<_, &str>(0).map(SessionId::from_stored).map_err(|e| {
                     store_error(&self.location, "listing sessions", PgError::new("decoding", e))
                 })
             })

@@ -434,7 +434,7 @@ impl JournalStore for SqliteStore {
                 )
                 .map_err(failed)?;
             let ids = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(failed)?;
-            ids.map(|r| r.map(SessionId::from).map_err(failed)).collect()
+            ids.map(|r| r.map(SessionId::from_stored).map_err(failed)).collect()
         })
     }
 

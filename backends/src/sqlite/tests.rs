@@ -23,7 +23,7 @@ fn raw(dir: &tempfile::TempDir) -> Connection {
 #[test]
 fn a_damaged_row_is_reported_corrupt_with_its_place() {
     let dir = tempfile::tempdir().unwrap();
-    let s = SessionId::from("s");
+    let s = SessionId::from_stored("s");
     let store = store(&dir);
     store.append(&s, Seq(0), &events(0, 3), Durability::Synced).unwrap();
     let conn = raw(&dir);
@@ -45,7 +45,7 @@ fn a_damaged_row_is_reported_corrupt_with_its_place() {
 #[test]
 fn a_row_moved_to_another_place_is_caught() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, t) = (SessionId::from("s"), SessionId::from("t"));
+    let (s, t) = (SessionId::from_stored("s"), SessionId::from_stored("t"));
     let store = store(&dir);
     store.append(&s, Seq(0), &events(0, 2), Durability::Synced).unwrap();
     raw(&dir).execute("UPDATE events SET session = 't' WHERE seq = 1", []).unwrap();
@@ -86,7 +86,7 @@ fn opening_twice_migrates_once() {
 #[test]
 fn each_append_sets_the_synchronous_level_it_asks_for() {
     let dir = tempfile::tempdir().unwrap();
-    let s = SessionId::from("s");
+    let s = SessionId::from_stored("s");
     let store = store(&dir);
     let level = |store: &SqliteStore| -> i64 {
         lock(&store.writer).conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap()
@@ -102,7 +102,7 @@ fn each_append_sets_the_synchronous_level_it_asks_for() {
 #[test]
 fn a_failed_write_poisons_the_store_until_it_is_reopened() {
     let dir = tempfile::tempdir().unwrap();
-    let s = SessionId::from("s");
+    let s = SessionId::from_stored("s");
     let store = store(&dir);
     store.append(&s, Seq(0), &events(0, 1), Durability::Synced).unwrap();
     // The insert fails inside the transaction, after the tail check.
@@ -131,7 +131,7 @@ fn a_failed_write_poisons_the_store_until_it_is_reopened() {
 #[test]
 fn a_busy_database_fails_the_append_without_poisoning() {
     let dir = tempfile::tempdir().unwrap();
-    let s = SessionId::from("s");
+    let s = SessionId::from_stored("s");
     let options = SqliteOptions { busy_timeout: Duration::from_millis(50), ..Default::default() };
     let store = SqliteStore::open(dir.path().join("db.sqlite"), options).unwrap();
     let other = raw(&dir);
@@ -151,7 +151,7 @@ fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
         // The first append takes the lead and waits for the writer connection held here; the
         // others queue behind it. Two of them race for one session at 0.
         let first = scope.spawn(|| {
-            store.append(&SessionId::from("lead"), Seq(0), &events(0, 1), Durability::Synced)
+            store.append(&SessionId::from_stored("lead"), Seq(0), &events(0, 1), Durability::Synced)
         });
         while store.queue.counts().1 < 1 {
             std::thread::yield_now();
@@ -162,7 +162,7 @@ fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
             .map(|n| {
                 let store = &store;
                 scope.spawn(move || {
-                    let s = SessionId::from(n);
+                    let s = SessionId::from_stored(n);
                     store.append(&s, Seq(0), &events(0, 2), Durability::Buffered)
                 })
             })
@@ -186,7 +186,7 @@ fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
         .collect();
     assert_eq!((landed, conflicts), (5, vec![(Seq(0), Seq(2))]), "{results:?}");
     for n in ["a", "b", "c", "same"] {
-        assert_eq!(store.read_all(&SessionId::from(n)).unwrap().len(), 2, "{n}");
+        assert_eq!(store.read_all(&SessionId::from_stored(n)).unwrap().len(), 2, "{n}");
     }
 }
 
@@ -195,7 +195,7 @@ fn an_enormous_busy_timeout_is_capped_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions { busy_timeout: Duration::MAX, ..Default::default() };
     let store = SqliteStore::open(dir.path().join("db.sqlite"), options).unwrap();
-    assert_eq!(store.tail(&SessionId::from("s")).unwrap(), Seq(0));
+    assert_eq!(store.tail(&SessionId::from_stored("s")).unwrap(), Seq(0));
 }
 
 trait IntoStore {
@@ -214,7 +214,7 @@ impl IntoStore for AppendError {
 #[test]
 fn a_read_only_store_reads_behind_a_held_write_lock_and_refuses_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let s = SessionId::from("s");
+    let s = SessionId::from_stored("s");
     let writer = store(&dir);
     writer.append(&s, Seq(0), &events(0, 3), Durability::Synced).unwrap();
     // Another connection holds the write lock for as long as the reader works.

@@ -258,7 +258,7 @@ pub fn fixture() -> Vec<(&'static str, Batches)> {
 
 /// Appends a session's batches; event `i` of the session is stamped `base + i` seconds.
 pub fn append_session(store: &dyn JournalStore, session: &str, batches: &Batches, base: u64) {
-    let s = SessionId::from(session);
+    let s = SessionId::new(session).unwrap();
     let mut seq = store.tail(&s).unwrap().get();
     for batch in batches {
         let stamped: Vec<Stamped> = batch
@@ -269,6 +269,43 @@ pub fn append_session(store: &dyn JournalStore, session: &str, batches: &Batches
         store.append(&s, Seq(seq), &stamped, Durability::Synced).unwrap();
         seq += batch.len() as u64;
     }
+}
+
+/// Writes a file journal in `dir` holding `sessions` byte by byte, one group per batch, all of it
+/// durable: for session ids a writer refuses (the session-id rule), as a journal written before
+/// the rule may hold them. Event `i` of a session is stamped `base + i` seconds.
+pub fn write_file_journal_unchecked(dir: &Path, sessions: &[(String, Batches)], base: u64) {
+    use stepjournal_backends::file::layout::{
+        GROUP_HEADER_LEN, GroupHeader, SegmentId, encode_segment_header,
+    };
+    use stepjournal_codec::{Limits, Record, batch};
+    std::fs::create_dir_all(dir).unwrap();
+    let mut bytes = encode_segment_header(SegmentId(1)).to_vec();
+    for (session, batches) in sessions {
+        let s = SessionId::from_stored(session.as_str());
+        let mut seq = 0u64;
+        for events in batches {
+            let records: Vec<Record> = events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| Record {
+                    session: s.clone(),
+                    seq: Seq(seq + i as u64),
+                    at: UnixMillis(base + (seq + i as u64) * 1000),
+                    event: e.clone(),
+                })
+                .collect();
+            seq += events.len() as u64;
+            let mut frame = Vec::new();
+            batch::encode_records_into(&mut frame, &records, &Limits::default()).unwrap();
+            let synced = bytes.len() as u64;
+            let mut group = vec![0u8; GROUP_HEADER_LEN];
+            GroupHeader { len: frame.len() as u32, frames: 1, synced }.encode_into(&mut group);
+            group.extend_from_slice(&frame);
+            bytes.extend_from_slice(&group);
+        }
+    }
+    std::fs::write(dir.join(SegmentId(1).file_name()), bytes).unwrap();
 }
 
 /// Writes every fixture session into `store`; session `k` (in id order) starts at `T0 + k`

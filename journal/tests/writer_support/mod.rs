@@ -80,8 +80,13 @@ pub fn json(s: &str) -> RawJson {
     RawJson::parse(s).unwrap()
 }
 
+/// A session id that keeps the rule.
+pub fn sid(s: &str) -> SessionId {
+    SessionId::new(s).unwrap()
+}
+
 pub fn session() -> SessionId {
-    SessionId::from("s-1")
+    SessionId::new("s-1").unwrap()
 }
 
 /// One id source for every journal of a test, so ids never repeat across its runs.

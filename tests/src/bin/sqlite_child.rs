@@ -29,7 +29,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let session = SessionId::from(session.as_str());
+    let session = SessionId::new(session.as_str()).unwrap();
     let mut out = std::io::stdout().lock();
     let result: Result<(), String> = match mode.as_str() {
         "append-loop" => (|| {

@@ -326,15 +326,16 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// After recovery: each readable session takes an append at its tail, a new session one at 0,
-/// both synced and read back.
+/// After recovery: each readable session whose id keeps the session-id rule takes an append at
+/// its tail (a stored id that breaks it is refused, as on every write path), a new session one at
+/// 0, both synced and read back.
 fn takes_appends(store: &FileStore, kept: &Contents) -> Result<(), String> {
     let event = |n: u64| Stamped::at(UnixMillis(n), crate::sample::numbered(n));
-    let fresh = SessionId::from("fuzz-after-recovery");
+    let fresh = SessionId::from_stored("fuzz-after-recovery");
     let mut targets: Vec<(SessionId, u64)> = kept
         .iter()
         .filter_map(|(s, log)| Some((s.clone(), log.as_ref().ok()?.len() as u64)))
-        .filter(|(s, _)| *s != fresh)
+        .filter(|(s, _)| *s != fresh && s.validate().is_ok())
         .take(3)
         .collect();
     if !kept.iter().any(|(s, _)| *s == fresh) {

@@ -144,7 +144,7 @@ struct Harness {
 }
 
 fn session(s: usize) -> SessionId {
-    SessionId::new(format!("s{s}"))
+    SessionId::from_stored(format!("s{s}"))
 }
 
 fn event(s: usize, inc: u32, seq: u64, pad: u16) -> Event {

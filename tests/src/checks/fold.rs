@@ -268,7 +268,7 @@ impl EventSpec {
             }
             EventSpec::Child { call, child } => ChildAttached {
                 call: call_id(*call),
-                child: SessionId::new(format!("child-{}", child % 3)),
+                child: SessionId::from_stored(format!("child-{}", child % 3)),
             }
             .into(),
             EventSpec::Paired { call, reason: r } => {

@@ -53,7 +53,7 @@ fn record_batch() -> Vec<(String, Vec<u8>)> {
         at += len;
         n += 1;
     }
-    let session = SessionId::from("seed");
+    let session = SessionId::from_stored("seed");
     for (i, e) in every_event_type().into_iter().enumerate() {
         let mut buf = Vec::new();
         let stamped = [Stamped::at(UnixMillis(i as u64), e)];
@@ -81,7 +81,7 @@ fn journal_input(disk: &SimDisk, flags: u8) -> Vec<u8> {
 
 fn append_all(store: &FileStore, sessions: u64, per: u64, from: u64) {
     for s in 0..sessions {
-        let sid = SessionId::new(format!("seed-{s}"));
+        let sid = SessionId::from_stored(format!("seed-{s}"));
         for q in from..from + per {
             let e = [Stamped::at(UnixMillis(q), numbered(s * 1000 + q))];
             let _ = store.append(&sid, Seq(q), &e, Durability::Synced);
@@ -99,7 +99,8 @@ fn file_journal() -> Vec<(String, Vec<u8>)> {
         append_all(&store, 2, 3, 0);
         let every: Vec<Stamped> =
             every_event_type().into_iter().map(|e| Stamped::at(UnixMillis(9), e)).collect();
-        let _ = store.append(&SessionId::from("seed-all"), Seq(0), &every, Durability::Synced);
+        let _ =
+            store.append(&SessionId::from_stored("seed-all"), Seq(0), &every, Durability::Synced);
         drop(store);
         out.push(("small-journal".to_owned(), journal_input(&disk, 0)));
         out.push(("small-journal-resealed".to_owned(), journal_input(&disk, 1)));
@@ -108,7 +109,7 @@ fn file_journal() -> Vec<(String, Vec<u8>)> {
     let disk = SimDisk::new();
     if let Ok(store) = open(&disk) {
         append_all(&store, 3, 30, 0);
-        let _ = store.delete(&SessionId::from("seed-1"));
+        let _ = store.delete(&SessionId::from_stored("seed-1"));
         append_all(&store, 1, 5, 30);
         drop(store);
         out.push(("rotated-with-deletion".to_owned(), journal_input(&disk, 1)));
@@ -117,7 +118,7 @@ fn file_journal() -> Vec<(String, Vec<u8>)> {
     let disk = SimDisk::new();
     if let Ok(store) = open(&disk) {
         append_all(&store, 2, 4, 0);
-        let sid = SessionId::from("seed-0");
+        let sid = SessionId::from_stored("seed-0");
         let tail = [Stamped::at(UnixMillis(1), numbered(77))];
         let _ = store.append(&sid, Seq(4), &tail, Durability::Buffered);
         let _ = store.append(&sid, Seq(5), &tail, Durability::Buffered);

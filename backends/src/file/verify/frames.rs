@@ -89,11 +89,11 @@ impl Frames<'_> {
                     let mut f = finding(self.path, at, FileProblem::Record(e.clone()));
                     let place = match head {
                         Some((s, first)) => {
-                            first.checked_add(i).map(|q| (SessionId::from(s), Seq(q)))
+                            first.checked_add(i).map(|q| (SessionId::from_stored(s), Seq(q)))
                         }
                         None if checksum_passed(&e) => {
                             let rest = bytes.get((at - offset) as usize..).unwrap_or_default();
-                            record::peek_place(rest).map(|(s, q)| (SessionId::from(s), q))
+                            record::peek_place(rest).map(|(s, q)| (SessionId::from_stored(s), q))
                         }
                         None => None,
                     };
@@ -108,10 +108,10 @@ impl Frames<'_> {
             let expected = first.checked_add(i);
             let problem = if r.session != s0 || Some(r.seq.get()) != expected {
                 Some(FileProblem::Misdirected {
-                    expected_session: SessionId::from(s0),
+                    expected_session: SessionId::from_stored(s0),
                     batch_first: Seq(first),
                     expected_seq: Seq(expected.unwrap_or(u64::MAX)),
-                    found_session: SessionId::from(r.session),
+                    found_session: SessionId::from_stored(r.session),
                     found_seq: r.seq,
                 })
             } else {
@@ -120,7 +120,7 @@ impl Frames<'_> {
             if let Some(problem) = problem {
                 let mut f = finding(self.path, at, problem);
                 f.len = Some(r.bytes.len() as u64);
-                f.session = Some(SessionId::from(r.session));
+                f.session = Some(SessionId::from_stored(r.session));
                 f.seq = Some(r.seq);
                 sink.finding(f);
                 intact = false;
@@ -160,9 +160,10 @@ impl Frames<'_> {
         // With no intact record to go by, the first record's own header is believed when it
         // continues its session exactly where the session's intact events end.
         let anchor: Option<(u64, (SessionId, u64))> =
-            good.map(|(i, (s, q))| (i, (SessionId::from(s), q))).or_else(|| {
+            good.map(|(i, (s, q))| (i, (SessionId::from_stored(s), q))).or_else(|| {
                 let (s, q) = record::peek_place(body)?;
-                (sink.tail(s).unwrap_or(0) == q.get()).then(|| (0, (SessionId::from(s), q.get())))
+                (sink.tail(s).unwrap_or(0) == q.get())
+                    .then(|| (0, (SessionId::from_stored(s), q.get())))
             });
         let place_of = |index: u64| {
             let (gi, (s, q)) = anchor.as_ref()?;

@@ -78,7 +78,7 @@ impl VerifyReport {
 
     /// The sessions with at least one intact batch, by id.
     pub fn sessions(&self) -> impl Iterator<Item = SessionId> + '_ {
-        self.built.sessions.keys().map(|s| SessionId::from(s.as_str()))
+        self.built.sessions.keys().map(|s| SessionId::from_stored(s.as_str()))
     }
 
     /// How many events of the session can be read in order from seq 0 (up to its first gap), and
@@ -344,7 +344,7 @@ impl Checker {
             };
             let mut f = finding(&dir.join(m.seg.file_name()), m.offset, problem);
             f.len = Some(u64::from(m.len));
-            f.session = Some(SessionId::from(m.session.as_str()));
+            f.session = Some(SessionId::from_stored(m.session.as_str()));
             f.seq = Some(Seq(seq));
             findings.push(f);
         }

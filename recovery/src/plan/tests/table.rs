@@ -1,6 +1,6 @@
 //! Every row of the recovery table.
 
-use stepjournal_codec::{Attempt, CallKind, DispatchId, Event, PairReason, Replay};
+use stepjournal_codec::{Attempt, CallKind, DispatchId, Event, PairReason, Replay, SessionId};
 
 use crate::testlog::*;
 use crate::{Action, Config, MemoryRegistry, rules};
@@ -61,8 +61,10 @@ fn remote_reattach_binds_to_the_first_attached_child_with_the_dispatch_id() {
         .bodies("c1", 1)
         .child("c1", "s-child");
     let plan = log.plan(resume(), &MemoryRegistry::new());
-    let expected =
-        Action::Reattach { dispatch: Some(DispatchId::new("dc1")), child: "s-child".into() };
+    let expected = Action::Reattach {
+        dispatch: Some(DispatchId::new("dc1")),
+        child: SessionId::new("s-child").unwrap(),
+    };
     assert_eq!(decision(&plan, "c1"), (expected, rules::REMOTE_REATTACH));
 }
 
