@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn limits_are_checked_before_anything_is_written() {
         let s = SessionId::from_stored("s");
-        let small = Limits { max_record: 1 << 20, max_batch: 200 };
+        let small = Limits { max_record: 1 << 20, max_batch: 200, ..Limits::default() };
         let err = encode_batch(&s, Seq(0), &events(10), &small).unwrap_err();
         assert!(err.to_string().contains("maximum batch size"), "{err}");
         assert!(matches!(encode_batch(&s, Seq(0), &[], &small), Err(AppendError::EmptyBatch)));

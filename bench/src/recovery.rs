@@ -61,6 +61,7 @@ pub fn session_log(n: usize) -> Vec<Vec<Event>> {
             checkpoint: CheckpointId::new(format!("cp-{step}-reply")),
             text: "Let me look that up.".to_owned(),
             calls: calls.clone(),
+            metadata: None,
         })];
         reply.extend(calls.iter().map(|c| {
             Event::DispatchMinted(DispatchMinted {
@@ -88,6 +89,7 @@ pub fn session_log(n: usize) -> Vec<Vec<Event>> {
                     attempt: Attempt(1),
                     output: RawJson::parse(r#"{"ok":true,"bytes":512}"#).unwrap_or_default(),
                     is_error: false,
+                    metadata: None,
                 })]);
             }
         }

@@ -350,6 +350,7 @@ impl<'a> Driver<'a> {
                     checkpoint: CheckpointId::from(format!("cp-a{n}").as_str()),
                     text: "looking".into(),
                     calls: calls.clone(),
+                    metadata: None,
                 })];
                 reply.extend(calls.iter().enumerate().map(|(i, c)| {
                     Event::DispatchMinted(DispatchMinted {
@@ -369,6 +370,7 @@ impl<'a> Driver<'a> {
                         attempt: Attempt(1),
                         output: output(),
                         is_error: false,
+                        metadata: None,
                     })])?;
                 }
                 append(vec![Event::StepCommit(StepCommit {
@@ -377,7 +379,7 @@ impl<'a> Driver<'a> {
                 })])
             }
             Driver::Writer { run, calls } => {
-                let reply = Reply { text: "looking".into(), calls: calls.clone() };
+                let reply = Reply { text: "looking".into(), calls: calls.clone(), metadata: None };
                 let step = run.commit_reply(reply).map_err(|e| e.to_string())?;
                 for c in calls.iter() {
                     let body = step.start_body(&c.call).map_err(|e| e.to_string())?;

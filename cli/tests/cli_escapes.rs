@@ -72,6 +72,7 @@ fn everything_with(c: char) -> Batches {
             attempt: 1.into(),
             output: RawJson::parse(&format!(r#"["{}"]"#, json_char(c))).unwrap(),
             is_error: false,
+            metadata: None,
         }
         .into(),
         ToolResult {
@@ -79,6 +80,7 @@ fn everything_with(c: char) -> Batches {
             attempt: 1.into(),
             output: RawJson::null(),
             is_error: true,
+            metadata: None,
         }
         .into(),
         ApprovalDecided { call: CallId::from(id("u").as_str()), approved: false }.into(),

@@ -66,6 +66,17 @@ pub enum EncodeError {
         /// The maximum.
         max: u64,
     },
+    /// The event carries a member the format version being written cannot hold (metadata in a
+    /// version-1 record); nothing is written.
+    #[error("a {kind} event with `{member}` cannot be written in format version {version}")]
+    NotInVersion {
+        /// The event's type.
+        kind: &'static str,
+        /// The member.
+        member: &'static str,
+        /// The version being written.
+        version: u8,
+    },
     /// The batch holds no event. An events frame holds at least one record (a reader refuses
     /// an empty one), so none is written.
     #[error("a batch must hold at least one event; an empty one is not written")]

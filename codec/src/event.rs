@@ -110,6 +110,10 @@ pub struct ReplyCommitted {
     pub text: String,
     /// Every call of the reply, in order.
     pub calls: Vec<Call>,
+    /// The model provider's metadata for the reply, opaque (model, usage, reasoning blocks);
+    /// none by default. Format version 2 (a version-1 record cannot carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<RawJson>,
 }
 
 /// `dispatch_minted`: the call's dispatch id, the same on every attempt.
@@ -153,6 +157,10 @@ pub struct ToolResult {
     /// Whether the tool reported an error (default false).
     #[serde(default)]
     pub is_error: bool,
+    /// The tool's metadata for the result, opaque; none by default. Format version 2 (a
+    /// version-1 record cannot carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<RawJson>,
 }
 
 /// `approval_decided`: the answer to an approval-gated call; `false` resolves the call.
@@ -195,6 +203,11 @@ pub struct Paired {
     /// The output the call's last attempt committed (default `""`).
     #[serde(default)]
     pub partial: String,
+    /// The id of the rule that decided the pairing (`recovery.outcome_unknown`, `order.group`,
+    /// ...), so the why survives the wake; none by default. Format version 2 (a version-1 record
+    /// leaves it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// `suspended`: the run suspended waiting for client or approval answers.

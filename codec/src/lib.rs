@@ -20,6 +20,7 @@ mod ids;
 pub mod json;
 mod raw;
 pub mod record;
+mod wire;
 
 pub use call::{Call, CallKind, Replay};
 pub use entry::{Entry, ResumeMode};
@@ -35,3 +36,4 @@ pub use ids::{
 };
 pub use raw::RawJson;
 pub use record::{Limits, Record, Stamped};
+pub use wire::FormatVersion;

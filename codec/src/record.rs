@@ -20,11 +20,13 @@
 
 use std::mem::size_of;
 
-use crate::event::{PayloadDecoder, PayloadEncoder, decode_payload, encode_payload};
+use crate::event::{PayloadDecoder, PayloadEncoder};
+use crate::wire::{self, FormatVersion};
 use crate::{DecodeError, EncodeError, Event, EventKind, Seq, SessionId, UnixMillis};
 
-/// The record format version this build writes.
-pub const VERSION: u8 = 1;
+/// The record format version this build writes by default ([`FormatVersion::default`]); it
+/// reads versions 1 and 2.
+pub const VERSION: u8 = 2;
 /// Bytes before the body: `crc` and `len`.
 pub const PREFIX_LEN: usize = size_of::<u32>() + size_of::<u32>();
 /// Bytes of the body before the session id: `version`, `kind`, `sid_len`, `seq`, `at`.
@@ -33,18 +35,23 @@ pub const BODY_FIXED_LEN: usize =
 /// The smallest possible record: a one-byte session id and an empty payload.
 pub const MIN_RECORD_LEN: usize = PREFIX_LEN + BODY_FIXED_LEN + 1;
 
-/// Size bounds, checked on encode and decode. Defaults: records up to 16 MiB, batches up to 64 MiB.
+/// What the codec is told: size bounds, checked on encode and decode, and the format version
+/// encoders write. Defaults: records up to 16 MiB, batches up to 64 MiB, version 2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// The largest record, prefix included, in bytes. Default 16 MiB.
     pub max_record: u32,
     /// The largest batch frame, header included, in bytes. Default 64 MiB.
     pub max_batch: u32,
+    /// The record format version written. Default [`FormatVersion::V2`]; version 1 for a
+    /// rolling deploy whose readers are not all upgraded yet (`docs/format.md`). Decoding reads
+    /// every version whatever this says.
+    pub write_version: FormatVersion,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_record: 16 << 20, max_batch: 64 << 20 }
+        Limits { max_record: 16 << 20, max_batch: 64 << 20, write_version: FormatVersion::V2 }
     }
 }
 
@@ -134,15 +141,22 @@ pub(crate) fn encode_bounded_into(
         })
     })?;
     buf.extend_from_slice(&[0; PREFIX_LEN]);
-    buf.push(VERSION);
+    buf.push(limits.write_version.code());
     buf.push(event.kind().code());
     buf.extend_from_slice(&sid_len.to_le_bytes());
     buf.extend_from_slice(&seq.get().to_le_bytes());
     buf.extend_from_slice(&at.get().to_le_bytes());
     buf.extend_from_slice(sid);
-    if let Err(e) = encode_payload(event, ToBuf(buf)) {
-        buf.truncate(start);
-        return Err(EncodeError::Payload { kind: event.kind().name(), reason: e.to_string() });
+    match wire::encode(event, limits.write_version, ToBuf(buf)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            buf.truncate(start);
+            return Err(EncodeError::Payload { kind: event.kind().name(), reason: e.to_string() });
+        }
+        Err(e) => {
+            buf.truncate(start);
+            return Err(e);
+        }
     }
     let total = buf.len() - start;
     if total > limits.max_record as usize {
@@ -184,6 +198,8 @@ pub struct RecordRef<'a> {
     pub seq: Seq,
     /// The append time.
     pub at: UnixMillis,
+    /// The record's format version.
+    pub version: FormatVersion,
     payload: &'a [u8],
     /// The whole record's bytes.
     pub bytes: &'a [u8],
@@ -248,10 +264,9 @@ impl<'a> RecordRef<'a> {
                 reason: format!("record body of {} bytes is shorter than its header", body.len()),
             });
         }
-        let version = body.first().copied().unwrap_or(0);
-        if version != VERSION {
-            return Err(DecodeError::UnknownVersion { version });
-        }
+        let code = body.first().copied().unwrap_or(0);
+        let version =
+            FormatVersion::from_code(code).ok_or(DecodeError::UnknownVersion { version: code })?;
         let code = body.get(1).copied().unwrap_or(0);
         let kind = EventKind::from_code(code).ok_or(DecodeError::UnknownKind { code })?;
         let malformed = |reason: &str| DecodeError::Malformed { reason: reason.to_owned() };
@@ -271,13 +286,13 @@ impl<'a> RecordRef<'a> {
             .ok_or_else(|| malformed("session id runs past the record"))?;
         let session = std::str::from_utf8(sid).map_err(|_| malformed("session id is not UTF-8"))?;
         let payload = body.get(BODY_FIXED_LEN + sid_len..).unwrap_or_default();
-        Ok((RecordRef { kind, session, seq, at, payload, bytes: record }, total))
+        Ok((RecordRef { kind, session, seq, at, version, payload, bytes: record }, total))
     }
 
     /// Decodes the payload into an event.
     pub fn event(&self) -> Result<Event, DecodeError> {
-        decode_payload(self.kind, FromSlice(self.payload)).map_err(|e| DecodeError::Malformed {
-            reason: format!("{} payload: {e}", self.kind.name()),
+        wire::decode(self.kind, self.version, FromSlice(self.payload)).map_err(|e| {
+            DecodeError::Malformed { reason: format!("{} payload: {e}", self.kind.name()) }
         })
     }
 

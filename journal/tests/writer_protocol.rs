@@ -344,6 +344,7 @@ fn remote_agent_log(store: &MemoryStore, session: &SessionId) {
             checkpoint: "cp-old".into(),
             text: String::new(),
             calls: vec![call("c1", "researcher")],
+            metadata: None,
         }
         .into(),
         DispatchMinted { call: id("c1"), dispatch: "d-old".into() }.into(),

@@ -342,6 +342,7 @@ fn a_recovered_call_with_no_dispatch_id_gets_one_minted_before_its_body() {
                 checkpoint: "cp-old".into(),
                 text: String::new(),
                 calls: vec![call("c1", "search")],
+                metadata: None,
             },
         ),
     ];

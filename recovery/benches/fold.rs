@@ -61,6 +61,7 @@ fn log() -> Vec<Event> {
             checkpoint: CheckpointId::new(format!("cp-{step}-append")),
             text: "Let me look.".to_owned(),
             calls,
+            metadata: None,
         }));
         for id in &ids {
             events.push(Event::DispatchMinted(DispatchMinted {
@@ -84,6 +85,7 @@ fn log() -> Vec<Event> {
                     attempt: Attempt(1),
                     output: RawJson::parse(r#"{"ok":true,"bytes":512}"#).unwrap(),
                     is_error: false,
+                    metadata: None,
                 }));
             }
         }

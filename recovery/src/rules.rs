@@ -40,6 +40,12 @@ pub const REDIRECT_OUTCOME_UNKNOWN: &str = "redirect.outcome_unknown";
 /// Stop: every unresolved call is paired `run_stopped`.
 pub const STOP_RUN_STOPPED: &str = "stop.run_stopped";
 
+/// The writer: a run that failed after the save pairs each open call (`not_started` where
+/// nothing could have run it, `outcome_unknown` otherwise), so none is left unanswered.
+pub const FAILED_AFTER_SAVE: &str = "run.failed_after_save";
+/// The runtime: a call it answered as not run (`Step::skip`): `not_started`.
+pub const SKIPPED: &str = "runtime.skipped";
+
 /// Every rule id, in the order of the rules.
 pub const ALL: &[&str] = &[
     KEEP_RESOLVED,
@@ -60,4 +66,6 @@ pub const ALL: &[&str] = &[
     REDIRECT_NOT_STARTED,
     REDIRECT_OUTCOME_UNKNOWN,
     STOP_RUN_STOPPED,
+    FAILED_AFTER_SAVE,
+    SKIPPED,
 ];

@@ -73,6 +73,7 @@ impl Log {
             checkpoint: CheckpointId::new(checkpoint),
             text: String::new(),
             calls,
+            metadata: None,
         }));
         for id in ids {
             let dispatch = DispatchId::new(format!("d{id}"));
@@ -110,6 +111,7 @@ impl Log {
             attempt: Attempt(attempt),
             output: RawJson::parse(r#"{"ok":true}"#).unwrap(),
             is_error: false,
+            metadata: None,
         }))
     }
 
@@ -137,6 +139,7 @@ impl Log {
             reason,
             message: String::new(),
             partial: String::new(),
+            rule: None,
         }))
     }
 

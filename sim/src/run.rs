@@ -286,6 +286,7 @@ impl<'w, 'a> StepRunner<'w, 'a> {
                 attempt,
                 output,
                 is_error: false,
+                metadata: None,
             }),
             accepted: result.is_ok(),
         });

@@ -49,6 +49,7 @@ fn result(c: &str, a: u32) -> Event {
         attempt: Attempt(a),
         output: RawJson::null(),
         is_error: false,
+        metadata: None,
     })
 }
 
@@ -89,6 +90,7 @@ fn good() -> (Vec<Event>, Vec<LedgerEntry>) {
                 call("c1", "send_email", Replay::Unsafe, Some("g")),
                 call("c2", "search", Replay::Safe, Some("g")),
             ],
+            metadata: None,
         }),
         Event::DispatchMinted(DispatchMinted { call: id("c1"), dispatch: d("d-1") }),
         Event::DispatchMinted(DispatchMinted { call: id("c2"), dispatch: d("d-2") }),
@@ -249,6 +251,7 @@ fn an_unanswered_call_at_the_end_and_a_call_answered_twice_are_reported() {
             reason: PairReason::OutcomeUnknown,
             message: PairReason::OutcomeUnknown.model_message().to_owned(),
             partial: String::new(),
+            rule: None,
         }),
     );
     let found = violations(&history(events, ledger));
@@ -278,6 +281,7 @@ fn a_body_started_behind_an_unresolved_or_doubtful_call_is_reported() {
         reason: PairReason::OutcomeUnknown,
         message: String::new(),
         partial: String::new(),
+        rule: None,
     });
     let found = violations(&history(events, ledger));
     assert!(

@@ -107,15 +107,21 @@ pub fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         (id(), entry()).prop_map(|(run, entry)| RunStarted { run: RunId::from(run), entry }.into()),
         text().prop_map(|text| Message { role: Role::User, text }.into()),
-        (any::<u64>(), id(), text(), prop::collection::vec(call(), 0..4)).prop_map(
-            |(step, cp, text, calls)| ReplyCommitted {
+        (
+            any::<u64>(),
+            id(),
+            text(),
+            prop::collection::vec(call(), 0..4),
+            proptest::option::of(json())
+        )
+            .prop_map(|(step, cp, text, calls, metadata)| ReplyCommitted {
                 step: StepNo(step),
                 checkpoint: CheckpointId::from(cp),
                 text,
-                calls
+                calls,
+                metadata,
             }
-            .into()
-        ),
+            .into()),
         (call_id(), id()).prop_map(|(call, d)| DispatchMinted {
             call,
             dispatch: DispatchId::from(d)
@@ -128,18 +134,20 @@ pub fn event() -> impl Strategy<Value = Event> {
             text
         }
         .into()),
-        (call_id(), attempt(), json(), any::<bool>()).prop_map(
-            |(call, attempt, output, is_error)| {
-                ToolResult { call, attempt, output, is_error }.into()
+        (call_id(), attempt(), json(), any::<bool>(), proptest::option::of(json())).prop_map(
+            |(call, attempt, output, is_error, metadata)| {
+                ToolResult { call, attempt, output, is_error, metadata }.into()
             }
         ),
         (call_id(), any::<bool>())
             .prop_map(|(call, approved)| ApprovalDecided { call, approved }.into()),
         (call_id(), json()).prop_map(|(call, output)| ClientAnswer { call, output }.into()),
         (call_id(), session()).prop_map(|(call, child)| ChildAttached { call, child }.into()),
-        (call_id(), reason(), text(), text()).prop_map(|(call, reason, message, partial)| {
-            Paired { call, reason, message, partial }.into()
-        }),
+        (call_id(), reason(), text(), text(), proptest::option::of(id())).prop_map(
+            |(call, reason, message, partial, rule)| {
+                Paired { call, reason, message, partial, rule }.into()
+            }
+        ),
         prop::collection::vec(call_id(), 0..4).prop_map(|calls| Suspended { calls }.into()),
         (any::<u64>(), id()).prop_map(|(s, c)| StepCommit {
             step: StepNo(s),

@@ -263,6 +263,7 @@ impl Writer {
             checkpoint: CheckpointId::new(format!("cp-{step}")),
             text: String::new(),
             calls,
+            metadata: None,
         });
         for id in ids {
             let dispatch = DispatchId::new(format!("d-{id}"));
@@ -295,6 +296,7 @@ fn build_log(earlier: u64, calls: &[CallSpec], tail: Tail, aborted: bool) -> Vec
             attempt: Attempt(1),
             output: RawJson::null(),
             is_error: false,
+            metadata: None,
         });
         w.push(StepCommit {
             step: StepNo(step),
@@ -352,6 +354,7 @@ fn build_log(earlier: u64, calls: &[CallSpec], tail: Tail, aborted: bool) -> Vec
                     attempt: Attempt(bodies),
                     output: RawJson::null(),
                     is_error: false,
+                    metadata: None,
                 });
                 true
             }
@@ -372,6 +375,7 @@ fn build_log(earlier: u64, calls: &[CallSpec], tail: Tail, aborted: bool) -> Vec
                     reason,
                     message: reason.model_message().to_owned(),
                     partial: String::new(),
+                    rule: None,
                 });
                 true
             }
@@ -395,6 +399,7 @@ fn build_log(earlier: u64, calls: &[CallSpec], tail: Tail, aborted: bool) -> Vec
                 reason,
                 message: reason.model_message().to_owned(),
                 partial: String::new(),
+                rule: None,
             });
         }
     };

@@ -49,6 +49,7 @@ pub fn every_event_type() -> Vec<Event> {
                     sequential: false,
                 },
             ],
+            metadata: None,
         }
         .into(),
         DispatchMinted { call: c1.clone(), dispatch: DispatchId::from("d1") }.into(),
@@ -59,6 +60,7 @@ pub fn every_event_type() -> Vec<Event> {
             attempt: Attempt(1),
             output: RawJson::parse(r#"{"ok":true}"#).unwrap(),
             is_error: false,
+            metadata: None,
         }
         .into(),
         ApprovalDecided { call: c1.clone(), approved: false }.into(),
@@ -70,6 +72,7 @@ pub fn every_event_type() -> Vec<Event> {
             reason: PairReason::OutcomeUnknown,
             message: PairReason::OutcomeUnknown.model_message().into(),
             partial: "part".into(),
+            rule: None,
         }
         .into(),
         Suspended { calls: vec![CallId::from("c2")] }.into(),
@@ -84,6 +87,39 @@ pub fn every_event_type() -> Vec<Event> {
         Rewound { to: CheckpointId::from("cp-1") }.into(),
         ModelAborted { partial: "half an ans".into() }.into(),
     ]
+}
+
+/// [`every_event_type`] with the members format version 2 added, each present once and absent
+/// once: a `paired` with its rule, a `reply_committed` and a `tool_result` with metadata.
+pub fn every_event_type_v2() -> Vec<Event> {
+    let mut events = every_event_type();
+    let mut extra = Vec::new();
+    for e in &events {
+        match e {
+            Event::Paired(p) => {
+                let mut p = p.clone();
+                p.rule = Some("recovery.outcome_unknown".into());
+                extra.push(Event::Paired(p));
+            }
+            Event::ReplyCommitted(r) => {
+                let mut r = r.clone();
+                r.step = StepNo(2);
+                r.checkpoint = CheckpointId::from("cp-2");
+                let usage = r#"{"model":"m-1","usage":{"input":12,"output":3},"reasoning":[]}"#;
+                r.metadata = Some(RawJson::parse(usage).unwrap());
+                extra.push(Event::ReplyCommitted(r));
+            }
+            Event::ToolResult(t) => {
+                let mut t = t.clone();
+                t.attempt = Attempt(2);
+                t.metadata = Some(RawJson::parse(r#"{"took_ms":41,"cached":false}"#).unwrap());
+                extra.push(Event::ToolResult(t));
+            }
+            _ => {}
+        }
+    }
+    events.extend(extra);
+    events
 }
 
 /// A small event whose text says `i`, so tests can tell events apart.

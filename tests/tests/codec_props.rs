@@ -139,7 +139,7 @@ proptest! {
 
     #[test]
     fn decoders_never_panic_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        let small = Limits { max_record: 4096, max_batch: 8192 };
+        let small = Limits { max_record: 4096, max_batch: 8192, ..Limits::default() };
         let _ = record::decode(&bytes, &small);
         let _ = batch::decode(&bytes, &small);
         if let Ok((r, _)) = RecordRef::parse(&bytes, &small) {
@@ -222,7 +222,7 @@ fn a_length_past_the_limit_is_refused_before_anything_is_allocated() {
 
 #[test]
 fn an_event_over_the_record_limit_is_refused_not_split() {
-    let limits = Limits { max_record: 1024, max_batch: 1 << 20 };
+    let limits = Limits { max_record: 1024, max_batch: 1 << 20, ..Limits::default() };
     let event = stepjournal_tests::sample::oversized(2000);
     let err = record::encode_into(
         &mut Vec::new(),

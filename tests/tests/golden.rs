@@ -1,29 +1,35 @@
 //! Golden files: every format version ever written decodes, byte for byte, forever.
 //!
-//! `tests/fixtures/v1/events.bin` holds batch frames in format version 1 with every event type and
-//! a session deletion; `events.jsonl` holds the same events as export lines. The test decodes the
-//! binary, re-encodes it and demands the same bytes, and prints the events and demands the same
-//! text. To write the files for a new format version, run once with `STEPJOURNAL_BLESS=1`; never
+//! `tests/fixtures/vN/events.bin` holds batch frames in format version N with every event type
+//! and a session deletion (version 2 adds each member it introduced, present and absent);
+//! `events.jsonl` holds the same events as export lines. The test decodes the binary, re-encodes
+//! it in its version and demands the same bytes, and prints the events and demands the same text.
+//! To write the files of a new format version, run once with `STEPJOURNAL_BLESS=N`; never
 //! re-bless an existing version.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use stepjournal_codec::batch::{self, Frame, FrameKind};
-use stepjournal_codec::{EventKind, Limits, Record, Seq, SessionId, Stamped, UnixMillis, json};
-use stepjournal_tests::sample::every_event_type;
+use stepjournal_codec::{
+    Event, EventKind, FormatVersion, Limits, Record, Seq, SessionId, Stamped, UnixMillis, json,
+};
+use stepjournal_tests::sample::{every_event_type, every_event_type_v2};
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join("v1")
+fn dir(version: FormatVersion) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(format!("v{}", version.code()))
 }
 
-fn write_fixtures() {
-    let limits = Limits::default();
-    let events = every_event_type();
+fn limits(version: FormatVersion) -> Limits {
+    Limits { write_version: version, ..Limits::default() }
+}
+
+fn write_fixtures(version: FormatVersion, events: &[Event]) {
+    let limits = limits(version);
     let mut buf = Vec::new();
     let session = SessionId::new("golden-session").unwrap();
     let (head, tail) = events.split_at(5);
-    let stamp = |from: u64, es: &[stepjournal_codec::Event]| -> Vec<Stamped> {
+    let stamp = |from: u64, es: &[Event]| -> Vec<Stamped> {
         es.iter()
             .enumerate()
             .map(|(i, e)| Stamped::at(UnixMillis(1_750_000_000_000 + from + i as u64), e.clone()))
@@ -33,14 +39,14 @@ fn write_fixtures() {
     batch::encode_into(&mut buf, &session, Seq(5), &stamp(5, tail), &limits).unwrap();
     batch::encode_delete_into(&mut buf, &SessionId::new("deleted-session").unwrap(), &limits)
         .unwrap();
-    std::fs::create_dir_all(dir()).unwrap();
-    std::fs::write(dir().join("events.bin"), &buf).unwrap();
+    std::fs::create_dir_all(dir(version)).unwrap();
+    std::fs::write(dir(version).join("events.bin"), &buf).unwrap();
     let mut lines = String::new();
     for rec in decode_all(&buf) {
         lines.push_str(&json::record_to_export_line(&rec));
         lines.push('\n');
     }
-    std::fs::write(dir().join("events.jsonl"), lines).unwrap();
+    std::fs::write(dir(version).join("events.jsonl"), lines).unwrap();
 }
 
 fn decode_all(bytes: &[u8]) -> Vec<Record> {
@@ -57,17 +63,20 @@ fn decode_all(bytes: &[u8]) -> Vec<Record> {
     out
 }
 
-#[test]
-fn version_1_fixtures_decode_and_reencode_byte_for_byte() {
-    if std::env::var_os("STEPJOURNAL_BLESS").is_some() {
-        write_fixtures();
+/// Decodes version `version`'s fixture, re-encodes it in that version and checks the bytes, the
+/// event types and the JSON form.
+fn check(version: FormatVersion, events: &[Event]) {
+    if std::env::var("STEPJOURNAL_BLESS").is_ok_and(|v| v == version.code().to_string()) {
+        write_fixtures(version, events);
     }
-    let limits = Limits::default();
-    let bytes = std::fs::read(dir().join("events.bin")).expect("tests/fixtures/v1/events.bin");
+    let limits = limits(version);
+    let path = dir(version).join("events.bin");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut at = 0;
     let mut reencoded = Vec::new();
     let mut kinds = BTreeSet::new();
     let mut deleted = Vec::new();
+    let mut decoded = Vec::new();
     while at < bytes.len() {
         let (frame, len) = Frame::parse(&bytes[at..], &limits).unwrap();
         match frame.kind {
@@ -75,6 +84,7 @@ fn version_1_fixtures_decode_and_reencode_byte_for_byte() {
                 let records = frame.decode_all().unwrap();
                 kinds.extend(records.iter().map(|r| r.event.kind()));
                 batch::encode_records_into(&mut reencoded, &records, &limits).unwrap();
+                decoded.extend(records.into_iter().map(|r| r.event));
             }
             FrameKind::DeleteSession => {
                 let s = SessionId::from_stored(frame.deleted_session().unwrap());
@@ -84,17 +94,60 @@ fn version_1_fixtures_decode_and_reencode_byte_for_byte() {
         }
         at += len;
     }
-    assert_eq!(reencoded, bytes, "re-encoding version 1 changed its bytes");
+    assert_eq!(reencoded, bytes, "re-encoding version {version:?} changed its bytes");
+    assert_eq!(decoded, events, "version {version:?} decodes to other events");
     let all: BTreeSet<EventKind> = EventKind::ALL.iter().copied().collect();
     assert_eq!(kinds, all, "the fixture must hold every event type");
     assert_eq!(deleted, vec![SessionId::new("deleted-session").unwrap()]);
 
-    let text = std::fs::read_to_string(dir().join("events.jsonl")).unwrap();
+    let text = std::fs::read_to_string(dir(version).join("events.jsonl")).unwrap();
     let printed: Vec<String> = decode_all(&bytes).iter().map(json::record_to_export_line).collect();
     let expected: Vec<&str> = text.lines().collect();
-    assert_eq!(printed, expected, "the JSON form of version 1 events changed");
+    assert_eq!(printed, expected, "the JSON form of version {version:?} events changed");
     for line in expected {
         let rec = json::record_from_export_line(line).unwrap();
         assert_eq!(json::record_to_export_line(&rec), line);
+    }
+}
+
+#[test]
+fn version_1_fixtures_decode_and_reencode_byte_for_byte() {
+    check(FormatVersion::V1, &every_event_type());
+}
+
+#[test]
+fn version_2_fixtures_decode_and_reencode_byte_for_byte() {
+    check(FormatVersion::V2, &every_event_type_v2());
+}
+
+#[test]
+fn a_version_1_writer_refuses_metadata_and_leaves_the_rule_out() {
+    // A rolling deploy keeps writing version 1 until every reader is upgraded: metadata, which
+    // version 1 cannot hold, is refused rather than dropped; a pairing's rule (the explain
+    // trail's, recomputable) is left out.
+    let v1 = limits(FormatVersion::V1);
+    let session = SessionId::new("rolling").unwrap();
+    for event in every_event_type_v2() {
+        let carries_metadata = match &event {
+            Event::ReplyCommitted(r) => r.metadata.is_some(),
+            Event::ToolResult(t) => t.metadata.is_some(),
+            _ => false,
+        };
+        let stamped = [Stamped::at(UnixMillis(1), event.clone())];
+        let mut buf = Vec::new();
+        let written = batch::encode_into(&mut buf, &session, Seq(0), &stamped, &v1);
+        if carries_metadata {
+            let e = written.unwrap_err();
+            assert!(e.to_string().contains("format version 1"), "{e}");
+            continue;
+        }
+        written.unwrap();
+        let (records, _) = batch::decode(&buf, &v1).unwrap();
+        let mut expected = event;
+        if let Event::Paired(p) = &mut expected {
+            p.rule = None;
+        }
+        assert_eq!(records[0].event, expected);
+        assert_eq!(buf[16 + 8], 1, "the record says version 1");
     }
 }

@@ -73,6 +73,7 @@ pub fn reply(step: u64, cp: &str, text: &str, calls: Vec<Call>) -> Event {
         checkpoint: CheckpointId::from(cp),
         text: text.to_owned(),
         calls,
+        metadata: None,
     }
     .into()
 }
@@ -95,6 +96,7 @@ pub fn result(call: &str, n: u32, output: &str) -> Event {
         attempt: n.into(),
         output: RawJson::parse(output).unwrap(),
         is_error: false,
+        metadata: None,
     }
     .into()
 }
@@ -105,6 +107,7 @@ pub fn paired(call: &str, reason: PairReason, partial: &str) -> Event {
         reason,
         message: reason.model_message().to_owned(),
         partial: partial.to_owned(),
+        rule: None,
     }
     .into()
 }

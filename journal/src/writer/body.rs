@@ -77,7 +77,13 @@ impl Body {
     /// reported an error. Refused if the call was resolved meanwhile ([`Refusal::Resolved`]).
     pub fn finish(self, output: RawJson, is_error: bool) -> Result<(), WriteError> {
         self.append(|call, attempt| {
-            Event::ToolResult(ToolResult { call, attempt, output: output.clone(), is_error })
+            Event::ToolResult(ToolResult {
+                call,
+                attempt,
+                output: output.clone(),
+                is_error,
+                metadata: None,
+            })
         })
     }
 

@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use stepjournal_codec::{
-    Call, CallId, DispatchId, DispatchMinted, Entry, Event, ReplyCommitted, RunEnded, RunId,
-    RunOutcome, Seq, SessionId, StepNo,
+    Call, CallId, DispatchId, DispatchMinted, Entry, Event, RawJson, ReplyCommitted, RunEnded,
+    RunId, RunOutcome, Seq, SessionId, StepNo,
 };
 use stepjournal_recovery::{Plan, SessionState, TranscriptItem, transcript};
 
@@ -19,12 +19,21 @@ pub struct Reply {
     pub text: String,
     /// The calls; their ids must be unique within the reply.
     pub calls: Vec<Call>,
+    /// The provider's metadata for the reply (model, usage, reasoning blocks), opaque JSON kept
+    /// with it; none by default.
+    pub metadata: Option<RawJson>,
 }
 
 impl Reply {
     /// A reply with this text and no calls yet.
     pub fn new(text: impl Into<String>) -> Self {
-        Reply { text: text.into(), calls: Vec::new() }
+        Reply { text: text.into(), calls: Vec::new(), metadata: None }
+    }
+
+    /// The reply with the provider's metadata.
+    pub fn metadata(mut self, metadata: RawJson) -> Self {
+        self.metadata = Some(metadata);
+        self
     }
 
     /// The reply with one more call.
@@ -147,6 +156,7 @@ impl Run {
                 checkpoint: checkpoint.clone(),
                 text: reply.text.clone(),
                 calls: reply.calls.clone(),
+                metadata: reply.metadata.clone(),
             }));
             events.extend(reply.calls.iter().zip(&dispatches).map(|(c, d)| {
                 Event::DispatchMinted(DispatchMinted { call: c.call.clone(), dispatch: d.clone() })

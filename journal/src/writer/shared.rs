@@ -363,6 +363,7 @@ pub(crate) fn pairings_of_open_calls(inner: &Inner) -> Vec<Event> {
             reason,
             message: reason.model_message().to_owned(),
             partial: record.partial(),
+            rule: Some(stepjournal_recovery::rules::FAILED_AFTER_SAVE.to_owned()),
         }));
     }
     events

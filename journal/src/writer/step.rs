@@ -310,6 +310,7 @@ impl Step {
                 reason,
                 message: reason.model_message().to_owned(),
                 partial: String::new(),
+                rule: Some(stepjournal_recovery::rules::SKIPPED.to_owned()),
             };
             Ok((vec![Event::Paired(event)], ()))
         })

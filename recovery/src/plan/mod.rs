@@ -98,6 +98,7 @@ pub fn plan(
                 reason,
                 message: reason.model_message().to_owned(),
                 partial: record.partial(),
+                rule: Some(decision.rule.id.to_owned()),
             }));
         }
     }

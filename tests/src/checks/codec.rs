@@ -13,7 +13,11 @@ use stepjournal_codec::{Limits, Record, SessionId, json};
 use super::{ensure, le_u32, put_u32};
 
 /// Limits small enough that an input can cross them.
-pub const SMALL_LIMITS: Limits = Limits { max_record: 4096, max_batch: 16384 };
+pub const SMALL_LIMITS: Limits = Limits {
+    max_record: 4096,
+    max_batch: 16384,
+    write_version: stepjournal_codec::FormatVersion::V2,
+};
 
 fn both_limits() -> [Limits; 2] {
     [Limits::default(), SMALL_LIMITS]

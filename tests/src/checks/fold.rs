@@ -218,6 +218,7 @@ fn reply(step: u8, cp: u8, calls: &[CallSpec]) -> ReplyCommitted {
         checkpoint: checkpoint(cp),
         text: String::new(),
         calls: calls.iter().take(8).map(|c| c.call()).collect(),
+        metadata: None,
     }
 }
 
@@ -258,6 +259,7 @@ impl EventSpec {
                 attempt: attempt(*a),
                 output: RawJson::null(),
                 is_error: *is_error,
+                metadata: None,
             }
             .into(),
             EventSpec::Approval { call, approved } => {
@@ -278,6 +280,7 @@ impl EventSpec {
                     reason,
                     message: reason.model_message().to_owned(),
                     partial: String::new(),
+                    rule: None,
                 }
                 .into()
             }

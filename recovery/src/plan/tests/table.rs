@@ -240,6 +240,7 @@ fn run_without_a_minted_dispatch_carries_none_for_the_writer_to_mint() {
         checkpoint: "cp-1".into(),
         text: String::new(),
         calls: vec![call("c1", "unsafe_tool")],
+        metadata: None,
     }));
     let plan = log.plan(resume(), &registry());
     let expected = Action::Run { dispatch: None, attempt: Attempt(1) };

@@ -1,0 +1,121 @@
+//! An event's payload in each record format version.
+//!
+//! postcard has no field tags: a payload is its members in order. Version 2 adds one member at
+//! the end of three kinds' payloads (`paired.rule`, `reply_committed.metadata`,
+//! `tool_result.metadata`); every other kind is the same in both versions. These three are
+//! written and read here as tuples of their members (postcard lays a tuple out exactly as a
+//! struct with the same members), one tuple per version; the rest through the payload structs.
+
+use crate::event::{PayloadDecoder, PayloadEncoder, decode_payload, encode_payload};
+use crate::{
+    Attempt, Call, CallId, CheckpointId, EncodeError, Event, EventKind, PairReason, Paired,
+    RawJson, ReplyCommitted, StepNo, ToolResult,
+};
+
+/// A record format version: what a record's `version` byte says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum FormatVersion {
+    /// Version 1: the first format. Readers of version 1 refuse version-2 records.
+    V1 = 1,
+    /// Version 2 (written by default): `paired.rule`, `reply_committed.metadata`,
+    /// `tool_result.metadata`.
+    #[default]
+    V2 = 2,
+}
+
+impl FormatVersion {
+    /// The version's byte in a record.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The version a record's byte names, if this build reads it.
+    pub fn from_code(code: u8) -> Option<Self> {
+        match code {
+            1 => Some(FormatVersion::V1),
+            2 => Some(FormatVersion::V2),
+            _ => None,
+        }
+    }
+}
+
+/// Hands `event`'s payload, as `version` lays it out, to `encoder`.
+pub(crate) fn encode<E: PayloadEncoder>(
+    event: &Event,
+    version: FormatVersion,
+    encoder: E,
+) -> Result<E::Output, EncodeError> {
+    use FormatVersion::{V1, V2};
+    let not_in_v1 = |member| EncodeError::NotInVersion {
+        kind: event.kind().name(),
+        member,
+        version: V1.code(),
+    };
+    Ok(match (event, version) {
+        (Event::Paired(p), V1) => encoder.encode(&(&p.call, p.reason, &p.message, &p.partial)),
+        (Event::Paired(p), V2) => {
+            encoder.encode(&(&p.call, p.reason, &p.message, &p.partial, &p.rule))
+        }
+        (Event::ReplyCommitted(r), V1) => {
+            if r.metadata.is_some() {
+                return Err(not_in_v1("metadata"));
+            }
+            encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls))
+        }
+        (Event::ReplyCommitted(r), V2) => {
+            encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls, &r.metadata))
+        }
+        (Event::ToolResult(t), V1) => {
+            if t.metadata.is_some() {
+                return Err(not_in_v1("metadata"));
+            }
+            encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error))
+        }
+        (Event::ToolResult(t), V2) => {
+            encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error, &t.metadata))
+        }
+        _ => encode_payload(event, encoder),
+    })
+}
+
+/// Decodes a payload of `kind` as `version` lays it out.
+pub(crate) fn decode<D: PayloadDecoder>(
+    kind: EventKind,
+    version: FormatVersion,
+    decoder: D,
+) -> Result<Event, D::Error> {
+    use FormatVersion::{V1, V2};
+    Ok(match (kind, version) {
+        (EventKind::Paired, V1) => {
+            let (call, reason, message, partial) =
+                decoder.decode::<(CallId, PairReason, String, String)>()?;
+            Event::Paired(Paired { call, reason, message, partial, rule: None })
+        }
+        (EventKind::Paired, V2) => {
+            let (call, reason, message, partial, rule) =
+                decoder.decode::<(CallId, PairReason, String, String, Option<String>)>()?;
+            Event::Paired(Paired { call, reason, message, partial, rule })
+        }
+        (EventKind::ReplyCommitted, V1) => {
+            let (step, checkpoint, text, calls) =
+                decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>)>()?;
+            Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata: None })
+        }
+        (EventKind::ReplyCommitted, V2) => {
+            let (step, checkpoint, text, calls, metadata) =
+                decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>, Option<RawJson>)>()?;
+            Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata })
+        }
+        (EventKind::ToolResult, V1) => {
+            let (call, attempt, output, is_error) =
+                decoder.decode::<(CallId, Attempt, RawJson, bool)>()?;
+            Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata: None })
+        }
+        (EventKind::ToolResult, V2) => {
+            let (call, attempt, output, is_error, metadata) =
+                decoder.decode::<(CallId, Attempt, RawJson, bool, Option<RawJson>)>()?;
+            Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata })
+        }
+        _ => decode_payload(kind, decoder)?,
+    })
+}
