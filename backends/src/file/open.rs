@@ -7,7 +7,7 @@
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::aside::set_aside;
 use super::builder::{IndexBuilder, Misfit};
@@ -365,6 +365,7 @@ fn open_at(
         dir,
         options,
         state: Mutex::new(State { index, active, ..State::default() }),
+        wake: Condvar::new(),
         writer: Mutex::new(writer),
         counters: Counters::default(),
     };

@@ -1,10 +1,11 @@
 //! What a file store's callers share: the index, the pending tails and the queue under one
-//! lock; the active segment under the leader's own lock; the counters.
+//! lock (with the condition variable the committer thread sleeps on); the active segment under
+//! the leader's own lock; the counters.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::index::Index;
 use super::io::{Io, IoFile};
@@ -23,8 +24,21 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Counters {
     pub appends: AtomicU64,
     pub groups: AtomicU64,
+    /// The most requests one group held.
+    pub max_group: AtomicU64,
     pub syncs: AtomicU64,
+    /// Time spent in `fdatasync` of segments, in microseconds.
+    pub sync_micros: AtomicU64,
     pub bytes: AtomicU64,
+}
+
+impl Counters {
+    /// Counts one `fdatasync` of a segment that took `took`.
+    pub(crate) fn synced(&self, took: std::time::Duration) {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.sync_micros.fetch_add(micros, Ordering::Relaxed);
+    }
 }
 
 /// What every appender and reader shares, under one lock.
@@ -39,8 +53,16 @@ pub(crate) struct State {
     pub pending: HashMap<String, u64>,
     /// Requests waiting for the next group, in arrival order.
     pub queue: VecDeque<Request>,
-    /// Whether a leader is writing a group (or has been chosen to write the next).
+    /// Whether a leader is writing a group (or has been chosen to write the next): a caller of
+    /// the sync API writing the group that holds its own request, or the committer thread.
+    // Invariant: true while `queue` is not empty (a request is never queued without a leader to
+    // write it), unless the store is poisoned and the queue is being failed.
     pub leading: bool,
+    /// Whether the leadership is the committer thread's: it leads until nothing is left.
+    // Invariant: implies `leading`.
+    pub committer: bool,
+    /// The store is being dropped: the committer writes what is queued, then ends.
+    pub stopping: bool,
     /// The first write or sync failure; once set, every call fails naming it.
     pub poisoned: Option<String>,
     /// The segment being appended to.
@@ -106,6 +128,9 @@ pub(crate) struct Core {
     pub dir: PathBuf,
     pub options: FileOptions,
     pub state: Mutex<State>,
+    /// What the committer thread sleeps on (with `state`): the leadership handed to it, or the
+    /// store stopping. It is the only thread that waits on it.
+    pub wake: Condvar,
     /// Locked only by the leader, never while waiting for `state`.
     pub writer: Mutex<Writer>,
     pub counters: Counters,

@@ -4,20 +4,24 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
 
 use stepjournal_codec::batch;
 use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped};
 
-use super::commit::submit;
+use super::commit::{run_committer, submit};
 use super::index::BatchLoc;
 use super::io::{Io, IoFile, IoLock, RealIo};
 use super::open::{OpenedStore, open};
 use super::options::FileOptions;
-use super::queue::{GroupError, Request, RequestKind};
+use super::queue::{Request, dropped_unanswered};
 use super::read::read_batches;
 use super::state::{Core, lock};
 use super::torn::TornTail;
-use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
+use crate::{
+    AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, StoreError,
+    StoreFuture, StoreMetrics,
+};
 
 /// How much the in-memory index holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,7 +51,9 @@ pub struct FileStats {
 /// with group commit. See the [module documentation](super).
 #[derive(Debug)]
 pub struct FileStore {
-    core: Core,
+    core: Arc<Core>,
+    /// The group committer thread (None when read-only): joined on drop, before the lock goes.
+    committer: Option<JoinHandle<()>>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
     /// The writer lock on the directory (None when read-only).
@@ -83,7 +89,26 @@ impl FileStore {
         options: FileOptions,
     ) -> Result<FileStore, OpenError> {
         let OpenedStore { core, dir_lock, torn } = open(io, dir, options)?;
-        Ok(FileStore { core, torn, _dir_lock: dir_lock })
+        let core = Arc::new(core);
+        let committer = if options.read_only {
+            None
+        } else {
+            let shared = Arc::clone(&core);
+            let thread = std::thread::Builder::new()
+                .name("stepjournal-file-commit".to_owned())
+                .spawn(move || run_committer(&shared))
+                .map_err(|source| {
+                    OpenError::Store(StoreError::Io {
+                        context: format!(
+                            "starting the group committer thread of {}",
+                            dir.display()
+                        ),
+                        source,
+                    })
+                })?;
+            Some(thread)
+        };
+        Ok(FileStore { core, committer, torn, _dir_lock: dir_lock })
     }
 
     /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
@@ -137,42 +162,39 @@ impl FileStore {
     fn read_only_error(&self) -> StoreError {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
     }
-}
 
-impl JournalStore for FileStore {
-    fn max_durability(&self) -> Durability {
-        Durability::Synced
-    }
-
-    fn append(
+    /// Checks and encodes an append, and queues it unless it is refused at once. With
+    /// `may_lead` (the sync API) the caller writes the group itself when no one leads.
+    fn submit_append(
         &self,
         session: &SessionId,
         expected: Seq,
         events: &[Stamped],
         durability: Durability,
-    ) -> Result<AppendAck, AppendError> {
+        may_lead: bool,
+    ) -> AppendFuture {
         if events.is_empty() {
-            return Err(AppendError::EmptyBatch);
+            return StoreFuture::ready(Err(AppendError::EmptyBatch));
         }
         if self.core.options.read_only {
-            return Err(self.read_only_error().into());
+            return StoreFuture::ready(Err(self.read_only_error().into()));
         }
         let mut frame = Vec::with_capacity(64 + events.len() * 64);
-        batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
-            .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
+        if let Err(e) =
+            batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
+        {
+            let session = session.clone();
+            return StoreFuture::ready(Err(AppendError::Encode { session, source: Box::new(e) }));
+        }
         let count = events.len() as u32;
         let next = expected.add(u64::from(count));
-        let request = Request::new(
-            session.as_str(),
-            RequestKind::Events { first: expected.get(), count },
-            frame,
-            durability >= Durability::Synced,
-        );
         let mut st = lock(&self.core.state);
-        st.check_poison()?;
+        if let Err(e) = st.check_poison() {
+            return StoreFuture::ready(Err(e.into()));
+        }
         let actual = Seq(st.pending_tail(session.as_str()));
         if actual != expected {
-            return Err(AppendError::Conflict { expected, actual });
+            return StoreFuture::ready(Err(AppendError::Conflict { expected, actual }));
         }
         match st.pending.get_mut(session.as_str()) {
             Some(tail) => *tail = next.get(),
@@ -180,19 +202,53 @@ impl JournalStore for FileStore {
                 st.pending.insert(session.as_str().to_owned(), next.get());
             }
         }
-        match submit(&self.core, st, request) {
-            Ok(()) => Ok(AppendAck { first: expected, next, durability }),
-            Err(GroupError::Store(e)) => Err(e.into()),
-            Err(GroupError::Unknown { context, source }) => Err(AppendError::OutcomeUnknown {
-                session: session.clone(),
-                expected,
-                reason: format!(
-                    "{context} failed after the batch's bytes may have reached the segment; the \
-                     store is poisoned: reopen it, which reads what landed"
-                ),
-                source: Some(source),
-            }),
-        }
+        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered().into()));
+        let ack = AppendAck { first: expected, next, durability };
+        let request =
+            Request::append(session.as_str(), expected.get(), count, frame, ack, completer);
+        submit(&self.core, st, request, may_lead);
+        future
+    }
+}
+
+impl Drop for FileStore {
+    fn drop(&mut self) {
+        let Some(committer) = self.committer.take() else { return };
+        lock(&self.core.state).stopping = true;
+        self.core.wake.notify_one();
+        // The committer writes what async callers queued, then ends. A committer that panicked
+        // failed what was queued already.
+        let _ = committer.join();
+    }
+}
+
+impl JournalStore for FileStore {
+    fn max_durability(&self) -> Durability {
+        Durability::Synced
+    }
+
+    /// The sync API on the completion path: a caller that finds no leader writes its group
+    /// itself (no hand-off for a lone appender), then waits for its completion.
+    fn append(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> Result<AppendAck, AppendError> {
+        self.submit_append(session, expected, events, durability, true).wait()
+    }
+
+    /// Checked and encoded now; the committer thread writes it and completes the future once
+    /// the batch is written (and synced, for `Synced`). The caller's task never writes or syncs.
+    fn append_async(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> AppendFuture {
+        self.submit_append(session, expected, events, durability, false)
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
@@ -254,17 +310,28 @@ impl JournalStore for FileStore {
             // An id that cannot be written was never stored.
             return Ok(false);
         }
-        let request = Request::new(session.as_str(), RequestKind::Delete, frame, true);
         let mut st = lock(&self.core.state);
         st.check_poison()?;
         if st.pending_tail(session.as_str()) == 0 {
             return Ok(false);
         }
         st.pending.insert(session.as_str().to_owned(), 0);
-        match submit(&self.core, st, request) {
-            Ok(()) => Ok(true),
-            Err(GroupError::Store(e)) => Err(e),
-            Err(GroupError::Unknown { context, source }) => Err(StoreError::Io { context, source }),
+        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered()));
+        submit(&self.core, st, Request::delete(session.as_str(), frame, completer), true);
+        future.wait()
+    }
+
+    fn metrics(&self) -> StoreMetrics {
+        let c = &self.core.counters;
+        StoreMetrics {
+            appends: c.appends.load(Ordering::Relaxed),
+            groups: c.groups.load(Ordering::Relaxed),
+            max_group: c.max_group.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            sync_micros: c.sync_micros.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            poisoned: u64::from(lock(&self.core.state).poisoned.is_some()),
+            leases_taken_over: 0,
         }
     }
 }
