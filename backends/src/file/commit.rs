@@ -1,14 +1,17 @@
 //! Group commit: appenders queue their batches, each with the completer of the future its
 //! caller awaits or waits on; one leader at a time writes the queued batches with one write and
-//! (if any asked for it) one `fdatasync`, publishes them, and completes each request. No thread
-//! is parked per waiting request: a waiting caller is woken by its own completion.
+//! (if any asked for it) one `fdatasync`, publishes them, and hands the group's answers to the
+//! answer thread, which completes each request while the leader goes on. No thread is parked per
+//! waiting request: a waiting caller is woken by its own completion.
 //!
 //! Who leads:
-//! - a caller of the sync API that finds no leader writes the group holding its own request (a
-//!   lone appender is never handed off), then hands the leadership to the committer thread if
-//!   anything is left to write, or gives it up;
-//! - otherwise the committer thread the store owns: it leads while requests keep coming. An async
-//!   caller never writes or syncs on its own task; it wakes the committer when no one leads.
+//! - a caller of the sync API that finds no leader writes the group holding its own request and
+//!   answers itself (a lone appender is never handed off), then hands the leadership to the
+//!   committer thread if anything is left to write or its group's appenders are expected back,
+//!   or gives it up;
+//! - otherwise the committer thread the store owns: it leads while requests keep coming, and
+//!   before each group waits briefly for the cohort of the last one (`cohort`). An async caller
+//!   never writes or syncs on its own task; it wakes the committer when no one leads.
 //!
 //! Invariants:
 //! - One leader at a time (`State::leading`), so groups are written one after the other and a
@@ -19,9 +22,11 @@
 //! - A failed write or sync fails that group's callers with the I/O error, poisons the store and
 //!   fails every queued request; nothing is retried.
 
-use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, PoisonError};
+use std::time::Instant;
 
+use super::answer::Answer;
 use super::index::BatchLoc;
 use super::queue::{GroupError, Request, RequestKind};
 use super::reclaim::reclaim;
@@ -44,6 +49,9 @@ enum Leader {
 /// writes the group itself before returning; otherwise the committer thread is woken to.
 pub(crate) fn submit(core: &Core, mut st: MutexGuard<'_, State>, request: Request, may_lead: bool) {
     st.queue.push_back(request);
+    if st.cohort.arrival(Instant::now()) {
+        core.cohort_back.notify_one();
+    }
     if st.leading {
         return;
     }
@@ -64,7 +72,7 @@ pub(crate) fn run_committer(core: &Core) {
     loop {
         let mut st = lock(&core.state);
         while !st.committer && !st.stopping {
-            st = core.wake.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+            st = core.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
         if !st.committer {
             debug_assert!(st.queue.is_empty(), "a request was queued without a leader");
@@ -100,6 +108,9 @@ fn lead(core: &Core, who: Leader) {
     loop {
         let group = {
             let mut st = lock(&core.state);
+            if who == Leader::Committer {
+                st = await_cohort(core, st);
+            }
             let group = take_group(&mut st, core.options.max_group_bytes);
             if group.is_empty() {
                 st.leading = false;
@@ -115,11 +126,29 @@ fn lead(core: &Core, who: Leader) {
     guard.armed = false;
 }
 
+/// Waits (the committer, holding the leadership) for the appenders of the last group to queue
+/// again, as long as the cohort rule says they are worth waiting for.
+fn await_cohort<'a>(core: &'a Core, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let queued: u64 = st.queue.iter().map(|r| r.frame.len() as u64).sum();
+    if queued >= core.options.max_group_bytes {
+        return st;
+    }
+    while !st.stopping && st.poisoned.is_none() {
+        let Some(left) = st.cohort.wait(Instant::now()) else { break };
+        st.cohort.waiting = true;
+        st = core.cohort_back.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+        st.cohort.waiting = false;
+    }
+    st
+}
+
 /// Writes one group, publishes it, decides who leads next, and answers the group's callers.
 /// Returns whether this leader goes on to the next group.
 fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
     let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
+    let started = Instant::now();
     let outcome = write_frames(core, &frames, group.iter().any(|r| r.sync));
+    let io = started.elapsed();
     drop(frames);
 
     let mut st = lock(&core.state);
@@ -172,20 +201,22 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
             st.pending.clear();
         }
     }
+    st.cohort.answered(group.len(), io, Instant::now());
     let mut refused = Vec::new();
     let mut hand_off = false;
+    let more = !st.queue.is_empty() || st.cohort.expected();
     let go_on = if st.poisoned.is_some() {
         refused.extend(st.queue.drain(..));
         st.leading = false;
         st.committer = false;
         false
-    } else if st.queue.is_empty() {
+    } else if !more {
         st.leading = false;
         st.committer = false;
         false
     } else if who == Leader::Caller {
         // The caller's own request is in this group: it returns, and the committer writes the
-        // rest.
+        // rest (or waits for the group's appenders to come back).
         st.committer = true;
         hand_off = true;
         false
@@ -204,9 +235,18 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
     if hand_off {
         core.wake.notify_one();
     }
-    match &failed {
-        None => group.into_iter().for_each(|req| req.finish(Ok(()))),
-        Some(f) => group.into_iter().for_each(|req| req.finish(Err(group_error(f)))),
+    let mut answers: Vec<Answer> = match &failed {
+        None => group.into_iter().map(|req| (req, Ok(()))).collect(),
+        Some(f) => group.into_iter().map(|req| (req, Err(group_error(f)))).collect(),
+    };
+    if who == Leader::Caller && !answers.is_empty() {
+        // The caller's own request is the group's first (it found the queue empty): it answers
+        // itself, and hands the others over.
+        let (own, result) = answers.remove(0);
+        core.answers.give(answers);
+        own.finish(result);
+    } else {
+        core.answers.give(answers);
     }
     fail_all(refused, poison.as_ref());
     go_on

@@ -41,7 +41,8 @@
 //! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
 //!   continuity);
 //! - `read`: reading batches back by their index entries;
-//! - `queue`: the requests appenders queue, and how each is answered;
+//! - `queue`: the requests appenders queue, and how each is answered; `cohort`: when the next
+//!   group waits for the appenders of the last; `answer`: the answer thread;
 //! - `state`: what callers share (`Core`: index and queue under one lock, the active segment
 //!   under the leader's);
 //! - `torn`: what a torn tail held;
@@ -53,8 +54,10 @@
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
 
+mod answer;
 mod aside;
 mod builder;
+mod cohort;
 mod commit;
 mod index;
 #[cfg(feature = "testing")]

@@ -9,6 +9,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::answer::Answers;
 use super::aside::set_aside;
 use super::builder::{IndexBuilder, Misfit};
 use super::index::BatchLoc;
@@ -366,6 +367,8 @@ fn open_at(
         options,
         state: Mutex::new(State { index, active, ..State::default() }),
         wake: Condvar::new(),
+        cohort_back: Condvar::new(),
+        answers: Answers::default(),
         writer: Mutex::new(writer),
         counters: Counters::default(),
     };

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
+use super::answer::Answers;
+use super::cohort::Cohort;
 use super::index::Index;
 use super::io::{Io, IoFile};
 use super::layout::SegmentId;
@@ -63,6 +65,8 @@ pub(crate) struct State {
     pub committer: bool,
     /// The store is being dropped: the committer writes what is queued, then ends.
     pub stopping: bool,
+    /// The last group answered, and whether the next should wait for its appenders.
+    pub cohort: Cohort,
     /// The first write or sync failure; once set, every call fails naming it.
     pub poisoned: Option<String>,
     /// The segment being appended to.
@@ -131,6 +135,11 @@ pub(crate) struct Core {
     /// What the committer thread sleeps on (with `state`): the leadership handed to it, or the
     /// store stopping. It is the only thread that waits on it.
     pub wake: Condvar,
+    /// What the committer sleeps on while it waits for a cohort (with `state`): the request
+    /// that completes the cohort.
+    pub cohort_back: Condvar,
+    /// The answers the leader hands to the answer thread.
+    pub answers: Answers,
     /// Locked only by the leader, never while waiting for `state`.
     pub writer: Mutex<Writer>,
     pub counters: Counters,

@@ -52,8 +52,9 @@ pub struct FileStats {
 #[derive(Debug)]
 pub struct FileStore {
     core: Arc<Core>,
-    /// The group committer thread (None when read-only): joined on drop, before the lock goes.
-    committer: Option<JoinHandle<()>>,
+    /// The group committer and answer threads (None when read-only): joined on drop, before the
+    /// lock goes.
+    threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
     /// The writer lock on the directory (None when read-only).
@@ -90,25 +91,36 @@ impl FileStore {
     ) -> Result<FileStore, OpenError> {
         let OpenedStore { core, dir_lock, torn } = open(io, dir, options)?;
         let core = Arc::new(core);
-        let committer = if options.read_only {
+        let threads = if options.read_only {
             None
         } else {
-            let shared = Arc::clone(&core);
-            let thread = std::thread::Builder::new()
-                .name("stepjournal-file-commit".to_owned())
-                .spawn(move || run_committer(&shared))
-                .map_err(|source| {
-                    OpenError::Store(StoreError::Io {
-                        context: format!(
-                            "starting the group committer thread of {}",
-                            dir.display()
-                        ),
-                        source,
+            let start = |name: &str, run: fn(&Core)| {
+                let shared = Arc::clone(&core);
+                std::thread::Builder::new()
+                    .name(format!("stepjournal-file-{name}"))
+                    .spawn(move || run(&shared))
+                    .map_err(|source| {
+                        OpenError::Store(StoreError::Io {
+                            context: format!(
+                                "starting the {name} thread of the journal in {}",
+                                dir.display()
+                            ),
+                            source,
+                        })
                     })
-                })?;
-            Some(thread)
+            };
+            let answer = start("answer", |core| core.answers.run())?;
+            let commit = match start("commit", run_committer) {
+                Ok(commit) => commit,
+                Err(e) => {
+                    core.answers.stop();
+                    let _ = answer.join();
+                    return Err(e);
+                }
+            };
+            Some((commit, answer))
         };
-        Ok(FileStore { core, committer, torn, _dir_lock: dir_lock })
+        Ok(FileStore { core, threads, torn, _dir_lock: dir_lock })
     }
 
     /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
@@ -213,12 +225,15 @@ impl FileStore {
 
 impl Drop for FileStore {
     fn drop(&mut self) {
-        let Some(committer) = self.committer.take() else { return };
+        let Some((commit, answer)) = self.threads.take() else { return };
         lock(&self.core.state).stopping = true;
         self.core.wake.notify_one();
-        // The committer writes what async callers queued, then ends. A committer that panicked
-        // failed what was queued already.
-        let _ = committer.join();
+        self.core.cohort_back.notify_one();
+        // The committer writes what async callers queued, then ends; the answer thread gives
+        // the answers it was handed, then ends. A thread that panicked failed what it held.
+        let _ = commit.join();
+        self.core.answers.stop();
+        let _ = answer.join();
     }
 }
 
