@@ -9,6 +9,10 @@
 //!   thread, and nothing else: for `valgrind --tool=callgrind`, whose instruction count divided
 //!   by N is the cost of one append.
 //!
+//! - `file_append_probe fill DIR MB`: fills DIR (kept) with `Buffered` single-event appends from
+//!   8 sessions until it holds MB megabytes; `file_append_probe open DIR`: opens it and prints
+//!   how long the open took (the scan that rebuilds the index), in milliseconds.
+//!
 //! To compare two builds on a disk whose speed drifts, run them in short alternating turns.
 
 use std::path::{Path, PathBuf};
@@ -108,6 +112,37 @@ fn count(dir: &Path, n: u64) -> Result<(), String> {
     Ok(())
 }
 
+fn fill(dir: &Path, mb: u64) -> Result<(), String> {
+    let store = FileStore::open(dir, FileOptions::new()).map_err(|e| e.to_string())?;
+    let one = [event()];
+    let mut tails = [Seq(0); 8];
+    let mut i = 0usize;
+    while store.stats().bytes < mb << 20 {
+        let k = i % tails.len();
+        let ack = store
+            .append(&session(k), tails[k], &one, Durability::Buffered)
+            .map_err(|e| e.to_string())?;
+        tails[k] = ack.next;
+        i += 1;
+    }
+    Ok(())
+}
+
+fn open(dir: &Path) -> Result<(), String> {
+    let start = Instant::now();
+    let store = FileStore::open(dir, FileOptions::new()).map_err(|e| e.to_string())?;
+    let took = start.elapsed();
+    let size = store.index_size();
+    println!(
+        "open_ms {:.1} sessions {} batches {} segments {}",
+        took.as_secs_f64() * 1e3,
+        size.sessions,
+        size.batches,
+        size.segments
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
@@ -122,8 +157,10 @@ fn main() -> ExitCode {
             rate(&dir, threads, arg(3).parse().unwrap_or(1000), durability)
         }
         "count" => count(&dir, arg(2).parse().unwrap_or(100_000)),
+        "fill" => fill(&dir, arg(2).parse().unwrap_or(256)),
+        "open" => open(&dir),
         _ => Err("usage: file_append_probe rate DIR THREADS MILLIS synced|buffered \
-                  | count DIR N"
+                  | count DIR N | fill DIR MB | open DIR"
             .to_owned()),
     };
     match result {

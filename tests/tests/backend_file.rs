@@ -591,3 +591,140 @@ mod committer {
         assert!(matches!(empty.wait(), Err(AppendError::EmptyBatch)));
     }
 }
+
+mod heads {
+    //! Session heads kept in the index as batches land, and rebuilt on open from the records.
+
+    use stepjournal_backends::file::{FileOptions, FileStore};
+    use stepjournal_backends::{Durability, JournalStore, LeaseTaken, OwnerId, RunState};
+    use stepjournal_codec::{
+        CallId, ClientAnswer, Entry, Event, RawJson, RunEnded, RunId, RunOutcome, RunStarted,
+        SessionId, Stamped, UnixMillis,
+    };
+    use stepjournal_tests::file_fixture::RealFixture;
+    use stepjournal_tests::sample::numbered;
+
+    fn append(store: &dyn JournalStore, s: &SessionId, at: u64, events: Vec<Event>) {
+        let events: Vec<Stamped> =
+            events.into_iter().map(|e| Stamped::at(UnixMillis(at), e)).collect();
+        let tail = store.tail(s).unwrap();
+        store.append(s, tail, &events, Durability::Synced).unwrap();
+    }
+
+    fn started(run: &str) -> Event {
+        RunStarted { run: RunId::from(run), entry: Entry::Wake }.into()
+    }
+
+    fn ended(run: &str, outcome: RunOutcome) -> Event {
+        RunEnded { run: RunId::from(run), outcome, error: None }.into()
+    }
+
+    #[test]
+    fn heads_rebuilt_on_open_equal_the_heads_kept_as_batches_landed() {
+        // Small segments: sessions' batches spread over rotated segments, and compaction
+        // copies the live ones of mostly dead segments.
+        let opts = FileOptions::new().segment_size(4096);
+        let mut f = RealFixture::new(opts);
+        let mut at = 1_000;
+        for round in 0..40u64 {
+            for k in 0..6u64 {
+                let s = SessionId::from(format!("h-{k}").as_str());
+                let run = format!("r{round}");
+                let events = match (round + k) % 4 {
+                    0 => vec![started(&run), numbered(round)],
+                    1 => vec![
+                        numbered(round),
+                        ended(&format!("r{}", round.saturating_sub(1)), RunOutcome::Suspended),
+                    ],
+                    2 => vec![Event::from(ClientAnswer {
+                        call: CallId::from("c"),
+                        output: RawJson::parse("1").unwrap(),
+                    })],
+                    _ => vec![numbered(round)],
+                };
+                at += 1;
+                append(&*f, &s, at, events);
+            }
+            // Short-lived sessions make segments mostly dead, so compaction moves the others.
+            let temp = SessionId::from(format!("temp-{round}").as_str());
+            append(&*f, &temp, at, vec![started("t"), numbered(0)]);
+            assert!(f.delete(&temp).unwrap());
+        }
+        // Every kind of event: each alone (its head read from its record header on open), and
+        // all in one batch (its records read).
+        let alone = SessionId::from("every-kind-alone");
+        let together = SessionId::from("every-kind-together");
+        for e in stepjournal_tests::sample::every_event_type() {
+            at += 1;
+            append(&*f, &alone, at, vec![e]);
+        }
+        append(&*f, &together, at, stepjournal_tests::sample::every_event_type());
+        assert!(f.index_size().segments > 1, "{:?}", f.index_size());
+        let live = f.heads().unwrap();
+        assert_eq!(live.len(), 8);
+        assert!(live.iter().any(|h| h.answered_while_suspended), "{live:?}");
+        assert!(live.iter().any(|h| matches!(h.run, RunState::Open { .. })), "{live:?}");
+        let read_only = FileStore::open_read_only(f.dir.path()).unwrap();
+        assert_eq!(read_only.heads().unwrap(), live, "a read-only open rebuilds the same heads");
+        drop(read_only);
+        f.reopen(opts);
+        assert_eq!(f.heads().unwrap(), live, "reopening rebuilds the same heads");
+    }
+
+    #[test]
+    fn the_file_store_keeps_no_leases_and_reports_whether_a_writer_is_live() {
+        let f = RealFixture::new(FileOptions::new());
+        let s = SessionId::from("leased");
+        append(&*f, &s, 1, vec![started("r1")]);
+        let taken = f
+            .take_lease(
+                &s,
+                &OwnerId::new("me"),
+                &RunId::from("r1"),
+                std::time::Duration::from_secs(30),
+                false,
+            )
+            .unwrap();
+        assert_eq!(taken, LeaseTaken::NotKept);
+        assert_eq!(f.head(&s).unwrap().unwrap().lease, None);
+        assert!(f.writer_is_live().unwrap(), "a writable store is the writer");
+        let reader = FileStore::open_read_only(f.dir.path()).unwrap();
+        assert!(reader.writer_is_live().unwrap(), "the writer holds the lock");
+        assert_eq!(
+            reader.head(&s).unwrap().unwrap().run,
+            RunState::Open { run: RunId::from("r1") }
+        );
+        drop(f);
+        assert!(!reader.writer_is_live().unwrap(), "the writer is gone");
+        // Asking creates no lock file where there is none.
+        let empty = tempfile::tempdir().unwrap();
+        drop(FileStore::open(empty.path(), FileOptions::new()).unwrap());
+        std::fs::remove_file(empty.path().join(stepjournal_backends::file::LOCK_FILE)).unwrap();
+        let reader = FileStore::open_read_only(empty.path()).unwrap();
+        assert!(!reader.writer_is_live().unwrap());
+        assert!(!empty.path().join(stepjournal_backends::file::LOCK_FILE).exists());
+    }
+
+    #[test]
+    fn asking_whether_a_writer_is_live_never_keeps_a_writer_out() {
+        // A reader's question takes the lock for an instant: a writer opening in that instant
+        // waits it out instead of being refused as if another writer held the journal.
+        let dir = tempfile::tempdir().unwrap();
+        drop(FileStore::open(dir.path(), FileOptions::new()).unwrap());
+        let reader = FileStore::open_read_only(dir.path()).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    reader.writer_is_live().unwrap();
+                }
+            });
+            for i in 0..200 {
+                let store = FileStore::open(dir.path(), FileOptions::new())
+                    .unwrap_or_else(|e| panic!("open {i} beside a reader asking: {e}"));
+                drop(store);
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+}

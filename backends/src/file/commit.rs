@@ -164,19 +164,20 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
             let mut appends = 0;
             for (req, offset) in group.iter().zip(&w.offsets) {
                 match req.kind {
-                    RequestKind::Events { first, count } => {
+                    RequestKind::Events { first, count, last_at } => {
                         let len = req.frame.len() as u32;
                         let run = BatchLoc { first, count, len, seg: w.seg, offset: *offset };
-                        let pushed = st.index.push(&req.session, run);
+                        let head = req.head.clone();
+                        let pushed = st.index.push(&req.session, run, last_at, head);
                         debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
-                        if st.pending.get(&req.session) == Some(&run.end()) {
+                        if st.pending.get(&req.session).is_some_and(|p| p.tail == run.end()) {
                             st.pending.remove(&req.session);
                         }
                         appends += 1;
                     }
                     RequestKind::Delete => {
                         st.index.delete(&req.session, w.seg);
-                        if st.pending.get(&req.session) == Some(&0) {
+                        if st.pending.get(&req.session).is_some_and(|p| p.tail == 0) {
                             st.pending.remove(&req.session);
                         }
                         purge = true;

@@ -5,7 +5,8 @@
 //!   polynomial, then groups of the codec's batch frames (`layout` and `docs/format.md` draw the
 //!   bytes). The active segment is sealed at [`FileOptions::segment_size`] and a new one begun.
 //! - **Index**: rebuilt on open by one sequential scan; per session one entry per batch (first
-//!   seq, count, segment, offset, length), not one per event.
+//!   seq, count, segment, offset, length), not one per event, and the session's head (its last
+//!   run, kept by `RunHead::advance` as batches land), so `heads()` folds nothing.
 //! - **Group commit**: concurrent appenders are written with one write and one `fdatasync`; the
 //!   compare-and-set is checked against the tail including batches not yet written, so racing
 //!   appends to one session have one winner. Each request carries the completer of the future
@@ -36,7 +37,8 @@
 //! Each module uses only modules listed before it (and none uses `store`, the public face):
 //!
 //! - `layout` (the bytes of segment and group headers), `options`, `io` and `sim`;
-//! - `walk`: the one walk over a segment's groups and frames, and what damage means;
+//! - `walk`: the one walk over a segment's groups and frames, and what damage means; `heads`:
+//!   what a batch's records tell of its session's head;
 //! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
 //! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
 //!   continuity);
@@ -59,6 +61,7 @@ mod aside;
 mod builder;
 mod cohort;
 mod commit;
+mod heads;
 mod index;
 #[cfg(feature = "testing")]
 pub mod io;

@@ -6,7 +6,7 @@ use std::io;
 
 use stepjournal_codec::SessionId;
 
-use crate::{AppendAck, AppendError, Completer, Durability, StoreError};
+use crate::{AppendAck, AppendError, Completer, Durability, RunHead, StoreError};
 
 /// Why a request's group failed.
 #[derive(Debug)]
@@ -20,8 +20,8 @@ pub(crate) enum GroupError {
 /// What a request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestKind {
-    /// Append `count` events from `first`.
-    Events { first: u64, count: u32 },
+    /// Append `count` events from `first`, the last stamped `last_at` (unix milliseconds).
+    Events { first: u64, count: u32, last_at: u64 },
     /// Delete the session.
     Delete,
 }
@@ -45,6 +45,8 @@ pub(crate) struct Request {
     pub frame: Vec<u8>,
     /// Whether the caller asked for `fdatasync` before its acknowledgement.
     pub sync: bool,
+    /// The session's head once the batch lands, when the batch changes it.
+    pub head: Option<RunHead>,
     pub reply: Reply,
 }
 
@@ -53,17 +55,18 @@ impl Request {
     /// written (and synced, when `ack` asks for it).
     pub(crate) fn append(
         session: &str,
-        first: u64,
-        count: u32,
+        kind: RequestKind,
         frame: Vec<u8>,
+        head: Option<RunHead>,
         ack: AppendAck,
         completer: Completer<Result<AppendAck, AppendError>>,
     ) -> Request {
         Request {
             session: session.to_owned(),
-            kind: RequestKind::Events { first, count },
+            kind,
             frame,
             sync: ack.durability >= Durability::Synced,
+            head,
             reply: Reply::Append { completer, ack },
         }
     }
@@ -79,6 +82,7 @@ impl Request {
             kind: RequestKind::Delete,
             frame,
             sync: true,
+            head: None,
             reply: Reply::Delete { completer },
         }
     }

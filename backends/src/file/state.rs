@@ -14,7 +14,7 @@ use super::io::{Io, IoFile};
 use super::layout::SegmentId;
 use super::options::FileOptions;
 use super::queue::Request;
-use crate::StoreError;
+use crate::{RunHead, StoreError};
 
 /// Locks a mutex; a panic while it was held does not make the data unusable here (every update
 /// under these locks is applied after its checks), so the guard is taken back.
@@ -43,6 +43,16 @@ impl Counters {
     }
 }
 
+/// A session with batches queued or being written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// Its tail once they land (0 after a queued deletion).
+    pub tail: u64,
+    /// Its head once they land, when one of them changes it (the default after a queued
+    /// deletion); `None`: the index's.
+    pub head: Option<RunHead>,
+}
+
 /// What every appender and reader shares, under one lock.
 #[derive(Debug, Default)]
 pub(crate) struct State {
@@ -52,7 +62,7 @@ pub(crate) struct State {
     /// compare-and-set is checked against it (0 after a queued deletion).
     // Invariant: an entry exists only while a request of its session is queued or being written
     // (so none while no leader is chosen), and none once the store is poisoned.
-    pub pending: HashMap<String, u64>,
+    pub pending: HashMap<String, Pending>,
     /// Requests waiting for the next group, in arrival order.
     pub queue: VecDeque<Request>,
     /// Whether a leader is writing a group (or has been chosen to write the next): a caller of
@@ -82,7 +92,15 @@ impl State {
     }
 
     pub(crate) fn pending_tail(&self, session: &str) -> u64 {
-        self.pending.get(session).copied().unwrap_or_else(|| self.index.tail(session))
+        self.pending.get(session).map_or_else(|| self.index.tail(session), |p| p.tail)
+    }
+
+    /// The session's head once the batches queued or being written land.
+    pub(crate) fn pending_head(&self, session: &str) -> RunHead {
+        match self.pending.get(session).and_then(|p| p.head.as_ref()) {
+            Some(head) => head.clone(),
+            None => self.index.head(session),
+        }
     }
 }
 

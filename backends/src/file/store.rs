@@ -7,20 +7,20 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
 use stepjournal_codec::batch;
-use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped};
+use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis};
 
 use super::commit::{run_committer, submit};
-use super::index::BatchLoc;
+use super::index::{BatchLoc, SessionLog};
 use super::io::{Io, IoFile, IoLock, RealIo};
-use super::open::{OpenedStore, open};
+use super::open::{LOCK_FILE, OpenedStore, open};
 use super::options::FileOptions;
-use super::queue::{Request, dropped_unanswered};
+use super::queue::{Request, RequestKind, dropped_unanswered};
 use super::read::read_batches;
-use super::state::{Core, lock};
+use super::state::{Core, Pending, lock};
 use super::torn::TornTail;
 use crate::{
-    AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, StoreError,
-    StoreFuture, StoreMetrics,
+    AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, RunHead,
+    SessionHead, StoreError, StoreFuture, StoreMetrics,
 };
 
 /// How much the in-memory index holds.
@@ -142,6 +142,22 @@ impl FileStore {
         self.core.options.read_only
     }
 
+    /// Whether a writer holds the journal's directory lock now: for a read-only store, whether
+    /// another process (or store) writes the journal, so that a run open in the log may be
+    /// running rather than crashed. Asked of the lock each time, without taking it for longer
+    /// than the question (and without creating the lock file). A writable store is that writer:
+    /// `true`.
+    pub fn writer_is_live(&self) -> Result<bool, StoreError> {
+        if !self.core.options.read_only {
+            return Ok(true);
+        }
+        let path = self.core.dir.join(LOCK_FILE);
+        self.core.io.lock_is_held(&path).map_err(|source| StoreError::Io {
+            context: format!("asking whether a writer holds {}", path.display()),
+            source,
+        })
+    }
+
     /// What the store did since it was opened.
     pub fn stats(&self) -> FileStats {
         let c = &self.core.counters;
@@ -208,18 +224,44 @@ impl FileStore {
         if actual != expected {
             return StoreFuture::ready(Err(AppendError::Conflict { expected, actual }));
         }
+        // A batch that moves the head carries the head it leaves, computed by the one rule from
+        // the head the batches before it leave.
+        let head = RunHead::touches(events).then(|| {
+            let mut head = st.pending_head(session.as_str());
+            head.advance_all(events);
+            head
+        });
         match st.pending.get_mut(session.as_str()) {
-            Some(tail) => *tail = next.get(),
+            Some(p) => {
+                p.tail = next.get();
+                if head.is_some() {
+                    p.head.clone_from(&head);
+                }
+            }
             None => {
-                st.pending.insert(session.as_str().to_owned(), next.get());
+                let p = Pending { tail: next.get(), head: head.clone() };
+                st.pending.insert(session.as_str().to_owned(), p);
             }
         }
         let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered().into()));
         let ack = AppendAck { first: expected, next, durability };
-        let request =
-            Request::append(session.as_str(), expected.get(), count, frame, ack, completer);
+        let last_at = events.last().map_or(0, |e| e.at.get());
+        let kind = RequestKind::Events { first: expected.get(), count, last_at };
+        let request = Request::append(session.as_str(), kind, frame, head, ack, completer);
         submit(&self.core, st, request, may_lead);
         future
+    }
+}
+
+/// A session's head as the index keeps it.
+fn session_head(name: &str, log: &SessionLog) -> SessionHead {
+    SessionHead {
+        session: SessionId::from(name),
+        tail: Seq(log.tail()),
+        last_at: UnixMillis(log.last_at),
+        run: log.head.run.clone(),
+        answered_while_suspended: log.head.answered_while_suspended,
+        lease: None,
     }
 }
 
@@ -330,10 +372,26 @@ impl JournalStore for FileStore {
         if st.pending_tail(session.as_str()) == 0 {
             return Ok(false);
         }
-        st.pending.insert(session.as_str().to_owned(), 0);
+        let p = Pending { tail: 0, head: Some(RunHead::default()) };
+        st.pending.insert(session.as_str().to_owned(), p);
         let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered()));
         submit(&self.core, st, Request::delete(session.as_str(), frame, completer), true);
         future.wait()
+    }
+
+    /// Kept in the index as batches land and rebuilt on open from the records: nothing is read
+    /// or folded here. The file store keeps no leases (its directory lock makes it the only
+    /// writer): `lease` is always `None`.
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let st = lock(&self.core.state);
+        st.check_poison()?;
+        Ok(st.index.sessions.iter().map(|(name, log)| session_head(name, log)).collect())
+    }
+
+    fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        let st = lock(&self.core.state);
+        st.check_poison()?;
+        Ok(st.index.sessions.get(session.as_str()).map(|log| session_head(session.as_str(), log)))
     }
 
     fn metrics(&self) -> StoreMetrics {
