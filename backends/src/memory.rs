@@ -6,14 +6,25 @@ use std::sync::{Mutex, MutexGuard};
 
 use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped, batch};
 
-use crate::{AppendAck, AppendError, Durability, JournalStore, StoreError};
+use crate::{AppendAck, AppendError, Durability, JournalStore, RunHead, SessionHead, StoreError};
+
+/// One session's events and its head, kept as batches land.
+#[derive(Debug, Default)]
+struct Log {
+    // Invariant: the session's events at seq 0, 1, 2, ... in order.
+    records: Vec<Record>,
+    /// `RunHead::advance` over `records`.
+    head: RunHead,
+}
 
 /// Sessions kept in memory. Events are checked against the same limits as the durable backends
-/// (encoded once on append), so a test on this store refuses what a real store would.
+/// (encoded once on append), so a test on this store refuses what a real store would. An append
+/// is done before it returns, so the provided `append_async` (a ready future) is native here;
+/// heads are kept as batches land.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    // Invariant: every Vec holds its session's events at seq 0, 1, 2, ... in order, none empty.
-    sessions: Mutex<BTreeMap<SessionId, Vec<Record>>>,
+    // Invariant: no log is empty.
+    sessions: Mutex<BTreeMap<SessionId, Log>>,
     limits: Limits,
 }
 
@@ -28,7 +39,7 @@ impl MemoryStore {
         MemoryStore { sessions: Mutex::default(), limits }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<SessionId, Vec<Record>>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<SessionId, Log>> {
         // A panic while holding the lock cannot leave a batch half-applied (it is pushed after
         // every check), so the map is still consistent: take it back.
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
@@ -54,23 +65,21 @@ impl JournalStore for MemoryStore {
         batch::encode_into(&mut scratch, session, expected, events, &self.limits)
             .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
         let mut sessions = self.lock();
-        let log = sessions.entry(session.clone()).or_default();
-        let actual = Seq(log.len() as u64);
+        let actual = Seq(sessions.get(session).map_or(0, |l| l.records.len() as u64));
         if actual != expected {
-            if log.is_empty() {
-                sessions.remove(session);
-            }
             return Err(AppendError::Conflict { expected, actual });
         }
-        log.extend(events.iter().enumerate().map(|(i, e)| Record {
+        let log = sessions.entry(session.clone()).or_default();
+        log.records.extend(events.iter().enumerate().map(|(i, e)| Record {
             session: session.clone(),
             seq: expected.add(i as u64),
             at: e.at,
             event: e.event.clone(),
         }));
-        let next = Seq(log.len() as u64);
+        log.head.advance_all(events);
+        let next = Seq(log.records.len() as u64);
         debug_assert!(
-            log.last().is_some_and(|r| r.seq.next() == next),
+            log.records.last().is_some_and(|r| r.seq.next() == next),
             "a session's events sit at seq 0, 1, 2, ..."
         );
         Ok(AppendAck { first: expected, next, durability: Durability::Volatile })
@@ -78,7 +87,7 @@ impl JournalStore for MemoryStore {
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         let sessions = self.lock();
-        let Some(log) = sessions.get(session) else {
+        let Some(log) = sessions.get(session).map(|l| &l.records) else {
             return Ok(Vec::new());
         };
         let len = log.len() as u64;
@@ -88,7 +97,7 @@ impl JournalStore for MemoryStore {
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        Ok(Seq(self.lock().get(session).map_or(0, |l| l.len() as u64)))
+        Ok(Seq(self.lock().get(session).map_or(0, |l| l.records.len() as u64)))
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
@@ -98,4 +107,25 @@ impl JournalStore for MemoryStore {
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         Ok(self.lock().remove(session).is_some())
     }
+
+    /// Kept as batches land: nothing is folded here. The memory store keeps no leases.
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        Ok(self.lock().iter().filter_map(|(s, log)| head_of(s, log)).collect())
+    }
+
+    fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        Ok(self.lock().get(session).and_then(|log| head_of(session, log)))
+    }
+}
+
+fn head_of(session: &SessionId, log: &Log) -> Option<SessionHead> {
+    let last = log.records.last()?;
+    Some(SessionHead {
+        session: session.clone(),
+        tail: last.seq.next(),
+        last_at: last.at,
+        run: log.head.run.clone(),
+        answered_while_suspended: log.head.answered_while_suspended,
+        lease: None,
+    })
 }

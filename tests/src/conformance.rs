@@ -12,8 +12,11 @@
 use std::collections::BTreeSet;
 use std::sync::Barrier;
 
-use stepjournal_backends::{AppendError, Durability, JournalStore};
-use stepjournal_codec::{Limits, Seq, SessionId, Stamped, UnixMillis};
+use stepjournal_backends::{AppendError, Durability, JournalStore, RunHead};
+use stepjournal_codec::{
+    ApprovalDecided, CallId, ClientAnswer, Entry, Event, Limits, RawJson, RunEnded, RunId,
+    RunOutcome, RunStarted, Seq, SessionId, Stamped, UnixMillis,
+};
 
 use crate::sample::{every_event_type, numbered, oversized, stamped_numbered};
 
@@ -274,6 +277,86 @@ pub fn many_small_batches_read_back_in_order(store: &dyn JournalStore) {
     assert!(log.iter().all(|r| r.event == numbered(r.seq.get())));
 }
 
+fn started(run: &str) -> Event {
+    RunStarted { run: RunId::from(run), entry: Entry::Wake }.into()
+}
+
+fn ended(run: &str, outcome: RunOutcome) -> Event {
+    RunEnded { run: RunId::from(run), outcome, error: None }.into()
+}
+
+fn answered() -> Event {
+    ClientAnswer { call: CallId::from("c1"), output: RawJson::parse("\"ok\"").unwrap() }.into()
+}
+
+fn approved() -> Event {
+    ApprovalDecided { call: CallId::from("c1"), approved: true }.into()
+}
+
+pub fn heads_agree_with_a_fold_of_every_session(store: &dyn JournalStore) {
+    let mut clock = 1_700_000_000_000u64;
+    let mut append = |s: &str, batch: Vec<Event>| {
+        let s = sid(s);
+        let events: Vec<Stamped> = batch
+            .into_iter()
+            .map(|e| {
+                clock += 7;
+                Stamped::at(UnixMillis(clock), e)
+            })
+            .collect();
+        let tail = store.tail(&s).unwrap();
+        store.append(&s, tail, &events, Durability::Synced).unwrap();
+    };
+    append("head-no-run", vec![numbered(1), numbered(2)]);
+    append("head-open", vec![started("r1"), numbered(3)]);
+    append("head-open", vec![numbered(4)]);
+    append("head-ended", vec![started("r1"), ended("r1", RunOutcome::Completed)]);
+    append("head-answered", vec![started("r1")]);
+    append("head-answered", vec![ended("r1", RunOutcome::Suspended)]);
+    append("head-answered", vec![answered(), numbered(5)]);
+    append("head-approved", vec![started("r1"), ended("r1", RunOutcome::Suspended)]);
+    append("head-approved", vec![approved()]);
+    append(
+        "head-answer-in-run",
+        vec![started("r1"), answered(), ended("r1", RunOutcome::Suspended)],
+    );
+    append("head-woken", vec![started("r1"), ended("r1", RunOutcome::Suspended), answered()]);
+    append("head-woken", vec![started("r2")]);
+    for chunk in every_event_type().chunks(3) {
+        append("head-every-type", chunk.to_vec());
+    }
+    append("head-deleted", vec![started("r1")]);
+    assert!(store.delete(&sid("head-deleted")).unwrap());
+    append("head-reborn", vec![started("r1")]);
+    assert!(store.delete(&sid("head-reborn")).unwrap());
+    append("head-reborn", vec![numbered(6)]);
+
+    let heads = store.heads().unwrap();
+    let listed: Vec<SessionId> = heads.iter().map(|h| h.session.clone()).collect();
+    assert_eq!(listed, store.sessions().unwrap(), "a head per session, sorted");
+    for h in &heads {
+        let log = store.read_all(&h.session).unwrap();
+        let mut fold = RunHead::default();
+        for r in &log {
+            fold.advance(&r.event);
+        }
+        let last = log.last().unwrap();
+        assert_eq!((h.tail, h.last_at), (last.seq.next(), last.at), "{}", h.session);
+        assert_eq!(h.run, fold.run, "{}", h.session);
+        assert_eq!(h.answered_while_suspended, fold.answered_while_suspended, "{}", h.session);
+        assert_eq!(store.head(&h.session).unwrap().as_ref(), Some(h), "head() agrees with heads()");
+    }
+    let by_name = |s: &str| heads.iter().find(|h| h.session.as_str() == s).unwrap();
+    assert!(by_name("head-answered").answered_while_suspended);
+    assert!(by_name("head-approved").answered_while_suspended);
+    assert!(!by_name("head-answer-in-run").answered_while_suspended);
+    assert!(!by_name("head-woken").answered_while_suspended);
+    assert!(!listed.contains(&sid("head-deleted")));
+    assert_eq!(by_name("head-reborn").run, stepjournal_backends::RunState::NoRun);
+    assert_eq!(store.head(&sid("head-deleted")).unwrap(), None);
+    assert_eq!(store.head(&sid("head-never")).unwrap(), None);
+}
+
 /// Instantiates every conformance test for one backend. `$make` is an expression that evaluates to
 /// a closure returning a fresh, empty store, or a value that derefs to one. Attributes before it
 /// are put on every test (for example a `cfg_attr(..., ignore = "why")`).
@@ -300,6 +383,7 @@ macro_rules! backend_conformance {
             reads_are_clipped_to_the_range_asked,
             an_ack_promises_no_more_than_the_store_gives,
             many_small_batches_read_back_in_order,
+            heads_agree_with_a_fold_of_every_session,
         );
     };
     (@tests $attrs:tt $make:expr; $($name:ident,)*) => {

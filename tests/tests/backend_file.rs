@@ -430,3 +430,301 @@ fn a_text_file_named_like_the_only_segment_is_refused_not_deleted() {
             .unwrap();
     assert!(!report.is_clean(), "{:?}", report.findings);
 }
+
+mod committer {
+    //! The completion-based path: async appends answered by the store's committer thread.
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::time::Duration;
+
+    use stepjournal_backends::file::FileOptions;
+    use stepjournal_backends::file::sim::{OpKind, SimDisk};
+    use stepjournal_backends::{AppendError, Durability, JournalStore, StoreError};
+    use stepjournal_codec::{Seq, Stamped, UnixMillis};
+    use stepjournal_tests::file_fixture::{check_prefix, crash_event, crash_session, open_sim};
+    use stepjournal_tests::watchdog::Watchdog;
+
+    fn one(s: usize, q: u64) -> [Stamped; 1] {
+        [Stamped::at(UnixMillis(q), crash_event(s, q))]
+    }
+
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn an_async_append_is_written_by_the_committer_thread_not_by_its_caller() {
+        // Were the caller to write its own group, the call would block at the held sync and
+        // the watchdog would end the test.
+        let _watchdog =
+            Watchdog::start("an async append on an idle store", Duration::from_secs(60));
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, FileOptions::new().preallocate(0)).unwrap();
+        disk.hold_syncs();
+        let future = store.append_async(&crash_session(0), Seq(0), &one(0, 0), Durability::Synced);
+        disk.wait_for_held_syncs(1);
+        assert!(!future.is_ready(), "answered before its sync returned");
+        assert_eq!(store.tail(&crash_session(0)).unwrap(), Seq(0), "acknowledged too early");
+        disk.release_syncs();
+        let ack = future.wait().unwrap();
+        assert_eq!((ack.first, ack.next, ack.durability), (Seq(0), Seq(1), Durability::Synced));
+        assert_eq!(check_prefix(&store, 0, 1, 1), 1);
+    }
+
+    #[test]
+    fn an_async_append_wakes_the_task_that_polled_it_once_its_group_is_durable() {
+        let _watchdog = Watchdog::start("the committer's wake", Duration::from_secs(60));
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, FileOptions::new().preallocate(0)).unwrap();
+        disk.hold_syncs();
+        let mut future =
+            store.append_async(&crash_session(0), Seq(0), &one(0, 0), Durability::Synced);
+        let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&counter));
+        let mut cx = Context::from_waker(&waker);
+        assert!(std::pin::Pin::new(&mut future).poll(&mut cx).is_pending());
+        disk.wait_for_held_syncs(1);
+        assert_eq!(counter.0.load(Ordering::SeqCst), 0, "woken before the sync returned");
+        disk.release_syncs();
+        while counter.0.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        match std::pin::Pin::new(&mut future).poll(&mut cx) {
+            Poll::Ready(Ok(ack)) => assert_eq!(ack.next, Seq(1)),
+            other => panic!("after the wake: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn async_appends_queued_behind_a_sync_share_one_group_and_one_sync() {
+        const SESSIONS: usize = 200;
+        let _watchdog = Watchdog::start("the committer's groups", Duration::from_secs(60));
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, FileOptions::new().preallocate(0)).unwrap();
+        disk.hold_syncs();
+        let first = store.append_async(&crash_session(0), Seq(0), &one(0, 0), Durability::Synced);
+        disk.wait_for_held_syncs(1);
+        // One thread queues the rest while the first group's sync is held: no thread waits per
+        // append.
+        let rest: Vec<_> = (1..SESSIONS)
+            .map(|s| store.append_async(&crash_session(s), Seq(0), &one(s, 0), Durability::Synced))
+            .collect();
+        assert_eq!(store.queued(), SESSIONS - 1);
+        disk.release_syncs();
+        first.wait().unwrap();
+        for f in rest {
+            assert_eq!(f.wait().unwrap().next, Seq(1));
+        }
+        let stats = store.stats();
+        assert_eq!((stats.appends, stats.groups, stats.syncs), (SESSIONS as u64, 2, 2));
+        let metrics = store.metrics();
+        assert_eq!((metrics.appends, metrics.groups, metrics.syncs), (SESSIONS as u64, 2, 2));
+        assert_eq!(metrics.max_group, SESSIONS as u64 - 1);
+        for s in 0..SESSIONS {
+            assert_eq!(check_prefix(&store, s, 1, 1), 1);
+        }
+    }
+
+    #[test]
+    fn dropping_the_store_writes_the_async_appends_it_had_queued() {
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, FileOptions::new()).unwrap();
+        let futures: Vec<_> = (0..50)
+            .map(|s| store.append_async(&crash_session(s), Seq(0), &one(s, 0), Durability::Synced))
+            .collect();
+        drop(store);
+        for f in futures {
+            assert_eq!(f.wait().unwrap().next, Seq(1));
+        }
+        // Every one was synced before it was answered: a power loss keeps them all.
+        let store = open_sim(&disk.crash_lose_unsynced(), FileOptions::new()).unwrap();
+        for s in 0..50 {
+            assert_eq!(check_prefix(&store, s, 1, 1), 1);
+        }
+    }
+
+    #[test]
+    fn a_failed_sync_fails_the_async_appends_of_its_group_and_everything_queued_behind_it() {
+        let _watchdog = Watchdog::start("the failed group's answers", Duration::from_secs(60));
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, FileOptions::new().preallocate(0)).unwrap();
+        disk.hold_syncs();
+        let first = store.append_async(&crash_session(0), Seq(0), &one(0, 0), Durability::Synced);
+        disk.wait_for_held_syncs(1);
+        let queued: Vec<_> = (1..4)
+            .map(|s| store.append_async(&crash_session(s), Seq(0), &one(s, 0), Durability::Synced))
+            .collect();
+        disk.fail_next(OpKind::SyncData);
+        disk.release_syncs();
+        let err = first.wait().unwrap_err();
+        assert!(matches!(err, AppendError::OutcomeUnknown { .. }), "{err:?}");
+        for f in queued {
+            let err = f.wait().unwrap_err();
+            assert!(err.is_poisoned() && err.to_string().contains("fdatasync"), "{err}");
+        }
+        let later = store.append_async(&crash_session(9), Seq(0), &one(9, 0), Durability::Synced);
+        assert!(later.is_ready(), "a poisoned store answers at once");
+        assert!(later.wait().unwrap_err().is_poisoned());
+        assert!(matches!(store.tail(&crash_session(0)), Err(StoreError::Poisoned { .. })));
+        assert_eq!(store.metrics().poisoned, 1);
+    }
+
+    #[test]
+    fn a_refused_async_append_is_answered_at_once() {
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, FileOptions::new()).unwrap();
+        store.append(&crash_session(0), Seq(0), &one(0, 0), Durability::Synced).unwrap();
+        let conflict =
+            store.append_async(&crash_session(0), Seq(0), &one(0, 0), Durability::Synced);
+        assert!(conflict.is_ready());
+        assert!(matches!(
+            conflict.wait(),
+            Err(AppendError::Conflict { expected: Seq(0), actual: Seq(1) })
+        ));
+        let empty = store.append_async(&crash_session(0), Seq(1), &[], Durability::Synced);
+        assert!(matches!(empty.wait(), Err(AppendError::EmptyBatch)));
+    }
+}
+
+mod heads {
+    //! Session heads kept in the index as batches land, and rebuilt on open from the records.
+
+    use stepjournal_backends::file::{FileOptions, FileStore};
+    use stepjournal_backends::{Durability, JournalStore, LeaseTaken, OwnerId, RunState};
+    use stepjournal_codec::{
+        CallId, ClientAnswer, Entry, Event, RawJson, RunEnded, RunId, RunOutcome, RunStarted,
+        SessionId, Stamped, UnixMillis,
+    };
+    use stepjournal_tests::file_fixture::RealFixture;
+    use stepjournal_tests::sample::numbered;
+
+    fn append(store: &dyn JournalStore, s: &SessionId, at: u64, events: Vec<Event>) {
+        let events: Vec<Stamped> =
+            events.into_iter().map(|e| Stamped::at(UnixMillis(at), e)).collect();
+        let tail = store.tail(s).unwrap();
+        store.append(s, tail, &events, Durability::Synced).unwrap();
+    }
+
+    fn started(run: &str) -> Event {
+        RunStarted { run: RunId::from(run), entry: Entry::Wake }.into()
+    }
+
+    fn ended(run: &str, outcome: RunOutcome) -> Event {
+        RunEnded { run: RunId::from(run), outcome, error: None }.into()
+    }
+
+    #[test]
+    fn heads_rebuilt_on_open_equal_the_heads_kept_as_batches_landed() {
+        // Small segments: sessions' batches spread over rotated segments, and compaction
+        // copies the live ones of mostly dead segments.
+        let opts = FileOptions::new().segment_size(4096);
+        let mut f = RealFixture::new(opts);
+        let mut at = 1_000;
+        for round in 0..40u64 {
+            for k in 0..6u64 {
+                let s = SessionId::from(format!("h-{k}").as_str());
+                let run = format!("r{round}");
+                let events = match (round + k) % 4 {
+                    0 => vec![started(&run), numbered(round)],
+                    1 => vec![
+                        numbered(round),
+                        ended(&format!("r{}", round.saturating_sub(1)), RunOutcome::Suspended),
+                    ],
+                    2 => vec![Event::from(ClientAnswer {
+                        call: CallId::from("c"),
+                        output: RawJson::parse("1").unwrap(),
+                    })],
+                    _ => vec![numbered(round)],
+                };
+                at += 1;
+                append(&*f, &s, at, events);
+            }
+            // Short-lived sessions make segments mostly dead, so compaction moves the others.
+            let temp = SessionId::from(format!("temp-{round}").as_str());
+            append(&*f, &temp, at, vec![started("t"), numbered(0)]);
+            assert!(f.delete(&temp).unwrap());
+        }
+        // Every kind of event: each alone (its head read from its record header on open), and
+        // all in one batch (its records read).
+        let alone = SessionId::from("every-kind-alone");
+        let together = SessionId::from("every-kind-together");
+        for e in stepjournal_tests::sample::every_event_type() {
+            at += 1;
+            append(&*f, &alone, at, vec![e]);
+        }
+        append(&*f, &together, at, stepjournal_tests::sample::every_event_type());
+        assert!(f.index_size().segments > 1, "{:?}", f.index_size());
+        let live = f.heads().unwrap();
+        assert_eq!(live.len(), 8);
+        assert!(live.iter().any(|h| h.answered_while_suspended), "{live:?}");
+        assert!(live.iter().any(|h| matches!(h.run, RunState::Open { .. })), "{live:?}");
+        let read_only = FileStore::open_read_only(f.dir.path()).unwrap();
+        assert_eq!(read_only.heads().unwrap(), live, "a read-only open rebuilds the same heads");
+        drop(read_only);
+        f.reopen(opts);
+        assert_eq!(f.heads().unwrap(), live, "reopening rebuilds the same heads");
+    }
+
+    #[test]
+    fn the_file_store_keeps_no_leases_and_reports_whether_a_writer_is_live() {
+        let f = RealFixture::new(FileOptions::new());
+        let s = SessionId::from("leased");
+        append(&*f, &s, 1, vec![started("r1")]);
+        let taken = f
+            .take_lease(
+                &s,
+                &OwnerId::new("me"),
+                &RunId::from("r1"),
+                std::time::Duration::from_secs(30),
+                false,
+            )
+            .unwrap();
+        assert_eq!(taken, LeaseTaken::NotKept);
+        assert_eq!(f.head(&s).unwrap().unwrap().lease, None);
+        assert!(f.writer_is_live().unwrap(), "a writable store is the writer");
+        let reader = FileStore::open_read_only(f.dir.path()).unwrap();
+        assert!(reader.writer_is_live().unwrap(), "the writer holds the lock");
+        assert_eq!(
+            reader.head(&s).unwrap().unwrap().run,
+            RunState::Open { run: RunId::from("r1") }
+        );
+        drop(f);
+        assert!(!reader.writer_is_live().unwrap(), "the writer is gone");
+        // Asking creates no lock file where there is none.
+        let empty = tempfile::tempdir().unwrap();
+        drop(FileStore::open(empty.path(), FileOptions::new()).unwrap());
+        std::fs::remove_file(empty.path().join(stepjournal_backends::file::LOCK_FILE)).unwrap();
+        let reader = FileStore::open_read_only(empty.path()).unwrap();
+        assert!(!reader.writer_is_live().unwrap());
+        assert!(!empty.path().join(stepjournal_backends::file::LOCK_FILE).exists());
+    }
+
+    #[test]
+    fn asking_whether_a_writer_is_live_never_keeps_a_writer_out() {
+        // A reader's question takes the lock for an instant: a writer opening in that instant
+        // waits it out instead of being refused as if another writer held the journal.
+        let dir = tempfile::tempdir().unwrap();
+        drop(FileStore::open(dir.path(), FileOptions::new()).unwrap());
+        let reader = FileStore::open_read_only(dir.path()).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    reader.writer_is_live().unwrap();
+                }
+            });
+            for i in 0..200 {
+                let store = FileStore::open(dir.path(), FileOptions::new())
+                    .unwrap_or_else(|e| panic!("open {i} beside a reader asking: {e}"));
+                drop(store);
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+}

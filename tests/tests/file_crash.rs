@@ -870,3 +870,123 @@ fn the_writer_reports_an_unknown_outcome_when_the_poisoned_store_cannot_tell_it(
     let log = store.read_all(&s).unwrap();
     assert!(log.iter().any(|r| matches!(r.event, Event::ReplyCommitted(_))), "it had landed");
 }
+
+/// What the gated workload of [`committer_rounds`] attempted and had acknowledged, per session.
+#[derive(Debug, Default, Clone)]
+struct Gated {
+    attempted: Vec<u64>,
+    acked: Vec<u64>,
+    /// Events whose acknowledgement promised a power loss keeps them (a synced append, and
+    /// every append acknowledged before one).
+    durable: Vec<u64>,
+}
+
+impl Gated {
+    fn new(n: usize) -> Gated {
+        Gated { attempted: vec![0; n], acked: vec![0; n], durable: vec![0; n] }
+    }
+}
+
+/// Rounds of one sync appender leading a group whose sync is held at the gate, `followers`
+/// async appends queued behind it, then the gate opened: the committer thread writes the
+/// followers as the next group. The operations come in the same order on every run. Stops at
+/// the first error.
+fn committer_rounds(disk: &SimDisk, store: &FileStore, rounds: u64, followers: usize) -> Gated {
+    let n = followers + 1;
+    let mut model = Gated::new(n);
+    let poisoned = || store.metrics().poisoned == 1;
+    for round in 0..rounds {
+        let sync = round % 3 != 2;
+        let d = if sync { Durability::Synced } else { Durability::Buffered };
+        disk.hold_syncs();
+        let ok = std::thread::scope(|scope| {
+            let leader = scope.spawn(|| {
+                let e = [Stamped::at(UnixMillis(round), crash_event(0, round))];
+                store.append(&crash_session(0), Seq(round), &e, Durability::Synced)
+            });
+            // The leader's sync is held, or it failed (the power is out).
+            while disk.held_syncs() == 0 && !leader.is_finished() {
+                std::thread::yield_now();
+            }
+            let futures: Vec<_> = (1..n)
+                .map(|s| {
+                    let e = [Stamped::at(UnixMillis(round), crash_event(s, round))];
+                    store.append_async(&crash_session(s), Seq(round), &e, d)
+                })
+                .collect();
+            while store.queued() < followers && !poisoned() && !leader.is_finished() {
+                std::thread::yield_now();
+            }
+            disk.release_syncs();
+            let mut ok = true;
+            for (s, r) in std::iter::once(leader.join().unwrap())
+                .chain(futures.into_iter().map(|f| f.wait()))
+                .enumerate()
+            {
+                model.attempted[s] = round + 1;
+                match r {
+                    Ok(ack) => {
+                        assert_eq!(ack.next, Seq(round + 1));
+                        model.acked[s] = round + 1;
+                        // The leader's appends are synced; the followers' are synced in two
+                        // rounds of three.
+                        if s == 0 || sync {
+                            model.durable.clone_from(&model.acked);
+                        }
+                    }
+                    Err(e) => {
+                        assert!(!matches!(e, AppendError::Conflict { .. }), "{e}");
+                        ok = false;
+                    }
+                }
+            }
+            ok
+        });
+        if !ok {
+            break;
+        }
+    }
+    model
+}
+
+#[test]
+fn a_crash_at_every_write_and_sync_of_committer_groups_keeps_every_acknowledged_append() {
+    // The committer thread writes the groups async appenders queue behind a sync caller's; a
+    // power loss at any of its writes and syncs keeps every append acknowledged as synced, and
+    // every buffered one acknowledged before a synced one.
+    const ROUNDS: u64 = 8;
+    const FOLLOWERS: usize = 3;
+    let _watchdog = stepjournal_tests::watchdog::Watchdog::start(
+        "the gated committer rounds",
+        std::time::Duration::from_secs(300),
+    );
+    let total = {
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, options()).unwrap();
+        let model = committer_rounds(&disk, &store, ROUNDS, FOLLOWERS);
+        assert!(model.acked.iter().all(|a| *a == ROUNDS), "{model:?}");
+        let groups = store.stats().groups;
+        assert_eq!(groups, 2 * ROUNDS, "each round: the leader's group, then the followers'");
+        disk.ops()
+    };
+    let fates: [(&str, PowerLoss); 2] = [
+        ("lose unsynced", SimDisk::crash_lose_unsynced),
+        ("keep written", SimDisk::crash_keep_written),
+    ];
+    for n in 0..=total {
+        for (what, crash) in fates {
+            let disk = SimDisk::new();
+            disk.crash_at_op(n);
+            let model = match open_sim(&disk, options()) {
+                Ok(store) => committer_rounds(&disk, &store, ROUNDS, FOLLOWERS),
+                Err(_) => Gated::new(FOLLOWERS + 1),
+            };
+            let after = crash(&disk);
+            let store = open_sim(&after, options())
+                .unwrap_or_else(|e| panic!("crash at op {n} ({what}): reopening failed: {e}"));
+            for s in 0..=FOLLOWERS {
+                check_prefix(&store, s, model.durable[s], model.attempted[s]);
+            }
+        }
+    }
+}

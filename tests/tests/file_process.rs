@@ -137,12 +137,14 @@ fn a_second_writer_process_is_refused_naming_the_directory() {
     let err = FileStore::open(dir.path(), FileOptions::new()).unwrap_err();
     assert!(matches!(err, OpenError::Locked { .. }), "{err:?}");
     assert!(err.to_string().contains(path), "{err}");
-    // Read-only opening needs no lock.
-    FileStore::open_read_only(dir.path()).unwrap();
+    // Read-only opening needs no lock, and sees that a writer is live.
+    let reader = FileStore::open_read_only(dir.path()).unwrap();
+    assert!(reader.writer_is_live().unwrap(), "the child holds the journal");
     // Once the holder is gone, the lock is free; then this process holds it and a child is
     // refused.
     drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
+    assert!(!reader.writer_is_live().unwrap(), "the child is gone");
     let _store = FileStore::open(dir.path(), FileOptions::new()).unwrap();
     let out = Command::new(CHILD).args(["try", path]).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{out:?}");

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::heads::BatchHead;
 use super::index::{BatchLoc, Index, SegmentInfo, SessionLog};
 use super::io::IoFile;
 use super::layout::SegmentId;
@@ -99,8 +100,9 @@ impl Built {
 /// Builds the index from the frames of a scan, in log order.
 #[derive(Debug, Default)]
 pub(crate) struct IndexBuilder {
-    /// Each session's runs since its last deletion, in log order.
-    sessions: HashMap<String, Vec<BatchLoc>>,
+    /// Each session's runs since its last deletion, in log order, with what each tells of the
+    /// session's head.
+    sessions: HashMap<String, Vec<(BatchLoc, BatchHead)>>,
     index: Index,
 }
 
@@ -114,23 +116,25 @@ impl IndexBuilder {
         self.index.segments.remove(&id);
     }
 
-    pub(crate) fn events(&mut self, session: &str, run: BatchLoc) {
+    /// A batch of `session`, and what it tells of the session's head (verify, which keeps no
+    /// heads, gives the default).
+    pub(crate) fn events(&mut self, session: &str, run: BatchLoc, head: BatchHead) {
         match self.sessions.get_mut(session) {
-            Some(runs) => runs.push(run),
+            Some(runs) => runs.push((run, head)),
             None => {
-                self.sessions.insert(session.to_owned(), vec![run]);
+                self.sessions.insert(session.to_owned(), vec![(run, head)]);
             }
         }
     }
 
     /// The session's last batch so far, in log order.
     pub(crate) fn last(&self, session: &str) -> Option<&BatchLoc> {
-        self.sessions.get(session).and_then(|runs| runs.last())
+        self.sessions.get(session).and_then(|runs| runs.last()).map(|(run, _)| run)
     }
 
     pub(crate) fn delete(&mut self, session: &str, at: SegmentId) {
         if let Some(runs) = self.sessions.remove(session) {
-            self.index.guard(at, runs.iter().map(|r| r.seg));
+            self.index.guard(at, runs.iter().map(|(r, _)| r.seg));
         }
     }
 
@@ -140,22 +144,22 @@ impl IndexBuilder {
         let IndexBuilder { sessions, index } = self;
         let mut out = Built { index, ..Built::default() };
         for (name, mut runs) in sessions {
-            runs.sort_by_key(|r| r.first);
+            runs.sort_by_key(|(r, _)| r.first);
             let mut ordered = Ordered::default();
-            let mut kept: Vec<BatchLoc> = Vec::with_capacity(runs.len());
-            for run in runs {
+            let mut kept: Vec<(BatchLoc, BatchHead)> = Vec::with_capacity(runs.len());
+            for (run, head) in runs {
                 match kept.last_mut() {
-                    Some(last) if last.first == run.first && last.count == run.count => {
+                    Some((last, _)) if last.first == run.first && last.count == run.count => {
                         ordered.log.shadows.insert(last.seg);
                         *last = run;
                     }
-                    _ => kept.push(run),
+                    _ => kept.push((run, head)),
                 }
             }
             let mut tail = 0u64;
             let mut gap = false;
             let mut first = true;
-            for run in kept {
+            for (run, head) in kept {
                 let misfit = |kind| Misfit {
                     session: name.clone(),
                     seg: run.seg,
@@ -179,6 +183,8 @@ impl IndexBuilder {
                     ordered.after_gap = ordered.after_gap.saturating_add(u64::from(run.count));
                 } else {
                     ordered.log.runs.push(run);
+                    head.apply(&mut ordered.log.head);
+                    ordered.log.last_at = head.last_at.get();
                 }
                 tail = run.end();
             }
@@ -214,12 +220,12 @@ mod tests {
             r.add_segment(SegmentId(id), file());
         }
         // "s": 0..2 in 1, 2..3 in 2, then a copy of 0..2 in 4.
-        r.events("s", run(0, 2, 1));
-        r.events("s", run(2, 1, 2));
-        r.events("s", run(0, 2, 4));
+        r.events("s", run(0, 2, 1), BatchHead::default());
+        r.events("s", run(2, 1, 2), BatchHead::default());
+        r.events("s", run(0, 2, 4), BatchHead::default());
         // "d": a gap (its middle was purged), then deleted.
-        r.events("d", run(0, 1, 1));
-        r.events("d", run(5, 1, 3));
+        r.events("d", run(0, 1, 1), BatchHead::default());
+        r.events("d", run(5, 1, 3), BatchHead::default());
         r.delete("d", SegmentId(3));
         let ix = r.finish().into_index().unwrap();
         let s = &ix.sessions["s"];
@@ -237,9 +243,9 @@ mod tests {
     fn replay_reports_the_earliest_gap_no_deletion_covers() {
         let mut r = IndexBuilder::default();
         r.add_segment(SegmentId(1), file());
-        r.events("a", run(0, 1, 1));
-        r.events("a", run(3, 1, 1));
-        r.events("b", run(1, 1, 1));
+        r.events("a", run(0, 1, 1), BatchHead::default());
+        r.events("a", run(3, 1, 1), BatchHead::default());
+        r.events("b", run(1, 1, 1), BatchHead::default());
         let m = r.finish().into_index().unwrap_err();
         assert_eq!((m.seg, m.offset), (SegmentId(1), 33), "{m:?}");
         assert!(m.reason().contains("session b"), "{m:?}");

@@ -1,60 +1,161 @@
-//! Group commit: appenders queue their batches; one of them, the leader, writes every queued
-//! batch with one write and (if any asked for it) one `fdatasync`, then wakes each appender of
-//! the group through its own slot and hands the leadership to the first appender still queued.
+//! Group commit: appenders queue their batches, each with the completer of the future its
+//! caller awaits or waits on; one leader at a time writes the queued batches with one write and
+//! (if any asked for it) one `fdatasync`, publishes them, and hands the group's answers to the
+//! answer thread, which completes each request while the leader goes on. No thread is parked per
+//! waiting request: a waiting caller is woken by its own completion.
+//!
+//! Who leads:
+//! - a caller of the sync API that finds no leader writes the group holding its own request and
+//!   answers itself (a lone appender is never handed off), then hands the leadership to the
+//!   committer thread if anything is left to write or its group's appenders are expected back,
+//!   or gives it up;
+//! - otherwise the committer thread the store owns: it leads while requests keep coming, and
+//!   before each group waits briefly for the cohort of the last one (`cohort`). An async caller
+//!   never writes or syncs on its own task; it wakes the committer when no one leads.
 //!
 //! Invariants:
 //! - One leader at a time (`State::leading`), so groups are written one after the other and a
 //!   group is written only after the previous group's sync returned.
 //! - A group is published to the index (acknowledged) only after its write, and its sync when
-//!   one was asked, succeeded; groups are published in the order they were written, so the order
-//!   of acknowledgements is the order on disk.
+//!   one was asked, succeeded; groups are published in the order they were written, and each is
+//!   published before the next is taken, so the order of acknowledgements is the order on disk.
 //! - A failed write or sync fails that group's callers with the I/O error, poisons the store and
 //!   fails every queued request; nothing is retried.
 
-use std::sync::Arc;
-use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, PoisonError};
+use std::time::Instant;
 
+use super::answer::Answer;
 use super::index::BatchLoc;
-use super::queue::{GroupError, Request, RequestKind, Wake};
+use super::queue::{GroupError, Request, RequestKind};
 use super::reclaim::reclaim;
 use super::segment::IoFailure;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
 use crate::StoreError;
 
-/// Writes one group: the requests queued now (up to the group size). Called by the one
-/// leader; hands the leadership on before waking the group's callers.
-pub(crate) fn lead(core: &Core) {
-    let group: Vec<Request> = {
+/// Who leads a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leader {
+    /// A caller of the sync API: it writes one group, the one holding its own request.
+    Caller,
+    /// The committer thread: it leads until nothing is left to write.
+    Committer,
+}
+
+/// Queues a request (under the same lock as its compare-and-set, so the queue's order is the
+/// order the checks passed in). When no one leads, a caller that `may_lead` (the sync API)
+/// writes the group itself before returning; otherwise the committer thread is woken to.
+pub(crate) fn submit(core: &Core, mut st: MutexGuard<'_, State>, request: Request, may_lead: bool) {
+    st.queue.push_back(request);
+    if st.cohort.arrival(Instant::now()) {
+        core.cohort_back.notify_one();
+    }
+    if st.leading {
+        return;
+    }
+    st.leading = true;
+    if may_lead {
+        drop(st);
+        lead(core, Leader::Caller);
+    } else {
+        st.committer = true;
+        drop(st);
+        core.wake.notify_one();
+    }
+}
+
+/// The committer thread's life: it sleeps until the leadership is handed to it, leads until
+/// nothing is left, and ends once the store stops with nothing queued.
+pub(crate) fn run_committer(core: &Core) {
+    loop {
         let mut st = lock(&core.state);
-        let mut group = Vec::new();
-        let mut bytes = 0u64;
-        while let Some(r) = st.queue.front() {
-            let len = r.frame.len() as u64;
-            if !group.is_empty() && bytes + len > core.options.max_group_bytes {
+        while !st.committer && !st.stopping {
+            st = core.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        if !st.committer {
+            debug_assert!(st.queue.is_empty(), "a request was queued without a leader");
+            return;
+        }
+        drop(st);
+        lead(core, Leader::Committer);
+    }
+}
+
+/// Takes the next group from the queue: the requests queued now, up to `max_group_bytes` (a
+/// single larger request goes alone).
+fn take_group(st: &mut State, max_bytes: u64) -> Vec<Request> {
+    let mut group = Vec::new();
+    let mut bytes = 0u64;
+    while let Some(r) = st.queue.front() {
+        let len = r.frame.len() as u64;
+        if !group.is_empty() && bytes + len > max_bytes {
+            break;
+        }
+        bytes += len;
+        if let Some(r) = st.queue.pop_front() {
+            group.push(r);
+        }
+    }
+    group
+}
+
+/// Leads groups: a caller one, the committer until nothing is left.
+fn lead(core: &Core, who: Leader) {
+    // Should a bug panic here, the guard fails what is queued instead of leaving it waiting.
+    let mut guard = LeadGuard { core, armed: true };
+    loop {
+        let group = {
+            let mut st = lock(&core.state);
+            if who == Leader::Committer {
+                st = await_cohort(core, st);
+            }
+            let group = take_group(&mut st, core.options.max_group_bytes);
+            if group.is_empty() {
+                st.leading = false;
+                st.committer = false;
                 break;
             }
-            bytes += len;
-            if let Some(r) = st.queue.pop_front() {
-                group.push(r);
-            }
+            group
+        };
+        if !write_group(core, group, who) {
+            break;
         }
-        group
-    };
-    let outcome = if group.is_empty() {
-        None
-    } else {
-        let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
-        Some(write_frames(core, &frames, group.iter().any(|r| r.sync)))
-    };
+    }
+    guard.armed = false;
+}
+
+/// Waits (the committer, holding the leadership) for the appenders of the last group to queue
+/// again, as long as the cohort rule says they are worth waiting for.
+fn await_cohort<'a>(core: &'a Core, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let queued: u64 = st.queue.iter().map(|r| r.frame.len() as u64).sum();
+    if queued >= core.options.max_group_bytes {
+        return st;
+    }
+    while !st.stopping && st.poisoned.is_none() {
+        let Some(left) = st.cohort.wait(Instant::now()) else { break };
+        st.cohort.waiting = true;
+        st = core.cohort_back.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+        st.cohort.waiting = false;
+    }
+    st
+}
+
+/// Writes one group, publishes it, decides who leads next, and answers the group's callers.
+/// Returns whether this leader goes on to the next group.
+fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
+    let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
+    let started = Instant::now();
+    let outcome = write_frames(core, &frames, group.iter().any(|r| r.sync));
+    let io = started.elapsed();
+    drop(frames);
 
     let mut st = lock(&core.state);
-    let mut results: Vec<Result<(), GroupError>> = Vec::with_capacity(group.len());
+    let mut failed = None;
     let mut purge = false;
     match outcome {
-        None => {}
-        Some(Ok(w)) => {
+        Ok(w) => {
             if let Some(file) = w.new_segment {
                 st.index.add_segment(w.seg, file);
                 st.active = Some(w.seg);
@@ -63,32 +164,33 @@ pub(crate) fn lead(core: &Core) {
             let mut appends = 0;
             for (req, offset) in group.iter().zip(&w.offsets) {
                 match req.kind {
-                    RequestKind::Events { first, count } => {
+                    RequestKind::Events { first, count, last_at } => {
                         let len = req.frame.len() as u32;
                         let run = BatchLoc { first, count, len, seg: w.seg, offset: *offset };
-                        let pushed = st.index.push(&req.session, run);
+                        let head = req.head.clone();
+                        let pushed = st.index.push(&req.session, run, last_at, head);
                         debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
-                        if st.pending.get(&req.session) == Some(&run.end()) {
+                        if st.pending.get(&req.session).is_some_and(|p| p.tail == run.end()) {
                             st.pending.remove(&req.session);
                         }
                         appends += 1;
                     }
                     RequestKind::Delete => {
                         st.index.delete(&req.session, w.seg);
-                        if st.pending.get(&req.session) == Some(&0) {
+                        if st.pending.get(&req.session).is_some_and(|p| p.tail == 0) {
                             st.pending.remove(&req.session);
                         }
                         purge = true;
                     }
                 }
-                results.push(Ok(()));
             }
             core.counters.appends.fetch_add(appends, Ordering::Relaxed);
+            core.counters.max_group.fetch_max(group.len() as u64, Ordering::Relaxed);
         }
-        Some(Err(f)) => {
+        Err(f) => {
             st.poisoned.get_or_insert_with(|| f.to_string());
             st.pending.clear();
-            results.extend(group.iter().map(|_| Err(group_error(&f))));
+            failed = Some(f);
         }
     }
     if purge && st.poisoned.is_none() {
@@ -100,16 +202,27 @@ pub(crate) fn lead(core: &Core) {
             st.pending.clear();
         }
     }
+    st.cohort.answered(group.len(), io, Instant::now());
     let mut refused = Vec::new();
-    let next = if st.poisoned.is_some() {
+    let mut hand_off = false;
+    let more = !st.queue.is_empty() || st.cohort.expected();
+    let go_on = if st.poisoned.is_some() {
         refused.extend(st.queue.drain(..));
         st.leading = false;
-        None
-    } else if let Some(r) = st.queue.front() {
-        Some(Arc::clone(&r.slot))
-    } else {
+        st.committer = false;
+        false
+    } else if !more {
         st.leading = false;
-        None
+        st.committer = false;
+        false
+    } else if who == Leader::Caller {
+        // The caller's own request is in this group: it returns, and the committer writes the
+        // rest (or waits for the group's appenders to come back).
+        st.committer = true;
+        hand_off = true;
+        false
+    } else {
+        true
     };
     // A pending tail lives only while a request of its session is queued or being written (and a
     // poisoned store has none).
@@ -120,42 +233,35 @@ pub(crate) fn lead(core: &Core) {
     );
     let poison = st.check_poison().err();
     drop(st);
-    if let Some(next) = next {
-        next.lead();
+    if hand_off {
+        core.wake.notify_one();
     }
-    for (req, result) in group.iter().zip(results) {
-        req.slot.finish(result);
+    let mut answers: Vec<Answer> = match &failed {
+        None => group.into_iter().map(|req| (req, Ok(()))).collect(),
+        Some(f) => group.into_iter().map(|req| (req, Err(group_error(f)))).collect(),
+    };
+    if who == Leader::Caller && !answers.is_empty() {
+        // The caller's own request is the group's first (it found the queue empty): it answers
+        // itself, and hands the others over.
+        let (own, result) = answers.remove(0);
+        core.answers.give(answers);
+        own.finish(result);
+    } else {
+        core.answers.give(answers);
     }
-    for req in refused {
-        let first_failure = match &poison {
-            Some(StoreError::Poisoned { first_failure }) => first_failure.clone(),
-            _ => String::new(),
-        };
-        req.slot.finish(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
-    }
+    fail_all(refused, poison.as_ref());
+    go_on
 }
 
-/// Queues a request (under the same lock as its compare-and-set, so the queue's order is the
-/// order the checks passed in) and waits for its group; the caller leads when no one is.
-pub(crate) fn submit(
-    core: &Core,
-    mut st: MutexGuard<'_, State>,
-    request: Request,
-) -> Result<(), GroupError> {
-    let slot = Arc::clone(&request.slot);
-    st.queue.push_back(request);
-    if st.leading {
-        drop(st);
-    } else {
-        st.leading = true;
-        drop(st);
-        lead(core);
-    }
-    loop {
-        match slot.wait() {
-            Wake::Lead => lead(core),
-            Wake::Done(result) => return result,
-        }
+/// Fails requests that were queued when the store was poisoned.
+fn fail_all(refused: Vec<Request>, poison: Option<&StoreError>) {
+    let first_failure = match poison {
+        Some(StoreError::Poisoned { first_failure }) => first_failure.as_str(),
+        _ => "",
+    };
+    for req in refused {
+        let first_failure = first_failure.to_owned();
+        req.finish(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
     }
 }
 
@@ -166,5 +272,31 @@ fn group_error(f: &IoFailure) -> GroupError {
         GroupError::Unknown { context: f.context.clone(), source }
     } else {
         GroupError::Store(f.to_store_error())
+    }
+}
+
+/// Fails everything queued if a leader unwinds: the store is poisoned (its state may be
+/// half-updated) and no caller waits for a group that will not come.
+struct LeadGuard<'a> {
+    core: &'a Core,
+    /// Whether the leader is still inside `lead` (not returned from it).
+    armed: bool,
+}
+
+impl Drop for LeadGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut st = lock(&self.core.state);
+        let first_failure = "a group commit leader panicked".to_owned();
+        st.poisoned.get_or_insert(first_failure);
+        st.pending.clear();
+        st.leading = false;
+        st.committer = false;
+        let refused: Vec<Request> = st.queue.drain(..).collect();
+        let poison = st.check_poison().err();
+        drop(st);
+        fail_all(refused, poison.as_ref());
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::io::IoFile;
 use super::layout::SegmentId;
+use crate::RunHead;
 
 /// One batch of a session: `count` events from `first`, in one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +40,7 @@ impl BatchLoc {
     }
 }
 
-/// A session's batches.
+/// A session's batches, and its head.
 #[derive(Debug, Default)]
 pub(crate) struct SessionLog {
     // Invariant: dense from 0: runs[0].first == 0, runs[i + 1].first == runs[i].end(); never empty
@@ -47,6 +48,10 @@ pub(crate) struct SessionLog {
     pub runs: Vec<BatchLoc>,
     /// Segments that still hold stale copies of this session's frames (left by compaction).
     pub shadows: BTreeSet<SegmentId>,
+    /// Its last run, as the events of `runs` leave it (`RunHead::advance` over them in order).
+    pub head: RunHead,
+    /// When its last batch was appended (unix milliseconds).
+    pub last_at: u64,
 }
 
 impl SessionLog {
@@ -139,9 +144,16 @@ impl Index {
         }
     }
 
-    /// Records a batch at the session's tail. `Err` (and nothing changed) when it does not start
-    /// at the tail.
-    pub(crate) fn push(&mut self, session: &str, run: BatchLoc) -> Result<(), u64> {
+    /// Records a batch at the session's tail, appended at `last_at`; `head` is the session's
+    /// head after it when the batch changes it. `Err` (and nothing changed) when it does not
+    /// start at the tail.
+    pub(crate) fn push(
+        &mut self,
+        session: &str,
+        run: BatchLoc,
+        last_at: u64,
+        head: Option<RunHead>,
+    ) -> Result<(), u64> {
         let tail = self.tail(session);
         if run.first != tail || run.count == 0 {
             return Err(tail);
@@ -151,15 +163,29 @@ impl Index {
                 // The check above keeps the runs dense: the new one starts where they end.
                 debug_assert!(log.runs.last().is_some_and(|last| last.end() == run.first));
                 log.runs.push(run);
+                log.last_at = last_at;
+                if let Some(head) = head {
+                    log.head = head;
+                }
             }
             None => {
                 debug_assert_eq!(run.first, 0, "a session's first batch starts at seq 0");
-                let log = SessionLog { runs: vec![run], shadows: BTreeSet::new() };
+                let log = SessionLog {
+                    runs: vec![run],
+                    shadows: BTreeSet::new(),
+                    head: head.unwrap_or_default(),
+                    last_at,
+                };
                 self.sessions.insert(session.to_owned(), log);
             }
         }
         self.count_live(&run, true);
         Ok(())
+    }
+
+    /// The session's head, as the index holds it (the default for a session with no events).
+    pub(crate) fn head(&self, session: &str) -> RunHead {
+        self.sessions.get(session).map(|l| l.head.clone()).unwrap_or_default()
     }
 
     /// Records that `session` was deleted by a frame in segment `at`; returns whether it had
@@ -257,10 +283,10 @@ mod tests {
     fn a_batch_lands_only_at_the_tail() {
         let mut ix = Index::default();
         ix.add_segment(SegmentId(1), file());
-        ix.push("s", run(0, 3, 1)).unwrap();
-        assert_eq!(ix.push("s", run(4, 1, 1)), Err(3));
-        assert_eq!(ix.push("t", run(1, 1, 1)), Err(0));
-        ix.push("s", run(3, 2, 1)).unwrap();
+        ix.push("s", run(0, 3, 1), 0, None).unwrap();
+        assert_eq!(ix.push("s", run(4, 1, 1), 0, None), Err(3));
+        assert_eq!(ix.push("t", run(1, 1, 1), 0, None), Err(0));
+        ix.push("s", run(3, 2, 1), 0, None).unwrap();
         assert_eq!(ix.tail("s"), 5);
         let log = &ix.sessions["s"];
         assert_eq!(log.overlapping(0, 1).len(), 1);
@@ -275,9 +301,9 @@ mod tests {
         for id in 1..=3 {
             ix.add_segment(SegmentId(id), file());
         }
-        ix.push("s", run(0, 1, 1)).unwrap();
-        ix.push("other", run(0, 1, 1)).unwrap();
-        ix.push("s", run(1, 1, 2)).unwrap();
+        ix.push("s", run(0, 1, 1), 0, None).unwrap();
+        ix.push("other", run(0, 1, 1), 0, None).unwrap();
+        ix.push("s", run(1, 1, 2), 0, None).unwrap();
         assert!(ix.delete("s", SegmentId(3)));
         assert!(!ix.delete("s", SegmentId(3)));
         // Segment 2 holds only dead frames; 3 guards them and 1; 1 holds a live one.
@@ -301,7 +327,7 @@ mod tests {
         for id in 1..=3 {
             ix.add_segment(SegmentId(id), file());
         }
-        ix.push("s", run(0, 1, 1)).unwrap();
+        ix.push("s", run(0, 1, 1), 0, None).unwrap();
         ix.moved("s", 0, SegmentId(2), 500);
         assert_eq!(ix.sessions["s"].runs[0].seg, SegmentId(2));
         assert_eq!((ix.segments[&SegmentId(1)].live, ix.segments[&SegmentId(2)].live), (0, 1));

@@ -5,10 +5,13 @@
 //!   polynomial, then groups of the codec's batch frames (`layout` and `docs/format.md` draw the
 //!   bytes). The active segment is sealed at [`FileOptions::segment_size`] and a new one begun.
 //! - **Index**: rebuilt on open by one sequential scan; per session one entry per batch (first
-//!   seq, count, segment, offset, length), not one per event.
-//! - **Group commit**: concurrent appenders are written with one write and one `fdatasync`
-//!   (leader/follower, each waiter woken on its own); the compare-and-set is checked against the
-//!   tail including batches not yet written, so racing appends to one session have one winner.
+//!   seq, count, segment, offset, length), not one per event, and the session's head (its last
+//!   run, kept by `RunHead::advance` as batches land), so `heads()` folds nothing.
+//! - **Group commit**: concurrent appenders are written with one write and one `fdatasync`; the
+//!   compare-and-set is checked against the tail including batches not yet written, so racing
+//!   appends to one session have one winner. Each request carries the completer of the future
+//!   its caller awaits or waits on: a sync caller that finds no leader writes its own group, the
+//!   committer thread the store owns writes the rest, and no thread is parked per waiting append.
 //! - **Durability**: `Synced` acknowledges after `fdatasync` returned; `Buffered` after the write
 //!   reached the operating system. A failed write or sync poisons the store until reopened.
 //! - **One writer**: an exclusive lock on `LOCK` in the directory; a second writer gets
@@ -34,26 +37,31 @@
 //! Each module uses only modules listed before it (and none uses `store`, the public face):
 //!
 //! - `layout` (the bytes of segment and group headers), `options`, `io` and `sim`;
-//! - `walk`: the one walk over a segment's groups and frames, and what damage means;
+//! - `walk`: the one walk over a segment's groups and frames, and what damage means; `heads`:
+//!   what a batch's records tell of its session's head;
 //! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
 //! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
 //!   continuity);
 //! - `read`: reading batches back by their index entries;
-//! - `queue`: the requests appenders queue and the slot each waits on;
+//! - `queue`: the requests appenders queue, and how each is answered; `cohort`: when the next
+//!   group waits for the appenders of the last; `answer`: the answer thread;
 //! - `state`: what callers share (`Core`: index and queue under one lock, the active segment
 //!   under the leader's);
 //! - `torn`: what a torn tail held;
 //! - `segment`: creating a segment file, and the write paths' I/O failure; `aside`: keeping bytes
 //!   aside before opening cuts them;
 //! - `write`: writing one group to the active segment; `reclaim`: removing and compacting
-//!   segments; `commit`: the group commit (the leader);
+//!   segments; `commit`: the group commit (the leader, the committer thread);
 //! - `open`: scanning, judging and repairing a directory into a `Core`;
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
 
+mod answer;
 mod aside;
 mod builder;
+mod cohort;
 mod commit;
+mod heads;
 mod index;
 #[cfg(feature = "testing")]
 pub mod io;

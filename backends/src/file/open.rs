@@ -7,10 +7,12 @@
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
+use super::answer::Answers;
 use super::aside::set_aside;
 use super::builder::{IndexBuilder, Misfit};
+use super::heads::BatchHead;
 use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile, IoLock};
 use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
@@ -20,7 +22,7 @@ use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Counters, State, Writer};
 use super::torn::TornTail;
 use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
-use stepjournal_codec::DecodeError;
+use stepjournal_codec::{DecodeError, Limits};
 
 use crate::{OpenError, StoreError};
 
@@ -98,6 +100,7 @@ struct Indexer<'a> {
     builder: &'a mut IndexBuilder,
     seg: SegmentId,
     stop: Option<&'a Misfit>,
+    limits: &'a Limits,
 }
 
 impl Visit for Indexer<'_> {
@@ -113,7 +116,12 @@ impl Visit for Indexer<'_> {
                 FrameKindInfo::Events { first, count } => {
                     let run =
                         BatchLoc { first, count, len: f.len, seg: self.seg, offset: f.offset };
-                    self.builder.events(s, run);
+                    // A batch of one event (the usual) is known from the header the walk read.
+                    let one = f.first_record.filter(|_| count == 1);
+                    let head = one
+                        .and_then(|(kind, at)| BatchHead::of_one(kind, at))
+                        .unwrap_or_else(|| BatchHead::of_frame(g.frame_bytes(f), self.limits));
+                    self.builder.events(s, run, head);
                 }
                 FrameKindInfo::Delete => self.builder.delete(s, self.seg),
             }
@@ -257,7 +265,7 @@ fn open_at(
         };
         builder.add_segment(id, Arc::clone(&file));
         let last = k + 1 == ids.len();
-        let mut indexer = Indexer { builder: &mut builder, seg: id, stop };
+        let mut indexer = Indexer { builder: &mut builder, seg: id, stop, limits: &options.limits };
         let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
             .map_err(io_error(format!("reading segment {}", path.display())))?;
         let Some(d) = &walk.first else {
@@ -365,6 +373,9 @@ fn open_at(
         dir,
         options,
         state: Mutex::new(State { index, active, ..State::default() }),
+        wake: Condvar::new(),
+        cohort_back: Condvar::new(),
+        answers: Answers::default(),
         writer: Mutex::new(writer),
         counters: Counters::default(),
     };

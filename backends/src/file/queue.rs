@@ -1,13 +1,12 @@
-//! The requests appenders queue for the group commit, and the slot each waits on: its own state
-//! and its own thread to unpark, so waking one caller wakes no one else.
-
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::Thread;
+//! The requests appenders queue for the group commit, and how each is answered: through the
+//! [`Completer`] of the future its caller awaits or waits on, so no thread is parked per
+//! waiting request and waking one caller wakes no one else.
 
 use std::io;
 
-use crate::StoreError;
+use stepjournal_codec::SessionId;
+
+use crate::{AppendAck, AppendError, Completer, Durability, RunHead, StoreError};
 
 /// Why a request's group failed.
 #[derive(Debug)]
@@ -21,10 +20,20 @@ pub(crate) enum GroupError {
 /// What a request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestKind {
-    /// Append `count` events from `first`.
-    Events { first: u64, count: u32 },
+    /// Append `count` events from `first`, the last stamped `last_at` (unix milliseconds).
+    Events { first: u64, count: u32, last_at: u64 },
     /// Delete the session.
     Delete,
+}
+
+/// Who is told how a request went, and what they are told on success.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// An append's caller: the acknowledgement.
+    Append { completer: Completer<Result<AppendAck, AppendError>>, ack: AppendAck },
+    /// A deletion's caller: whether the session existed (it did: a deletion of a session with
+    /// no events is answered before it is queued).
+    Delete { completer: Completer<Result<bool, StoreError>> },
 }
 
 /// One caller's batch, waiting for a group.
@@ -36,81 +45,88 @@ pub(crate) struct Request {
     pub frame: Vec<u8>,
     /// Whether the caller asked for `fdatasync` before its acknowledgement.
     pub sync: bool,
-    pub slot: Arc<Slot>,
+    /// The session's head once the batch lands, when the batch changes it.
+    pub head: Option<RunHead>,
+    pub reply: Reply,
 }
 
 impl Request {
-    pub(crate) fn new(session: &str, kind: RequestKind, frame: Vec<u8>, sync: bool) -> Request {
-        Request { session: session.to_owned(), kind, frame, sync, slot: Arc::new(Slot::default()) }
-    }
-}
-
-/// Why a waiting caller woke.
-#[derive(Debug)]
-pub(crate) enum Wake {
-    /// It leads the next group.
-    Lead,
-    /// Its group is done.
-    Done(Result<(), GroupError>),
-}
-
-const WAITING: u8 = 0;
-const LEAD: u8 = 1;
-const DONE: u8 = 2;
-
-/// Where one caller waits: its own state, and its own thread to unpark, so waking it wakes no one
-/// else.
-#[derive(Debug)]
-pub(crate) struct Slot {
-    /// WAITING, LEAD (lead the next group) or DONE (`result` is set).
-    state: AtomicU8,
-    result: Mutex<Option<Result<(), GroupError>>>,
-    /// The caller's thread.
-    thread: Thread,
-}
-
-impl Default for Slot {
-    fn default() -> Self {
-        Slot {
-            state: AtomicU8::new(WAITING),
-            result: Mutex::new(None),
-            thread: std::thread::current(),
+    /// An append of the frame, answered through `completer` with `ack` once its group is
+    /// written (and synced, when `ack` asks for it).
+    pub(crate) fn append(
+        session: &str,
+        kind: RequestKind,
+        frame: Vec<u8>,
+        head: Option<RunHead>,
+        ack: AppendAck,
+        completer: Completer<Result<AppendAck, AppendError>>,
+    ) -> Request {
+        Request {
+            session: session.to_owned(),
+            kind,
+            frame,
+            sync: ack.durability >= Durability::Synced,
+            head,
+            reply: Reply::Append { completer, ack },
         }
     }
-}
 
-impl Slot {
-    /// Blocks until the slot is told to lead or is done. Called only by the slot's own thread.
-    pub(crate) fn wait(&self) -> Wake {
-        loop {
-            match self.state.load(Ordering::Acquire) {
-                DONE => {
-                    let result = self.result.lock().unwrap_or_else(PoisonError::into_inner).take();
-                    return Wake::Done(result.unwrap_or(Ok(())));
-                }
-                LEAD => {
-                    if self
-                        .state
-                        .compare_exchange(LEAD, WAITING, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                    {
-                        return Wake::Lead;
+    /// A deletion (always synced), answered through `completer`.
+    pub(crate) fn delete(
+        session: &str,
+        frame: Vec<u8>,
+        completer: Completer<Result<bool, StoreError>>,
+    ) -> Request {
+        Request {
+            session: session.to_owned(),
+            kind: RequestKind::Delete,
+            frame,
+            sync: true,
+            head: None,
+            reply: Reply::Delete { completer },
+        }
+    }
+
+    /// Answers the caller: its group was written (`Ok`), or how it failed.
+    pub(crate) fn finish(self, result: Result<(), GroupError>) {
+        match self.reply {
+            Reply::Append { completer, ack } => {
+                let answer = match result {
+                    Ok(()) => Ok(ack),
+                    Err(GroupError::Store(e)) => Err(AppendError::Store(e)),
+                    Err(GroupError::Unknown { context, source }) => {
+                        Err(AppendError::OutcomeUnknown {
+                            session: SessionId::from(self.session.as_str()),
+                            expected: ack.first,
+                            reason: format!(
+                                "{context} failed after the batch's bytes may have reached the \
+                                 segment; the store is poisoned: reopen it, which reads what \
+                                 landed"
+                            ),
+                            source: Some(source),
+                        })
                     }
-                }
-                // Parking may wake spuriously: the loop looks again.
-                _ => std::thread::park(),
+                };
+                completer.complete(answer);
+            }
+            Reply::Delete { completer } => {
+                let answer = match result {
+                    Ok(()) => Ok(true),
+                    Err(GroupError::Store(e)) => Err(e),
+                    Err(GroupError::Unknown { context, source }) => {
+                        Err(StoreError::Io { context, source })
+                    }
+                };
+                completer.complete(answer);
             }
         }
     }
+}
 
-    pub(crate) fn lead(&self) {
-        self.state.store(LEAD, Ordering::Release);
-        self.thread.unpark();
-    }
-
-    pub(crate) fn finish(&self, result: Result<(), GroupError>) {
-        *self.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
-        self.state.store(DONE, Ordering::Release);
-        self.thread.unpark();
+/// What a future resolves to if the store drops its request without answering it (a bug: every
+/// path answers). Never a hang.
+pub(crate) fn dropped_unanswered() -> StoreError {
+    StoreError::Poisoned {
+        first_failure: "the file store's group committer went away without answering".to_owned(),
     }
 }

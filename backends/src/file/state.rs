@@ -1,17 +1,20 @@
 //! What a file store's callers share: the index, the pending tails and the queue under one
-//! lock; the active segment under the leader's own lock; the counters.
+//! lock (with the condition variable the committer thread sleeps on); the active segment under
+//! the leader's own lock; the counters.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
+use super::answer::Answers;
+use super::cohort::Cohort;
 use super::index::Index;
 use super::io::{Io, IoFile};
 use super::layout::SegmentId;
 use super::options::FileOptions;
 use super::queue::Request;
-use crate::StoreError;
+use crate::{RunHead, StoreError};
 
 /// Locks a mutex; a panic while it was held does not make the data unusable here (every update
 /// under these locks is applied after its checks), so the guard is taken back.
@@ -23,8 +26,31 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Counters {
     pub appends: AtomicU64,
     pub groups: AtomicU64,
+    /// The most requests one group held.
+    pub max_group: AtomicU64,
     pub syncs: AtomicU64,
+    /// Time spent in `fdatasync` of segments, in microseconds.
+    pub sync_micros: AtomicU64,
     pub bytes: AtomicU64,
+}
+
+impl Counters {
+    /// Counts one `fdatasync` of a segment that took `took`.
+    pub(crate) fn synced(&self, took: std::time::Duration) {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.sync_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+/// A session with batches queued or being written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// Its tail once they land (0 after a queued deletion).
+    pub tail: u64,
+    /// Its head once they land, when one of them changes it (the default after a queued
+    /// deletion); `None`: the index's.
+    pub head: Option<RunHead>,
 }
 
 /// What every appender and reader shares, under one lock.
@@ -36,11 +62,21 @@ pub(crate) struct State {
     /// compare-and-set is checked against it (0 after a queued deletion).
     // Invariant: an entry exists only while a request of its session is queued or being written
     // (so none while no leader is chosen), and none once the store is poisoned.
-    pub pending: HashMap<String, u64>,
+    pub pending: HashMap<String, Pending>,
     /// Requests waiting for the next group, in arrival order.
     pub queue: VecDeque<Request>,
-    /// Whether a leader is writing a group (or has been chosen to write the next).
+    /// Whether a leader is writing a group (or has been chosen to write the next): a caller of
+    /// the sync API writing the group that holds its own request, or the committer thread.
+    // Invariant: true while `queue` is not empty (a request is never queued without a leader to
+    // write it), unless the store is poisoned and the queue is being failed.
     pub leading: bool,
+    /// Whether the leadership is the committer thread's: it leads until nothing is left.
+    // Invariant: implies `leading`.
+    pub committer: bool,
+    /// The store is being dropped: the committer writes what is queued, then ends.
+    pub stopping: bool,
+    /// The last group answered, and whether the next should wait for its appenders.
+    pub cohort: Cohort,
     /// The first write or sync failure; once set, every call fails naming it.
     pub poisoned: Option<String>,
     /// The segment being appended to.
@@ -56,7 +92,15 @@ impl State {
     }
 
     pub(crate) fn pending_tail(&self, session: &str) -> u64 {
-        self.pending.get(session).copied().unwrap_or_else(|| self.index.tail(session))
+        self.pending.get(session).map_or_else(|| self.index.tail(session), |p| p.tail)
+    }
+
+    /// The session's head once the batches queued or being written land.
+    pub(crate) fn pending_head(&self, session: &str) -> RunHead {
+        match self.pending.get(session).and_then(|p| p.head.as_ref()) {
+            Some(head) => head.clone(),
+            None => self.index.head(session),
+        }
     }
 }
 
@@ -106,6 +150,14 @@ pub(crate) struct Core {
     pub dir: PathBuf,
     pub options: FileOptions,
     pub state: Mutex<State>,
+    /// What the committer thread sleeps on (with `state`): the leadership handed to it, or the
+    /// store stopping. It is the only thread that waits on it.
+    pub wake: Condvar,
+    /// What the committer sleeps on while it waits for a cohort (with `state`): the request
+    /// that completes the cohort.
+    pub cohort_back: Condvar,
+    /// The answers the leader hands to the answer thread.
+    pub answers: Answers,
     /// Locked only by the leader, never while waiting for `state`.
     pub writer: Mutex<Writer>,
     pub counters: Counters,

@@ -4,20 +4,24 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
 
 use stepjournal_codec::batch;
-use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped};
+use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis};
 
-use super::commit::submit;
-use super::index::BatchLoc;
+use super::commit::{run_committer, submit};
+use super::index::{BatchLoc, SessionLog};
 use super::io::{Io, IoFile, IoLock, RealIo};
-use super::open::{OpenedStore, open};
+use super::open::{LOCK_FILE, OpenedStore, open};
 use super::options::FileOptions;
-use super::queue::{GroupError, Request, RequestKind};
+use super::queue::{Request, RequestKind, dropped_unanswered};
 use super::read::read_batches;
-use super::state::{Core, lock};
+use super::state::{Core, Pending, lock};
 use super::torn::TornTail;
-use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
+use crate::{
+    AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, RunHead,
+    SessionHead, StoreError, StoreFuture, StoreMetrics,
+};
 
 /// How much the in-memory index holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,7 +51,10 @@ pub struct FileStats {
 /// with group commit. See the [module documentation](super).
 #[derive(Debug)]
 pub struct FileStore {
-    core: Core,
+    core: Arc<Core>,
+    /// The group committer and answer threads (None when read-only): joined on drop, before the
+    /// lock goes.
+    threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
     /// The writer lock on the directory (None when read-only).
@@ -83,7 +90,37 @@ impl FileStore {
         options: FileOptions,
     ) -> Result<FileStore, OpenError> {
         let OpenedStore { core, dir_lock, torn } = open(io, dir, options)?;
-        Ok(FileStore { core, torn, _dir_lock: dir_lock })
+        let core = Arc::new(core);
+        let threads = if options.read_only {
+            None
+        } else {
+            let start = |name: &str, run: fn(&Core)| {
+                let shared = Arc::clone(&core);
+                std::thread::Builder::new()
+                    .name(format!("stepjournal-file-{name}"))
+                    .spawn(move || run(&shared))
+                    .map_err(|source| {
+                        OpenError::Store(StoreError::Io {
+                            context: format!(
+                                "starting the {name} thread of the journal in {}",
+                                dir.display()
+                            ),
+                            source,
+                        })
+                    })
+            };
+            let answer = start("answer", |core| core.answers.run())?;
+            let commit = match start("commit", run_committer) {
+                Ok(commit) => commit,
+                Err(e) => {
+                    core.answers.stop();
+                    let _ = answer.join();
+                    return Err(e);
+                }
+            };
+            Some((commit, answer))
+        };
+        Ok(FileStore { core, threads, torn, _dir_lock: dir_lock })
     }
 
     /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
@@ -103,6 +140,22 @@ impl FileStore {
     /// Whether the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.core.options.read_only
+    }
+
+    /// Whether a writer holds the journal's directory lock now: for a read-only store, whether
+    /// another process (or store) writes the journal, so that a run open in the log may be
+    /// running rather than crashed. Asked of the lock each time, without taking it for longer
+    /// than the question (and without creating the lock file). A writable store is that writer:
+    /// `true`.
+    pub fn writer_is_live(&self) -> Result<bool, StoreError> {
+        if !self.core.options.read_only {
+            return Ok(true);
+        }
+        let path = self.core.dir.join(LOCK_FILE);
+        self.core.io.lock_is_held(&path).map_err(|source| StoreError::Io {
+            context: format!("asking whether a writer holds {}", path.display()),
+            source,
+        })
     }
 
     /// What the store did since it was opened.
@@ -137,6 +190,93 @@ impl FileStore {
     fn read_only_error(&self) -> StoreError {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
     }
+
+    /// Checks and encodes an append, and queues it unless it is refused at once. With
+    /// `may_lead` (the sync API) the caller writes the group itself when no one leads.
+    fn submit_append(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+        may_lead: bool,
+    ) -> AppendFuture {
+        if events.is_empty() {
+            return StoreFuture::ready(Err(AppendError::EmptyBatch));
+        }
+        if self.core.options.read_only {
+            return StoreFuture::ready(Err(self.read_only_error().into()));
+        }
+        let mut frame = Vec::with_capacity(64 + events.len() * 64);
+        if let Err(e) =
+            batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
+        {
+            let session = session.clone();
+            return StoreFuture::ready(Err(AppendError::Encode { session, source: Box::new(e) }));
+        }
+        let count = events.len() as u32;
+        let next = expected.add(u64::from(count));
+        let mut st = lock(&self.core.state);
+        if let Err(e) = st.check_poison() {
+            return StoreFuture::ready(Err(e.into()));
+        }
+        let actual = Seq(st.pending_tail(session.as_str()));
+        if actual != expected {
+            return StoreFuture::ready(Err(AppendError::Conflict { expected, actual }));
+        }
+        // A batch that moves the head carries the head it leaves, computed by the one rule from
+        // the head the batches before it leave.
+        let head = RunHead::touches(events).then(|| {
+            let mut head = st.pending_head(session.as_str());
+            head.advance_all(events);
+            head
+        });
+        match st.pending.get_mut(session.as_str()) {
+            Some(p) => {
+                p.tail = next.get();
+                if head.is_some() {
+                    p.head.clone_from(&head);
+                }
+            }
+            None => {
+                let p = Pending { tail: next.get(), head: head.clone() };
+                st.pending.insert(session.as_str().to_owned(), p);
+            }
+        }
+        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered().into()));
+        let ack = AppendAck { first: expected, next, durability };
+        let last_at = events.last().map_or(0, |e| e.at.get());
+        let kind = RequestKind::Events { first: expected.get(), count, last_at };
+        let request = Request::append(session.as_str(), kind, frame, head, ack, completer);
+        submit(&self.core, st, request, may_lead);
+        future
+    }
+}
+
+/// A session's head as the index keeps it.
+fn session_head(name: &str, log: &SessionLog) -> SessionHead {
+    SessionHead {
+        session: SessionId::from(name),
+        tail: Seq(log.tail()),
+        last_at: UnixMillis(log.last_at),
+        run: log.head.run.clone(),
+        answered_while_suspended: log.head.answered_while_suspended,
+        lease: None,
+    }
+}
+
+impl Drop for FileStore {
+    fn drop(&mut self) {
+        let Some((commit, answer)) = self.threads.take() else { return };
+        lock(&self.core.state).stopping = true;
+        self.core.wake.notify_one();
+        self.core.cohort_back.notify_one();
+        // The committer writes what async callers queued, then ends; the answer thread gives
+        // the answers it was handed, then ends. A thread that panicked failed what it held.
+        let _ = commit.join();
+        self.core.answers.stop();
+        let _ = answer.join();
+    }
 }
 
 impl JournalStore for FileStore {
@@ -144,6 +284,8 @@ impl JournalStore for FileStore {
         Durability::Synced
     }
 
+    /// The sync API on the completion path: a caller that finds no leader writes its group
+    /// itself (no hand-off for a lone appender), then waits for its completion.
     fn append(
         &self,
         session: &SessionId,
@@ -151,48 +293,19 @@ impl JournalStore for FileStore {
         events: &[Stamped],
         durability: Durability,
     ) -> Result<AppendAck, AppendError> {
-        if events.is_empty() {
-            return Err(AppendError::EmptyBatch);
-        }
-        if self.core.options.read_only {
-            return Err(self.read_only_error().into());
-        }
-        let mut frame = Vec::with_capacity(64 + events.len() * 64);
-        batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
-            .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
-        let count = events.len() as u32;
-        let next = expected.add(u64::from(count));
-        let request = Request::new(
-            session.as_str(),
-            RequestKind::Events { first: expected.get(), count },
-            frame,
-            durability >= Durability::Synced,
-        );
-        let mut st = lock(&self.core.state);
-        st.check_poison()?;
-        let actual = Seq(st.pending_tail(session.as_str()));
-        if actual != expected {
-            return Err(AppendError::Conflict { expected, actual });
-        }
-        match st.pending.get_mut(session.as_str()) {
-            Some(tail) => *tail = next.get(),
-            None => {
-                st.pending.insert(session.as_str().to_owned(), next.get());
-            }
-        }
-        match submit(&self.core, st, request) {
-            Ok(()) => Ok(AppendAck { first: expected, next, durability }),
-            Err(GroupError::Store(e)) => Err(e.into()),
-            Err(GroupError::Unknown { context, source }) => Err(AppendError::OutcomeUnknown {
-                session: session.clone(),
-                expected,
-                reason: format!(
-                    "{context} failed after the batch's bytes may have reached the segment; the \
-                     store is poisoned: reopen it, which reads what landed"
-                ),
-                source: Some(source),
-            }),
-        }
+        self.submit_append(session, expected, events, durability, true).wait()
+    }
+
+    /// Checked and encoded now; the committer thread writes it and completes the future once
+    /// the batch is written (and synced, for `Synced`). The caller's task never writes or syncs.
+    fn append_async(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> AppendFuture {
+        self.submit_append(session, expected, events, durability, false)
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
@@ -254,17 +367,44 @@ impl JournalStore for FileStore {
             // An id that cannot be written was never stored.
             return Ok(false);
         }
-        let request = Request::new(session.as_str(), RequestKind::Delete, frame, true);
         let mut st = lock(&self.core.state);
         st.check_poison()?;
         if st.pending_tail(session.as_str()) == 0 {
             return Ok(false);
         }
-        st.pending.insert(session.as_str().to_owned(), 0);
-        match submit(&self.core, st, request) {
-            Ok(()) => Ok(true),
-            Err(GroupError::Store(e)) => Err(e),
-            Err(GroupError::Unknown { context, source }) => Err(StoreError::Io { context, source }),
+        let p = Pending { tail: 0, head: Some(RunHead::default()) };
+        st.pending.insert(session.as_str().to_owned(), p);
+        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered()));
+        submit(&self.core, st, Request::delete(session.as_str(), frame, completer), true);
+        future.wait()
+    }
+
+    /// Kept in the index as batches land and rebuilt on open from the records: nothing is read
+    /// or folded here. The file store keeps no leases (its directory lock makes it the only
+    /// writer): `lease` is always `None`.
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let st = lock(&self.core.state);
+        st.check_poison()?;
+        Ok(st.index.sessions.iter().map(|(name, log)| session_head(name, log)).collect())
+    }
+
+    fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        let st = lock(&self.core.state);
+        st.check_poison()?;
+        Ok(st.index.sessions.get(session.as_str()).map(|log| session_head(session.as_str(), log)))
+    }
+
+    fn metrics(&self) -> StoreMetrics {
+        let c = &self.core.counters;
+        StoreMetrics {
+            appends: c.appends.load(Ordering::Relaxed),
+            groups: c.groups.load(Ordering::Relaxed),
+            max_group: c.max_group.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            sync_micros: c.sync_micros.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            poisoned: u64::from(lock(&self.core.state).poisoned.is_some()),
+            leases_taken_over: 0,
         }
     }
 }

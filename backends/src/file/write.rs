@@ -5,6 +5,7 @@
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use super::io::IoFile;
 use super::layout::{GROUP_HEADER_LEN, GroupHeader, SEGMENT_HEADER_LEN, SegmentId};
@@ -62,10 +63,11 @@ pub(crate) fn write_frames(
     core.counters.groups.fetch_add(1, Ordering::Relaxed);
     core.counters.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
     if sync {
+        let started = Instant::now();
         a.file.sync_data().map_err(|e| {
             IoFailure::after_write(format!("fdatasync of segment {}", path.display()), e)
         })?;
-        core.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        core.counters.synced(started.elapsed());
         a.synced = a.len;
         a.check();
     }
@@ -96,10 +98,11 @@ fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), IoFailure> 
         );
         IoFailure::new(what, e)
     })?;
+    let started = Instant::now();
     a.file
         .sync_data()
         .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
-    core.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    core.counters.synced(started.elapsed());
     a.allocated = target;
     a.synced = a.len;
     a.check();
@@ -119,10 +122,11 @@ fn rotate(core: &Core, a: &mut Active) -> Result<Arc<dyn IoFile>, IoFailure> {
     }
     // The cut is made durable with the data.
     if trimmed || a.synced < a.len {
+        let started = Instant::now();
         a.file
             .sync_data()
             .map_err(|e| IoFailure::new(format!("fdatasync of segment {}", path.display()), e))?;
-        core.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        core.counters.synced(started.elapsed());
         a.synced = a.len;
     }
     debug_assert!(

@@ -117,6 +117,11 @@ pub trait Io: Send + Sync + Debug + 'static {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 
     /// Takes an exclusive lock on the file at `path`, creating it if needed, without waiting.
-    /// `Ok(None)` when another holder has it.
+    /// `Ok(None)` when another holder has it (a holder that only looks, as
+    /// [`lock_is_held`](Self::lock_is_held) does, is waited out briefly).
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>>;
+
+    /// Whether someone holds the exclusive lock on the file at `path`, found without creating
+    /// the file or keeping any lock (`Ok(false)` when there is no such file).
+    fn lock_is_held(&self, path: &Path) -> io::Result<bool>;
 }

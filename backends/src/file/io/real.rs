@@ -109,11 +109,40 @@ impl Io for RealIo {
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>> {
+        /// How many times a lock held only shared (by a reader asking whether a writer is live,
+        /// for microseconds) is tried again.
+        const TRIES: u32 = 200;
         let file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(Box::new(RealLock { _file: file }))),
-            Err(TryLockError::WouldBlock) => Ok(None),
+        for _ in 0..TRIES {
+            match file.try_lock() {
+                Ok(()) => return Ok(Some(Box::new(RealLock { _file: file }))),
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) => return Err(e),
+            }
+            // Held: by a writer (exclusive, so a shared lock is refused too), or by readers
+            // looking (shared).
+            match file.try_lock_shared() {
+                Ok(()) => file.unlock()?,
+                Err(TryLockError::WouldBlock) => return Ok(None),
+                Err(TryLockError::Error(e)) => return Err(e),
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        Ok(None)
+    }
+
+    fn lock_is_held(&self, path: &Path) -> io::Result<bool> {
+        let file = match File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        // A shared lock is refused only while an exclusive one is held; it is released when the
+        // file is closed, at once.
+        match file.try_lock_shared() {
+            Ok(()) => Ok(false),
+            Err(TryLockError::WouldBlock) => Ok(true),
             Err(TryLockError::Error(e)) => Err(e),
         }
     }

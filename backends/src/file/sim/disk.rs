@@ -240,6 +240,14 @@ impl Io for SimDisk {
         Ok(())
     }
 
+    fn lock_is_held(&self, path: &Path) -> io::Result<bool> {
+        let state = self.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        Ok(state.locks.contains(path))
+    }
+
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>> {
         let mut state = self.lock();
         if state.crashed {

@@ -239,6 +239,11 @@ impl SimDisk {
         self.gate.notify_all();
     }
 
+    /// How many syncs are held now (see [`SimDisk::hold_syncs`]).
+    pub fn held_syncs(&self) -> usize {
+        self.lock().syncs_waiting
+    }
+
     /// Blocks until `n` syncs are held (see [`SimDisk::hold_syncs`]).
     pub fn wait_for_held_syncs(&self, n: usize) {
         let mut state = self.lock();

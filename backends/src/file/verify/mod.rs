@@ -33,6 +33,7 @@ use stepjournal_codec::batch::Frame;
 use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 
 use super::builder::{Built, IndexBuilder, MisfitKind};
+use super::heads::BatchHead;
 use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile, RealIo};
 use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
@@ -306,7 +307,7 @@ impl Sink for Checker {
     }
 
     fn batch(&mut self, session: &str, run: BatchLoc) {
-        self.builder.events(session, run);
+        self.builder.events(session, run, BatchHead::default());
     }
 
     fn hole(&mut self, session: &str, hole: Hole) {

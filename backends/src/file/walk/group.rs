@@ -4,7 +4,7 @@
 use std::io;
 
 use stepjournal_codec::batch::{Frame, FrameKind, HEADER_LEN as FRAME_HEADER_LEN};
-use stepjournal_codec::{DecodeError, Limits};
+use stepjournal_codec::{DecodeError, EventKind, Limits, UnixMillis};
 
 use super::window::Window;
 use crate::file::layout::{GROUP_HEADER_LEN, GroupHeader};
@@ -26,6 +26,9 @@ pub(crate) struct FrameAt {
     /// Its length, header included.
     pub len: u32,
     pub kind: FrameKindInfo,
+    /// The kind and time of an events frame's first record (read from its header, as the walk
+    /// checks it).
+    pub first_record: Option<(EventKind, UnixMillis)>,
     /// Where the session id is in the group's body.
     session_at: usize,
     session_len: usize,
@@ -159,11 +162,13 @@ pub(super) fn check_group(
                 break;
             }
         };
-        let (kind, session) = match frame.kind {
+        let (kind, session, first_record) = match frame.kind {
             FrameKind::Events => match frame.records().next() {
-                Some(Ok(r)) => {
-                    (FrameKindInfo::Events { first: r.seq.get(), count: frame.count }, r.session)
-                }
+                Some(Ok(r)) => (
+                    FrameKindInfo::Events { first: r.seq.get(), count: frame.count },
+                    r.session,
+                    Some((r.kind, r.at)),
+                ),
                 Some(Err(e)) => {
                     let record_at = offset + FRAME_HEADER_LEN as u64;
                     bad = Some((record_at, Problem::Record(e)));
@@ -176,7 +181,7 @@ pub(super) fn check_group(
                 }
             },
             FrameKind::DeleteSession => {
-                (FrameKindInfo::Delete, frame.deleted_session().unwrap_or_default())
+                (FrameKindInfo::Delete, frame.deleted_session().unwrap_or_default(), None)
             }
         };
         // The session id lies inside `body`: its place, as a distance from the body's start.
@@ -185,6 +190,7 @@ pub(super) fn check_group(
             offset,
             len: flen as u32,
             kind,
+            first_record,
             session_at,
             session_len: session.len(),
         });

@@ -1,0 +1,164 @@
+//! What one batch tells of its session's head ([`RunHead`]), read on open from its records: the
+//! kind and time of each record come from its header; only `run_started` and `run_ended` payloads
+//! are decoded (the run id and outcome the head holds). The head is then kept by the one rule,
+//! [`RunHead::advance`], as on the append path.
+
+use stepjournal_codec::batch::Frame;
+use stepjournal_codec::{
+    ApprovalDecided, CallId, ClientAnswer, Event, EventKind, Limits, RawJson, UnixMillis,
+};
+
+use crate::{RunHead, RunState};
+
+/// An event of a batch that the head rule reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HeadEvent {
+    /// The event, or a stand-in of the same kind for one whose payload the rule does not read.
+    Event(Event),
+    /// A record the head needs whose payload does not decode: the head is unknown until the
+    /// next run begins or ends (the read that meets the record reports it).
+    Unreadable,
+}
+
+/// What one batch tells of its session's head.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct BatchHead {
+    /// When its last event was appended.
+    pub last_at: UnixMillis,
+    /// The events the head rule reads, in order; `None` for the many batches with none.
+    pub events: Option<Box<[HeadEvent]>>,
+}
+
+impl BatchHead {
+    /// What a batch of one event of `kind`, appended at `at`, tells, when that is known without
+    /// its payload (not for `run_started` and `run_ended`).
+    pub(crate) fn of_one(kind: EventKind, at: UnixMillis) -> Option<BatchHead> {
+        let events = match stand_in(kind) {
+            Stand::Needless => None,
+            Stand::In(event) => Some(vec![HeadEvent::Event(event)].into_boxed_slice()),
+            Stand::Payload => return None,
+        };
+        Some(BatchHead { last_at: at, events })
+    }
+
+    /// Reads the records of the events frame `bytes` (a frame the walk checked).
+    pub(crate) fn of_frame(bytes: &[u8], limits: &Limits) -> BatchHead {
+        let mut head = BatchHead::default();
+        let Ok((frame, _)) = Frame::parse(bytes, limits) else { return head };
+        let mut events = Vec::new();
+        for r in frame.records() {
+            let Ok(r) = r else {
+                events.push(HeadEvent::Unreadable);
+                break;
+            };
+            head.last_at = r.at;
+            let event = match stand_in(r.kind) {
+                Stand::Needless => continue,
+                Stand::In(event) => HeadEvent::Event(event),
+                Stand::Payload => match r.event() {
+                    Ok(e) => HeadEvent::Event(e),
+                    Err(_) => HeadEvent::Unreadable,
+                },
+            };
+            events.push(event);
+        }
+        if !events.is_empty() {
+            head.events = Some(events.into_boxed_slice());
+        }
+        head
+    }
+
+    /// The session's head after this batch.
+    pub(crate) fn apply(&self, head: &mut RunHead) {
+        for e in self.events.iter().flatten() {
+            match e {
+                HeadEvent::Event(e) => head.advance(e),
+                HeadEvent::Unreadable => {
+                    head.run = RunState::Unknown;
+                    head.answered_while_suspended = false;
+                }
+            }
+        }
+    }
+}
+
+/// What the head rule needs of an event of one kind.
+enum Stand {
+    /// Nothing: the rule does not read this kind.
+    Needless,
+    /// Only its kind: a stand-in of that kind serves.
+    In(Event),
+    /// Its payload (the run id, the outcome).
+    Payload,
+}
+
+fn stand_in(kind: EventKind) -> Stand {
+    match kind {
+        EventKind::RunStarted | EventKind::RunEnded => Stand::Payload,
+        EventKind::ClientAnswer => Stand::In(Event::ClientAnswer(ClientAnswer {
+            call: CallId::new(String::new()),
+            output: RawJson::default(),
+        })),
+        EventKind::ApprovalDecided => Stand::In(Event::ApprovalDecided(ApprovalDecided {
+            call: CallId::new(String::new()),
+            approved: false,
+        })),
+        _ => Stand::Needless,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stepjournal_codec::{Entry, Message, Role, RunEnded, RunId, RunOutcome, RunStarted};
+    use stepjournal_codec::{Seq, SessionId, Stamped, batch};
+
+    use super::*;
+
+    fn frame(events: &[Event]) -> Vec<u8> {
+        let stamped: Vec<Stamped> = events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Stamped::at(UnixMillis(10 + i as u64), e.clone()))
+            .collect();
+        let mut bytes = Vec::new();
+        batch::encode_into(&mut bytes, &SessionId::from("s"), Seq(0), &stamped, &Limits::default())
+            .unwrap();
+        bytes
+    }
+
+    #[test]
+    fn a_batch_read_back_moves_the_head_as_its_events_do_on_append() {
+        let events = vec![
+            Event::RunStarted(RunStarted { run: RunId::new("r1"), entry: Entry::Wake }),
+            Event::Message(Message { role: Role::User, text: "hi".into() }),
+            Event::RunEnded(RunEnded {
+                run: RunId::new("r1"),
+                outcome: RunOutcome::Suspended,
+                error: None,
+            }),
+            Event::ClientAnswer(ClientAnswer {
+                call: CallId::new("c1"),
+                output: RawJson::parse("{\"seat\":\"12A\"}").unwrap(),
+            }),
+        ];
+        let read = BatchHead::of_frame(&frame(&events), &Limits::default());
+        assert_eq!(read.last_at, UnixMillis(13));
+        assert_eq!(read.events.as_ref().map(|e| e.len()), Some(3), "the message is not kept");
+        let (mut from_disk, mut on_append) = (RunHead::default(), RunHead::default());
+        read.apply(&mut from_disk);
+        for e in &events {
+            on_append.advance(e);
+        }
+        assert_eq!(from_disk, on_append);
+        assert!(from_disk.answered_while_suspended);
+    }
+
+    #[test]
+    fn a_batch_without_head_events_keeps_only_its_time() {
+        let read = BatchHead::of_frame(
+            &frame(&[Event::Message(Message { role: Role::User, text: "x".into() })]),
+            &Limits::default(),
+        );
+        assert_eq!((read.last_at, read.events), (UnixMillis(10), None));
+    }
+}
