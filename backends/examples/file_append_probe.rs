@@ -31,7 +31,7 @@ fn event() -> Stamped {
 }
 
 fn session(i: usize) -> SessionId {
-    SessionId::from(format!("probe-{i:03}").as_str())
+    SessionId::new(format!("probe-{i:03}").as_str()).unwrap()
 }
 
 fn fresh(dir: &Path) -> Result<PathBuf, String> {

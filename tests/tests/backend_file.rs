@@ -628,7 +628,7 @@ mod heads {
         let mut at = 1_000;
         for round in 0..40u64 {
             for k in 0..6u64 {
-                let s = SessionId::from(format!("h-{k}").as_str());
+                let s = SessionId::new(format!("h-{k}").as_str()).unwrap();
                 let run = format!("r{round}");
                 let events = match (round + k) % 4 {
                     0 => vec![started(&run), numbered(round)],
@@ -646,14 +646,14 @@ mod heads {
                 append(&*f, &s, at, events);
             }
             // Short-lived sessions make segments mostly dead, so compaction moves the others.
-            let temp = SessionId::from(format!("temp-{round}").as_str());
+            let temp = SessionId::new(format!("temp-{round}").as_str()).unwrap();
             append(&*f, &temp, at, vec![started("t"), numbered(0)]);
             assert!(f.delete(&temp).unwrap());
         }
         // Every kind of event: each alone (its head read from its record header on open), and
         // all in one batch (its records read).
-        let alone = SessionId::from("every-kind-alone");
-        let together = SessionId::from("every-kind-together");
+        let alone = SessionId::new("every-kind-alone").unwrap();
+        let together = SessionId::new("every-kind-together").unwrap();
         for e in stepjournal_tests::sample::every_event_type() {
             at += 1;
             append(&*f, &alone, at, vec![e]);
@@ -674,7 +674,7 @@ mod heads {
     #[test]
     fn the_file_store_keeps_no_leases_and_reports_whether_a_writer_is_live() {
         let f = RealFixture::new(FileOptions::new());
-        let s = SessionId::from("leased");
+        let s = SessionId::new("leased").unwrap();
         append(&*f, &s, 1, vec![started("r1")]);
         let taken = f
             .take_lease(

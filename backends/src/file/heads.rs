@@ -121,8 +121,14 @@ mod tests {
             .map(|(i, e)| Stamped::at(UnixMillis(10 + i as u64), e.clone()))
             .collect();
         let mut bytes = Vec::new();
-        batch::encode_into(&mut bytes, &SessionId::from("s"), Seq(0), &stamped, &Limits::default())
-            .unwrap();
+        batch::encode_into(
+            &mut bytes,
+            &SessionId::new("s").unwrap(),
+            Seq(0),
+            &stamped,
+            &Limits::default(),
+        )
+        .unwrap();
         bytes
     }
 

@@ -96,7 +96,7 @@ impl Request {
                     Err(GroupError::Store(e)) => Err(AppendError::Store(e)),
                     Err(GroupError::Unknown { context, source }) => {
                         Err(AppendError::OutcomeUnknown {
-                            session: SessionId::from(self.session.as_str()),
+                            session: SessionId::from_stored(self.session.as_str()),
                             expected: ack.first,
                             reason: format!(
                                 "{context} failed after the batch's bytes may have reached the \

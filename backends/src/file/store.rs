@@ -256,7 +256,7 @@ impl FileStore {
 /// A session's head as the index keeps it.
 fn session_head(name: &str, log: &SessionLog) -> SessionHead {
     SessionHead {
-        session: SessionId::from(name),
+        session: SessionId::from_stored(name),
         tail: Seq(log.tail()),
         last_at: UnixMillis(log.last_at),
         run: log.head.run.clone(),
