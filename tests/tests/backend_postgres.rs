@@ -130,3 +130,30 @@ fn a_read_only_store_creates_no_schema_and_refuses_writes() {
     assert!(reader.delete(&s).is_err());
     assert_eq!(writer.tail(&s).unwrap(), Seq(2));
 }
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn appends_reads_and_tails_are_awaited_by_a_caller_that_is_no_runtime() {
+    // Forty appends in flight at once from one thread, polled by a plain executor on it: the
+    // store's own runtime completes them, no thread waits per append.
+    let store = PgFixture::new("async");
+    let sessions: Vec<SessionId> =
+        (0..40).map(|i| SessionId::new(format!("async-{i:02}")).unwrap()).collect();
+    let appends: Vec<_> = sessions
+        .iter()
+        .map(|s| store.append_async(s, Seq(0), &stamped_numbered(0, 2), Durability::Synced))
+        .collect();
+    for ack in support::exec::join_all(appends) {
+        assert_eq!(ack.unwrap().next, Seq(2));
+    }
+    let tails = support::exec::join_all(sessions.iter().map(|s| store.tail_async(s)).collect());
+    assert!(tails.into_iter().all(|t| t.unwrap() == Seq(2)));
+    let log = support::exec::block_on(store.read_async(&sessions[7], Seq(0)..Seq(9))).unwrap();
+    assert!(log.iter().all(|r| r.event == numbered(r.seq.get()) && r.session == sessions[7]));
+    assert_eq!(log.len(), 2);
+    let m = store.metrics();
+    assert_eq!((m.appends, m.syncs), (40, 40), "{m:?}");
+}

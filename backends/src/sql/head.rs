@@ -58,6 +58,26 @@ impl HeadChange {
             HeadChange::Set(head) => head.clone(),
         }
     }
+
+    /// The change's code in an append statement's parameters: 0 keep, 1 answered, 2 set.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn code(&self) -> i16 {
+        match self {
+            HeadChange::Keep => 0,
+            HeadChange::Answered => 1,
+            HeadChange::Set(_) => 2,
+        }
+    }
+
+    /// The columns a `Set` writes (for `Keep` and `Answered`, those of a session with no run,
+    /// which is what a new session's row gets from them).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn columns(&self) -> HeadColumns {
+        match self {
+            HeadChange::Set(head) => HeadColumns::of(head),
+            HeadChange::Keep | HeadChange::Answered => HeadColumns::of(&RunHead::default()),
+        }
+    }
 }
 
 /// A [`RunHead`] as the columns of a `sessions` row: `run_state` (`NULL` unknown, 0 no run,
