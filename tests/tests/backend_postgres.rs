@@ -15,6 +15,14 @@ stepjournal_tests::backend_conformance!(
     || PgFixture::new("conf")
 );
 
+stepjournal_tests::backend_lease_conformance!(
+    #[cfg_attr(
+        not(stepjournal_pg),
+        ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+    )]
+    || PgFixture::new("lease")
+);
+
 use std::sync::Barrier;
 
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
