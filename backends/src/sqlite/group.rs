@@ -11,9 +11,11 @@
 //! group included), and a batch that does not match is skipped and answered `Conflict`.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use stepjournal_codec::{Seq, SessionId};
 
+use super::cohort::{Cohort, Waited};
 use crate::sql::{EncodedBatch, Place};
 use crate::{AppendAck, AppendError, Completer, Durability, StoreError, sql};
 
@@ -137,6 +139,9 @@ struct State {
     /// The store is being dropped: the committer commits what is queued, then stops.
     closed: bool,
     groups: u64,
+    /// A leader is waiting for the cohort: arrivals signal `arrived`.
+    gathering: bool,
+    cohort: Cohort,
 }
 
 /// The queue of appends waiting for a transaction.
@@ -146,6 +151,8 @@ pub(super) struct Queue {
     /// Signalled when the committer thread has work: appends queued and nobody leading, or the
     /// store closing.
     work: Condvar,
+    /// Signalled when an append queues while a leader gathers the cohort.
+    arrived: Condvar,
 }
 
 /// A group taken to commit. Leadership goes back when it is dropped (after a panic too, when
@@ -156,6 +163,14 @@ pub(super) struct Group<'a> {
     queue: &'a Queue,
     /// The appends, in the order they queued.
     pub requests: Vec<Request>,
+}
+
+impl Group<'_> {
+    /// The group's transaction ended after `took`: the appends that queue from now on are its
+    /// cohort coming back. Called before its appends are answered, so none is missed.
+    pub(super) fn committed(&self, took: Duration) {
+        self.queue.lock().cohort.committed(self.requests.len(), took);
+    }
 }
 
 impl Drop for Group<'_> {
@@ -190,7 +205,12 @@ impl Queue {
     pub(super) fn submit(&self, request: Request, may_lead: bool) -> Option<Group<'_>> {
         let mut state = self.lock();
         state.pending.push(request);
+        state.cohort.arrived();
         if state.leading {
+            if state.gathering {
+                drop(state);
+                self.arrived.notify_one();
+            }
             return None;
         }
         if may_lead {
@@ -222,8 +242,31 @@ impl Queue {
         self.work.notify_all();
     }
 
-    fn take(&self, mut state: MutexGuard<'_, State>) -> Group<'_> {
+    /// Leads: waits for the cohort of the last group within the budget (see `cohort`), then
+    /// takes what is queued.
+    fn take<'a>(&'a self, mut state: MutexGuard<'a, State>) -> Group<'a> {
         state.leading = true;
+        let budget = state.cohort.budget();
+        if !budget.is_zero() {
+            let start = Instant::now();
+            let deadline = start + budget;
+            state.gathering = true;
+            let waited = loop {
+                if state.cohort.missing() == 0 {
+                    break Waited::Complete(start.elapsed());
+                }
+                let now = Instant::now();
+                if now >= deadline || state.closed {
+                    break Waited::RanOut;
+                }
+                state = match self.arrived.wait_timeout(state, deadline - now) {
+                    Ok((state, _)) => state,
+                    Err(p) => p.into_inner().0,
+                };
+            };
+            state.gathering = false;
+            state.cohort.waited(waited);
+        }
         state.groups += 1;
         let requests = std::mem::take(&mut state.pending);
         drop(state);

@@ -23,6 +23,7 @@
 //!   another's lock up to the busy timeout.
 //! - A failed commit or an I/O error while writing poisons the store until it is opened again.
 
+mod cohort;
 mod committer;
 mod conn;
 mod group;

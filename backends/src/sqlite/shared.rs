@@ -239,7 +239,9 @@ impl Shared {
     /// Commits a group of appends in one transaction, synced if any of them asks for it, and
     /// completes each append's future.
     pub(super) fn commit(&self, mut group: Group<'_>) {
+        let started = Instant::now();
         let outcomes = self.commit_requests(&group);
+        group.committed(started.elapsed());
         for (request, outcome) in group.requests.drain(..).zip(outcomes) {
             request.answer(outcome, &self.location, BACKEND);
         }
