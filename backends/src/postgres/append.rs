@@ -17,7 +17,9 @@ use tokio::time::Instant;
 use super::cause::describe;
 use super::ops;
 use super::pool::Conn;
-use super::shared::{BACKEND, Class, Param, PgError, Shared, backoff, bump, deadline, store_error};
+use super::shared::{
+    BACKEND, Class, Failure, Param, PgError, Shared, backoff, bump, deadline, store_error,
+};
 use crate::sql::{EncodedBatch, Place};
 use crate::{AppendAck, AppendError, Durability, StoreError};
 
@@ -78,7 +80,16 @@ async fn run(
         if attempt > 0 {
             tokio::time::sleep(backoff(attempt)).await;
         }
-        let mut lease = store.pool.get().await.map_err(|f| store.failure(&what, f))?;
+        let mut lease = match store.pool.get().await {
+            Ok(lease) => lease,
+            // A connection that could not be opened (the server ended it while it was set up,
+            // say): nothing of the batch was sent; try again unless the server refused.
+            Err(Failure::Driver(e)) if e.class() != Class::Refused => {
+                last = format!("{}: {}", e.doing, describe(&e.source));
+                continue;
+            }
+            Err(f) => return Err(store.failure(&what, f).into()),
+        };
         let Some(c) = lease.conn() else {
             continue;
         };
