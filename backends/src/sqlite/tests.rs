@@ -303,3 +303,35 @@ fn metrics_count_landed_appends_groups_and_synced_commits() {
     assert_eq!((m.appends, m.groups, m.max_group, m.syncs), (2, 3, 1, 1), "{m:?}");
     assert!(m.bytes > 0 && m.poisoned == 0, "{m:?}");
 }
+
+#[test]
+fn sessions_of_a_journal_written_before_heads_read_as_unknown_until_a_run_event() {
+    use crate::head::RunState;
+    use stepjournal_codec::{Entry, RunId, RunStarted};
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from_stored("old");
+    drop(store(&dir));
+    // The file as schema version 1 left it: events only.
+    raw(&dir)
+        .execute_batch("DROP TABLE sessions; DELETE FROM schema_version WHERE version > 1;")
+        .unwrap();
+    let v1 = raw(&dir);
+    let mut insert = v1.prepare("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5)").unwrap();
+    let limits = Limits::default();
+    let (batch, _) = crate::sql::encode_batch(&s, Seq(0), &events(0, 3), &limits).unwrap();
+    for row in &batch.rows {
+        insert.execute(params![s.as_str(), row.seq, row.at, row.kind, batch.record(row)]).unwrap();
+    }
+    drop(insert);
+    drop(v1);
+    let store = store(&dir);
+    let head = store.head(&s).unwrap().unwrap();
+    assert_eq!((head.tail, head.last_at, head.run), (Seq(3), UnixMillis(2), RunState::Unknown));
+    store.append(&s, Seq(3), &events(3, 1), Durability::Synced).unwrap();
+    assert_eq!(store.head(&s).unwrap().unwrap().run, RunState::Unknown, "still not known");
+    let started =
+        Stamped::at(UnixMillis(9), RunStarted { run: RunId::new("r"), entry: Entry::Wake });
+    store.append(&s, Seq(4), &[started], Durability::Synced).unwrap();
+    let head = store.head(&s).unwrap().unwrap();
+    assert_eq!((head.tail, head.run), (Seq(5), RunState::Open { run: RunId::new("r") }));
+}
