@@ -5,11 +5,16 @@
 //! (session and sequence number inside the checksum), so a row moved, altered or damaged is
 //! caught on read, and an export from any backend is byte-identical.
 
+pub(crate) mod head;
+pub(crate) mod lease;
+pub(crate) mod metrics;
+
 use std::ops::Range;
 
 use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId, Stamped, batch, record};
 
 use crate::{AppendError, StoreError};
+use head::HeadChange;
 
 /// One event of a batch, ready to be a row.
 #[derive(Debug)]
@@ -29,6 +34,8 @@ pub(crate) struct EncodedBatch {
     bytes: Vec<u8>,
     /// The rows, in sequence order.
     pub rows: Vec<Row>,
+    /// What the batch does to its session's run head.
+    pub head: HeadChange,
 }
 
 impl EncodedBatch {
@@ -41,6 +48,16 @@ impl EncodedBatch {
     #[cfg(feature = "postgres")]
     pub fn len(&self) -> usize {
         self.rows.len()
+    }
+
+    /// The records' bytes, all rows together.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    /// The append time of the batch's last event (the session's `last_at` once it lands).
+    pub fn last_at(&self) -> i64 {
+        self.rows.last().map_or(0, |r| r.at)
     }
 }
 
@@ -91,7 +108,7 @@ pub(crate) fn encode_batch(
     let place = expected.get().checked_add(events.len() as u64).and_then(|next| {
         Some(Place { first: i64::try_from(expected.get()).ok()?, next: i64::try_from(next).ok()? })
     });
-    Ok((EncodedBatch { bytes, rows }, place))
+    Ok((EncodedBatch { bytes, rows, head: HeadChange::of(events) }, place))
 }
 
 /// Decodes one stored row, checking that its record is the one that belongs at (`session`, `seq`).

@@ -384,6 +384,7 @@ macro_rules! backend_conformance {
             an_ack_promises_no_more_than_the_store_gives,
             many_small_batches_read_back_in_order,
             heads_agree_with_a_fold_of_every_session,
+            heads_equal_a_fold_of_the_log_after_every_kind_of_batch,
         );
     };
     (@tests $attrs:tt $make:expr; $($name:ident,)*) => {
@@ -399,5 +400,239 @@ macro_rules! backend_conformance {
     };
     ($($input:tt)*) => {
         $crate::backend_conformance!(@attrs [] $($input)*);
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heads and leases: what a runtime reads and takes at start-up. The heads test runs on every
+// backend (through `backend_conformance!`); the lease tests on the backends that keep leases
+// (`backend_lease_conformance!`).
+
+mod runtime {
+    use std::time::Duration;
+
+    use stepjournal_backends::{
+        Durability, JournalStore, Lease, LeaseTaken, OwnerId, RunHead, SessionHead,
+    };
+    use stepjournal_codec::{
+        ApprovalDecided, CallId, ClientAnswer, Entry, Event, RawJson, RunEnded, RunId, RunOutcome,
+        RunStarted, Seq, SessionId, Stamped, UnixMillis,
+    };
+
+    use crate::sample::numbered;
+
+    fn sid(s: &str) -> SessionId {
+        SessionId::new(s).unwrap()
+    }
+
+    fn started(run: &str) -> Event {
+        RunStarted { run: RunId::new(run), entry: Entry::Wake }.into()
+    }
+
+    fn ended(run: &str, outcome: RunOutcome) -> Event {
+        RunEnded { run: RunId::new(run), outcome, error: None }.into()
+    }
+
+    fn answered() -> Event {
+        ClientAnswer { call: CallId::new("c1"), output: RawJson::parse("\"yes\"").unwrap() }.into()
+    }
+
+    fn decided() -> Event {
+        ApprovalDecided { call: CallId::new("c2"), approved: true }.into()
+    }
+
+    /// The head the provided implementation computes: a fold of the session's log.
+    fn folded(store: &dyn JournalStore, session: &SessionId) -> Option<(Seq, UnixMillis, RunHead)> {
+        let log = store.read_all(session).unwrap();
+        let last = log.last()?;
+        let mut head = RunHead::default();
+        for r in &log {
+            head.advance(&r.event);
+        }
+        Some((last.seq.next(), last.at, head))
+    }
+
+    fn without_lease(head: &SessionHead) -> (Seq, UnixMillis, RunHead) {
+        let run = RunHead {
+            run: head.run.clone(),
+            answered_while_suspended: head.answered_while_suspended,
+        };
+        (head.tail, head.last_at, run)
+    }
+
+    pub fn heads_equal_a_fold_of_the_log_after_every_kind_of_batch(store: &dyn JournalStore) {
+        use RunOutcome::{Completed, Stopped, Suspended};
+        let batches: Vec<Vec<Event>> = vec![
+            vec![numbered(0)],
+            vec![started("r1")],
+            vec![numbered(1), answered()],
+            vec![ended("r1", Suspended)],
+            vec![numbered(2)],
+            vec![answered()],
+            vec![decided(), numbered(3)],
+            vec![started("r2"), numbered(4), ended("r2", Suspended), decided()],
+            vec![started("r3")],
+            vec![ended("r3", Completed), answered()],
+            vec![started("r4"), ended("r4", Stopped), started("r5")],
+            vec![ended("r5", Suspended)],
+        ];
+        // Two sessions written in turns (one a batch behind), and one never touched by a run.
+        let (a, b, plain) = (sid("heads-b"), sid("heads-a"), sid("heads-c"));
+        store
+            .append(&plain, Seq(0), &[Stamped::at(UnixMillis(5), numbered(9))], Durability::Synced)
+            .unwrap();
+        let mut at = 1_700_000_000_000u64;
+        for (i, batch) in batches.iter().enumerate() {
+            for (session, batch) in [(&a, Some(batch)), (&b, i.checked_sub(1).map(|p| &batches[p]))]
+            {
+                let Some(batch) = batch else { continue };
+                at += 7;
+                let stamped: Vec<Stamped> =
+                    batch.iter().map(|e| Stamped::at(UnixMillis(at), e.clone())).collect();
+                let tail = store.tail(session).unwrap();
+                store.append(session, tail, &stamped, Durability::Synced).unwrap();
+                let head = store.head(session).unwrap().expect("a session with events has a head");
+                assert_eq!(head.session, *session);
+                assert_eq!(
+                    Some(without_lease(&head)),
+                    folded(store, session),
+                    "after batch {i} of {session}"
+                );
+            }
+            let heads = store.heads().unwrap();
+            let ids: Vec<&SessionId> = heads.iter().map(|h| &h.session).collect();
+            let mut sorted: Vec<&SessionId> =
+                [&b, &a, &plain].into_iter().filter(|s| store.tail(s).unwrap() > Seq(0)).collect();
+            sorted.sort();
+            assert_eq!(ids, sorted, "every session with events, sorted");
+            for head in &heads {
+                assert_eq!(Some(without_lease(head)), folded(store, &head.session));
+            }
+        }
+        assert!(store.head(&sid("heads-none")).unwrap().is_none(), "no events, no head");
+        assert!(store.delete(&a).unwrap());
+        assert!(store.head(&a).unwrap().is_none(), "a deleted session has no head");
+        assert_eq!(store.heads().unwrap().len(), 2);
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn taken(result: LeaseTaken) -> (UnixMillis, Option<Lease>) {
+        match result {
+            LeaseTaken::Taken { expires, took_over } => (expires, took_over),
+            other => panic!("expected the lease taken, got {other:?}"),
+        }
+    }
+
+    fn held_by(result: LeaseTaken) -> Lease {
+        match result {
+            LeaseTaken::HeldBy(lease) => lease,
+            other => panic!("expected the lease refused, got {other:?}"),
+        }
+    }
+
+    pub fn a_lease_held_by_one_owner_is_refused_to_another_until_it_expires(
+        store: &dyn JournalStore,
+    ) {
+        let s = sid("lease-held");
+        let (a, b) = (OwnerId::new("host-a:1"), OwnerId::new("host-b:2"));
+        let (r1, r2) = (RunId::new("r1"), RunId::new("r2"));
+        // A session with no events yet can be leased (a run takes it before its first append).
+        let (expires, took_over) = taken(store.take_lease(&s, &a, &r1, HOUR, false).unwrap());
+        assert_eq!(took_over, None);
+        let lease = held_by(store.take_lease(&s, &b, &r2, HOUR, false).unwrap());
+        assert_eq!(lease, Lease { owner: a.clone(), run: r1.clone(), expires });
+        // The same owner takes it again (a new run of its own), for as long as it asks.
+        taken(store.take_lease(&s, &a, &r1, HOUR, false).unwrap());
+        assert!(store.heads().unwrap().is_empty(), "a lease alone makes no session");
+        // A ttl of 0 lapses at once, by the store's clock: then another owner takes it.
+        taken(store.take_lease(&s, &a, &r1, Duration::ZERO, false).unwrap());
+        let (_, took_over) = taken(store.take_lease(&s, &b, &r2, HOUR, false).unwrap());
+        assert_eq!(took_over, None, "an expired lease is free, not taken over");
+        held_by(store.take_lease(&s, &a, &r1, HOUR, false).unwrap());
+        // The head shows it once the session has events.
+        store
+            .append(&s, Seq(0), &[Stamped::at(UnixMillis(1), started("r2"))], Durability::Synced)
+            .unwrap();
+        let head = store.head(&s).unwrap().unwrap();
+        assert_eq!(head.lease.map(|l| (l.owner, l.run)), Some((b, r2)));
+        assert_eq!(store.metrics().leases_taken_over, 0);
+    }
+
+    pub fn a_forced_take_replaces_a_live_lease_and_reports_it(store: &dyn JournalStore) {
+        let s = sid("lease-forced");
+        let (a, b) = (OwnerId::new("a"), OwnerId::new("b"));
+        let (r1, r2) = (RunId::new("r1"), RunId::new("r2"));
+        let (expires, _) = taken(store.take_lease(&s, &a, &r1, HOUR, false).unwrap());
+        let (_, took_over) = taken(store.take_lease(&s, &b, &r2, HOUR, true).unwrap());
+        assert_eq!(took_over, Some(Lease { owner: a.clone(), run: r1.clone(), expires }));
+        assert_eq!(store.metrics().leases_taken_over, 1);
+        assert_eq!(held_by(store.take_lease(&s, &a, &r1, HOUR, false).unwrap()).owner, b);
+        // Forcing a free or expired lease takes nothing over.
+        taken(store.take_lease(&s, &b, &r2, Duration::ZERO, false).unwrap());
+        let (_, took_over) = taken(store.take_lease(&s, &a, &r1, HOUR, true).unwrap());
+        assert_eq!(took_over, None);
+        assert_eq!(store.metrics().leases_taken_over, 1);
+    }
+
+    pub fn renewing_reports_the_leases_an_owner_lost(store: &dyn JournalStore) {
+        let (s1, s2, s3) = (sid("renew-1"), sid("renew-2"), sid("renew-3"));
+        let (a, b) = (OwnerId::new("a"), OwnerId::new("b"));
+        let (r1, r2, r3) = (RunId::new("r1"), RunId::new("r2"), RunId::new("r3"));
+        taken(store.take_lease(&s1, &a, &r1, Duration::ZERO, false).unwrap());
+        taken(store.take_lease(&s2, &a, &r2, HOUR, false).unwrap());
+        taken(store.take_lease(&s2, &b, &RunId::new("rb"), HOUR, true).unwrap());
+        let runs = vec![(s1.clone(), r1.clone()), (s2.clone(), r2.clone()), (s3.clone(), r3)];
+        let lost = store.renew_leases(&a, &runs, HOUR).unwrap();
+        assert_eq!(lost, vec![s2, s3], "taken over, and never held");
+        // s1's lease had lapsed with nobody taking it: renewed, it is live again.
+        assert_eq!(held_by(store.take_lease(&s1, &b, &r1, HOUR, false).unwrap()).owner, a);
+        assert!(store.renew_leases(&a, &[], HOUR).unwrap().is_empty());
+        // A lease of another run of the same session is not this run's.
+        let lost = store.renew_leases(&a, &[(s1.clone(), RunId::new("other"))], HOUR).unwrap();
+        assert_eq!(lost, vec![s1]);
+    }
+
+    pub fn a_released_lease_is_free_for_another_owner(store: &dyn JournalStore) {
+        let s = sid("lease-released");
+        let (a, b) = (OwnerId::new("a"), OwnerId::new("b"));
+        let (r1, r2) = (RunId::new("r1"), RunId::new("r2"));
+        taken(store.take_lease(&s, &a, &r1, HOUR, false).unwrap());
+        // Released by another owner, or for another run: nothing changes.
+        store.release_lease(&s, &b, &r1).unwrap();
+        store.release_lease(&s, &a, &r2).unwrap();
+        held_by(store.take_lease(&s, &b, &r2, HOUR, false).unwrap());
+        store.release_lease(&s, &a, &r1).unwrap();
+        let (_, took_over) = taken(store.take_lease(&s, &b, &r2, HOUR, false).unwrap());
+        assert_eq!(took_over, None);
+        store
+            .append(&s, Seq(0), &[Stamped::at(UnixMillis(1), started("r2"))], Durability::Synced)
+            .unwrap();
+        store.release_lease(&s, &b, &r2).unwrap();
+        assert_eq!(store.head(&s).unwrap().unwrap().lease, None);
+        // Releasing what is not held is no error.
+        store.release_lease(&sid("lease-never"), &a, &r1).unwrap();
+    }
+}
+
+pub use runtime::*;
+
+/// Instantiates the lease tests for a backend that keeps leases; arguments as for
+/// [`backend_conformance!`].
+#[macro_export]
+macro_rules! backend_lease_conformance {
+    (@attrs [$($attrs:tt)*] #[$attr:meta] $($rest:tt)*) => {
+        $crate::backend_lease_conformance!(@attrs [$($attrs)* #[$attr]] $($rest)*);
+    };
+    (@attrs [$($attrs:tt)*] $make:expr) => {
+        $crate::backend_conformance!(@tests [$($attrs)*] $make;
+            a_lease_held_by_one_owner_is_refused_to_another_until_it_expires,
+            a_forced_take_replaces_a_live_lease_and_reports_it,
+            renewing_reports_the_leases_an_owner_lost,
+            a_released_lease_is_free_for_another_owner,
+        );
+    };
+    ($($input:tt)*) => {
+        $crate::backend_lease_conformance!(@attrs [] $($input)*);
     };
 }

@@ -15,6 +15,14 @@ stepjournal_tests::backend_conformance!(
     || PgFixture::new("conf")
 );
 
+stepjournal_tests::backend_lease_conformance!(
+    #[cfg_attr(
+        not(stepjournal_pg),
+        ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+    )]
+    || PgFixture::new("lease")
+);
+
 use std::sync::Barrier;
 
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
@@ -129,4 +137,66 @@ fn a_read_only_store_creates_no_schema_and_refuses_writes() {
     assert!(err.to_string().contains("read-only"), "{err}");
     assert!(reader.delete(&s).is_err());
     assert_eq!(writer.tail(&s).unwrap(), Seq(2));
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn appends_reads_and_tails_are_awaited_by_a_caller_that_is_no_runtime() {
+    // Forty appends in flight at once from one thread, polled by a plain executor on it: the
+    // store's own runtime completes them, no thread waits per append.
+    let store = PgFixture::new("async");
+    let sessions: Vec<SessionId> =
+        (0..40).map(|i| SessionId::new(format!("async-{i:02}")).unwrap()).collect();
+    let appends: Vec<_> = sessions
+        .iter()
+        .map(|s| store.append_async(s, Seq(0), &stamped_numbered(0, 2), Durability::Synced))
+        .collect();
+    for ack in support::exec::join_all(appends) {
+        assert_eq!(ack.unwrap().next, Seq(2));
+    }
+    let tails = support::exec::join_all(sessions.iter().map(|s| store.tail_async(s)).collect());
+    assert!(tails.into_iter().all(|t| t.unwrap() == Seq(2)));
+    let log = support::exec::block_on(store.read_async(&sessions[7], Seq(0)..Seq(9))).unwrap();
+    assert!(log.iter().all(|r| r.event == numbered(r.seq.get()) && r.session == sessions[7]));
+    assert_eq!(log.len(), 2);
+    let m = store.metrics();
+    assert_eq!((m.appends, m.syncs), (40, 40), "{m:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn sessions_of_a_schema_written_before_heads_read_as_unknown_until_a_run_event() {
+    use stepjournal_backends::RunState;
+    use stepjournal_codec::{Entry, RunId, RunStarted, Stamped, UnixMillis};
+    let first = PgFixture::new("preheads");
+    let s = SessionId::new("old").unwrap();
+    first.append(&s, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
+    // The schema as version 2 left it: no head columns.
+    let mut c = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
+    let schema = first.schema().to_owned();
+    c.batch_execute(&format!(
+        "ALTER TABLE \"{schema}\".sessions DROP COLUMN last_at, DROP COLUMN run_state,
+             DROP COLUMN run_id, DROP COLUMN outcome, DROP COLUMN answered,
+             DROP COLUMN lease_owner, DROP COLUMN lease_run, DROP COLUMN lease_expires;
+         DELETE FROM \"{schema}\".schema_version WHERE version > 2;"
+    ))
+    .unwrap();
+    let store = PgFixture::guest(&pg::url(), &schema, PostgresOptions::default());
+    let head = store.head(&s).unwrap().unwrap();
+    let last = stamped_numbered(2, 1)[0].at;
+    assert_eq!((head.tail, head.last_at, head.run), (Seq(3), last, RunState::Unknown));
+    store.append(&s, Seq(3), &stamped_numbered(3, 1), Durability::Synced).unwrap();
+    assert_eq!(store.head(&s).unwrap().unwrap().run, RunState::Unknown, "still not known");
+    let started =
+        Stamped::at(UnixMillis(9), RunStarted { run: RunId::new("r"), entry: Entry::Wake });
+    store.append(&s, Seq(4), &[started], Durability::Synced).unwrap();
+    let head = store.head(&s).unwrap().unwrap();
+    assert_eq!((head.tail, head.run), (Seq(5), RunState::Open { run: RunId::new("r") }));
+    assert_eq!(store.heads().unwrap().len(), 1);
 }

@@ -30,6 +30,7 @@ fn fixture() -> Fixture {
 }
 
 stepjournal_tests::backend_conformance!(fixture);
+stepjournal_tests::backend_lease_conformance!(fixture);
 
 #[test]
 fn appends_survive_closing_and_reopening_the_file() {

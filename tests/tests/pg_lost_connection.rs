@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStats};
@@ -20,29 +19,9 @@ use support::proxy::{Cut, Proxy};
 
 const MARKER: &str = "cut-the-connection-here";
 
-/// The server URL split around its host and port: (`postgres://user@`, `host:port`, `/db?...`).
-fn split_url() -> (String, String, String) {
-    let url = pg::url();
-    let (scheme, rest) = url.split_once("://").expect("STEPJOURNAL_PG_URL is a postgres:// URL");
-    let cut = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(cut);
-    let (user, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h.to_owned()),
-        None => (String::new(), authority.to_owned()),
-    };
-    let hostport = if hostport.contains(':') { hostport } else { format!("{hostport}:5432") };
-    (format!("{scheme}://{user}"), hostport, tail.to_owned())
-}
-
-/// The server named by `STEPJOURNAL_PG_URL`.
-fn server_addr() -> SocketAddr {
-    split_url().1.to_socket_addrs().unwrap().next().unwrap()
-}
-
 /// The server's URL pointed at the proxy instead.
 fn via_proxy(proxy: &Proxy) -> String {
-    let (head, _, tail) = split_url();
-    format!("{head}{}{tail}", proxy.addr())
+    pg::url_via(proxy.addr())
 }
 
 /// A store reaching the database through a proxy, and one reaching it directly, on one schema.
@@ -53,7 +32,7 @@ struct Setup {
 }
 
 fn setup(resolve_ms: u64) -> Setup {
-    let proxy = Proxy::start(server_addr());
+    let proxy = Proxy::start(pg::server_addr());
     let schema = pg::fresh_schema("lost");
     let direct = PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
     let url = pg::with_param(&via_proxy(&proxy), "resolve_timeout", &resolve_ms.to_string());

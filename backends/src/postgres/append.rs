@@ -8,15 +8,20 @@
 //! landed: a batch lands only at its place); past it with another token (another writer
 //! appended since: whether this batch came first is not known).
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use stepjournal_codec::{Seq, SessionId, Stamped};
+use stepjournal_codec::{Seq, SessionId};
+use tokio::time::Instant;
 
 use super::cause::describe;
+use super::ops;
 use super::pool::Conn;
-use super::{BACKEND, Class, PgError, PostgresStore, backoff, bump, store_error};
-use crate::sql::{self, Place};
-use crate::{AppendAck, AppendError, Durability, JournalStore, StoreError};
+use super::shared::{
+    BACKEND, Class, Failure, Param, PgError, Shared, backoff, bump, deadline, store_error,
+};
+use crate::sql::{EncodedBatch, Place};
+use crate::{AppendAck, AppendError, Durability, StoreError};
 
 /// What reading back a batch token found.
 enum Resolution {
@@ -25,25 +30,46 @@ enum Resolution {
     Unknown(String),
 }
 
-pub(super) fn append(
-    store: &PostgresStore,
+/// One append, checked and encoded, ready to run on the store's runtime.
+#[derive(Debug)]
+pub(super) struct Append {
+    pub session: SessionId,
+    pub expected: Seq,
+    pub place: Place,
+    pub batch: EncodedBatch,
+    pub durability: Durability,
+}
+
+/// Runs the append (see the [module documentation](self)); `durability` is at most `Synced`.
+pub(super) async fn append(store: Arc<Shared>, append: Append) -> Result<AppendAck, AppendError> {
+    let started = std::time::Instant::now();
+    let Append { session, expected, place, batch, durability } = append;
+    let result = run(&store, &session, expected, place, &batch, durability).await;
+    if result.is_ok() {
+        let synced = durability == Durability::Synced;
+        store.metrics.group(1, 1, batch.bytes(), synced, started.elapsed());
+    }
+    result
+}
+
+async fn run(
+    store: &Shared,
     session: &SessionId,
     expected: Seq,
-    events: &[Stamped],
+    place: Place,
+    batch: &EncodedBatch,
     durability: Durability,
 ) -> Result<AppendAck, AppendError> {
-    let (batch, place) = sql::encode_batch(session, expected, events, &store.options.limits)?;
-    let Some(place) = place else {
-        return Err(AppendError::Conflict { expected, actual: store.tail(session)? });
-    };
-    let durability = durability.min(Durability::Synced);
     let synchronous = durability == Durability::Synced;
-    let token = sql::next_token();
+    let token = crate::sql::next_token();
     let ats: Vec<i64> = batch.rows.iter().map(|r| r.at).collect();
     let kinds: Vec<i16> = batch.rows.iter().map(|r| i16::from(r.kind)).collect();
     let records: Vec<&[u8]> = batch.rows.iter().map(|r| batch.record(r)).collect();
     let s = session.as_str();
     let token_ref: &[u8] = &token;
+    let change = batch.head.code();
+    let last_at = batch.last_at();
+    let head = batch.head.columns();
     let ack = AppendAck { first: expected, next: Seq(place.next as u64), durability };
     let what = format!("appending to {session} at {expected}");
     let mut last = String::new();
@@ -52,9 +78,18 @@ pub(super) fn append(
     let mut was_lost = false;
     for attempt in 0..=store.options.max_retries {
         if attempt > 0 {
-            std::thread::sleep(backoff(attempt));
+            tokio::time::sleep(backoff(attempt)).await;
         }
-        let mut lease = store.pool.get().map_err(|f| store.failure(&what, f))?;
+        let mut lease = match store.pool.get().await {
+            Ok(lease) => lease,
+            // A connection that could not be opened (the server ended it while it was set up,
+            // say): nothing of the batch was sent; try again unless the server refused.
+            Err(Failure::Driver(e)) if e.class() != Class::Refused => {
+                last = format!("{}: {}", e.doing, describe(&e.source));
+                continue;
+            }
+            Err(f) => return Err(store.failure(&what, f).into()),
+        };
         let Some(c) = lease.conn() else {
             continue;
         };
@@ -64,7 +99,7 @@ pub(super) fn append(
             } else {
                 "SET synchronous_commit = off"
             };
-            if let Err(e) = c.client.batch_execute(set) {
+            if let Err(e) = c.client.batch_execute(set).await {
                 // Nothing of the batch was sent yet.
                 let e = PgError::new("setting synchronous_commit", e);
                 if e.class() == Class::Refused {
@@ -77,10 +112,27 @@ pub(super) fn append(
             c.synchronous_commit = synchronous;
         }
         let statement = if place.first == 0 { &c.stmts.append_new } else { &c.stmts.append };
-        let result = c.client.query_one(
-            statement,
-            &[&s, &place.first, &place.next, &token_ref, &ats, &kinds, &records],
-        );
+        let result = c
+            .client
+            .query_one(
+                statement,
+                &[
+                    &s as &Param<'_>,
+                    &place.first,
+                    &place.next,
+                    &token_ref,
+                    &ats,
+                    &kinds,
+                    &records,
+                    &change,
+                    &last_at,
+                    &head.state,
+                    &head.run,
+                    &head.outcome,
+                    &head.answered,
+                ],
+            )
+            .await;
         let err = match result.and_then(|row| row.try_get::<_, i64>(0)) {
             Ok(n) if n == batch.len() as i64 => return Ok(ack),
             Ok(0) => {
@@ -89,6 +141,7 @@ pub(super) fn append(
                     let found = c
                         .client
                         .query_opt(&c.stmts.head, &[&s])
+                        .await
                         .and_then(|row| row.map(|r| Head::of(&r)).transpose());
                     match found.map(|head| judge(head, place, &token)) {
                         Ok(Resolution::Landed) => {
@@ -108,7 +161,7 @@ pub(super) fn append(
                     }
                 }
                 drop(lease);
-                let actual = store.tail(session)?;
+                let actual = ops::tail(store, session).await?;
                 if actual != expected {
                     return Err(AppendError::Conflict { expected, actual });
                 }
@@ -134,7 +187,7 @@ pub(super) fn append(
             Class::Lost => {
                 lease.discard();
                 drop(lease);
-                match resolve(store, s, place, &token) {
+                match resolve(store, s, place, &token).await {
                     Resolution::Landed => {
                         bump(&store.counters.lost_landed);
                         return Ok(ack);
@@ -181,7 +234,7 @@ struct Head {
 }
 
 impl Head {
-    fn of(row: &postgres::Row) -> Result<Self, postgres::Error> {
+    fn of(row: &tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
         Ok(Head { next: row.try_get(0)?, token: row.try_get(1)? })
     }
 }
@@ -206,18 +259,24 @@ fn judge(head: Option<Head>, place: Place, token: &[u8; 16]) -> Resolution {
 
 /// Learns whether the batch with `token` landed, on a new connection, trying until the
 /// store's resolve timeout.
-fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16]) -> Resolution {
+async fn resolve(store: &Shared, session: &str, place: Place, token: &[u8; 16]) -> Resolution {
     let limit = store.options.resolve_timeout;
-    let deadline = super::deadline(limit);
+    let deadline = deadline(limit);
     let mut attempt: u32 = 0;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let error = match store.pool.connector.open(Some(remaining)) {
-            Ok(mut conn) => match read_back(&mut conn, session, place, remaining) {
-                Ok(head) => return judge(head, place, token),
-                Err(e) => describe(&e),
-            },
-            Err(e) => format!("{}: {}", e.doing, describe(&e.source)),
+        let open = store.pool.connector.open(Some(remaining));
+        let error = match tokio::time::timeout_at(deadline, open).await {
+            Ok(Ok(mut conn)) => {
+                let read = read_back(&mut conn, session, place, remaining);
+                match tokio::time::timeout_at(deadline, read).await {
+                    Ok(Ok(head)) => return judge(head, place, token),
+                    Ok(Err(e)) => describe(&e),
+                    Err(_) => "reading the head row did not finish in time".to_owned(),
+                }
+            }
+            Ok(Err(e)) => format!("{}: {}", e.doing, describe(&e.source)),
+            Err(_) => "connecting did not finish in time".to_owned(),
         };
         attempt = attempt.saturating_add(1);
         let pause = backoff(attempt).max(Duration::from_millis(20));
@@ -227,31 +286,33 @@ fn resolve(store: &PostgresStore, session: &str, place: Place, token: &[u8; 16])
                  landed (last error: {error}); read the session's tail before writing again"
             ));
         }
-        std::thread::sleep(pause);
+        tokio::time::sleep(pause).await;
     }
 }
 
 /// Reads the session's head row after waiting for any transaction still holding it (the lost
 /// one, if the server has not yet finished it).
-fn read_back(
+async fn read_back(
     conn: &mut Conn,
     session: &str,
     place: Place,
     remaining: Duration,
-) -> Result<Option<Head>, postgres::Error> {
+) -> Result<Option<Head>, tokio_postgres::Error> {
     let ms = remaining.as_millis().max(1);
-    let mut tx = conn.client.transaction()?;
-    tx.batch_execute(&format!(
-        "SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = {ms}"
-    ))?;
+    let tx = conn.client.transaction().await?;
+    tx.batch_execute(&format!("SET LOCAL lock_timeout = {ms}; SET LOCAL statement_timeout = {ms}"))
+        .await?;
     if place.first == 0 {
         // A new session: the lost statement inserted the head row; this insert waits for it
         // (and, if it did not, puts a row at 0 that the rollback below takes back).
-        tx.execute(&conn.stmts.claim_head, &[&session])?;
+        tx.execute(&conn.stmts.claim_head, &[&session]).await?;
     }
-    let head =
-        tx.query_opt(&conn.stmts.lock_head, &[&session])?.map(|r| Head::of(&r)).transpose()?;
-    tx.rollback()?;
+    let head = tx
+        .query_opt(&conn.stmts.lock_head, &[&session])
+        .await?
+        .map(|r| Head::of(&r))
+        .transpose()?;
+    tx.rollback().await?;
     Ok(head)
 }
 

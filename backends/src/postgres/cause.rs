@@ -1,4 +1,4 @@
-//! A driver error as one message that holds its cause. `postgres::Error` shows only its kind
+//! A driver error as one message that holds its cause. `tokio_postgres::Error` shows only its kind
 //! ("db error", "error connecting to server"); the server's message and SQLSTATE, or the OS
 //! error under a failed connection, are in its source chain, which many printers never walk.
 
@@ -13,12 +13,12 @@ use std::fmt;
 #[derive(Debug)]
 pub struct PgFailure {
     message: String,
-    error: postgres::Error,
+    error: tokio_postgres::Error,
 }
 
 impl PgFailure {
     /// The failure of the driver's `error`.
-    pub fn new(error: postgres::Error) -> Self {
+    pub fn new(error: tokio_postgres::Error) -> Self {
         PgFailure { message: describe(&error), error }
     }
 
@@ -28,7 +28,7 @@ impl PgFailure {
     }
 
     /// The driver's error.
-    pub fn driver_error(&self) -> &postgres::Error {
+    pub fn driver_error(&self) -> &tokio_postgres::Error {
         &self.error
     }
 }
@@ -42,7 +42,7 @@ impl fmt::Display for PgFailure {
 impl std::error::Error for PgFailure {}
 
 /// The driver's error as one line holding its cause (see [`PgFailure`]).
-pub(crate) fn describe(error: &postgres::Error) -> String {
+pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         let mut text =
             format!("{error}: {}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn a_connection_string_error_names_what_is_wrong() {
         // Defect: the driver's "invalid connection string" came without its cause.
-        let err = postgres::Config::from_str("host=h bogus_option=1").unwrap_err();
+        let err = tokio_postgres::Config::from_str("host=h bogus_option=1").unwrap_err();
         let text = describe(&err);
         assert!(
             text.starts_with("invalid connection string: ") && text.contains("bogus_option"),
@@ -92,9 +92,11 @@ mod tests {
     #[test]
     fn a_refused_connection_names_the_os_error() {
         // Defect: a refused port showed only "error connecting to server".
-        let mut config = postgres::Config::from_str("postgres://u@127.0.0.1:1/db").unwrap();
+        let mut config = tokio_postgres::Config::from_str("postgres://u@127.0.0.1:1/db").unwrap();
         config.connect_timeout(std::time::Duration::from_secs(2));
-        let err = config.connect(postgres::NoTls).map(|_| ()).unwrap_err();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let connecting = config.connect(tokio_postgres::NoTls);
+        let err = runtime.block_on(connecting).map(|_| ()).unwrap_err();
         let failure = PgFailure::new(err);
         let text = failure.to_string();
         assert!(text.starts_with("error connecting to server: "), "{text}");

@@ -3,8 +3,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use postgres::config::{Host, SslMode};
 use stepjournal_codec::Limits;
+use tokio_postgres::config::{Host, SslMode};
 
 use crate::OpenError;
 
@@ -63,7 +63,7 @@ impl Default for PostgresOptions {
 /// (without the password).
 #[derive(Debug)]
 pub(crate) struct Resolved {
-    pub config: postgres::Config,
+    pub config: tokio_postgres::Config,
     pub options: PostgresOptions,
     pub location: String,
 }
@@ -154,7 +154,7 @@ pub(crate) fn resolve(url: &str, mut options: PostgresOptions) -> Result<Resolve
     if options.pool_size == 0 {
         return Err(bad(url, "`pool_size` must be at least 1"));
     }
-    let mut config = postgres::Config::from_str(&driver_url)
+    let mut config = tokio_postgres::Config::from_str(&driver_url)
         .map_err(|e| bad(url, super::cause::describe(&e)))?;
     if config.get_ssl_mode() == SslMode::Require {
         return Err(bad(
@@ -172,11 +172,16 @@ pub(crate) fn resolve(url: &str, mut options: PostgresOptions) -> Result<Resolve
         config.keepalives_interval(Duration::from_secs(5));
         config.keepalives_retries(3);
     }
+    // And of a link that stopped carrying an append's bytes (a partition): without a bound the
+    // kernel retransmits for about a quarter of an hour before the connection fails.
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(30));
+    }
     let location = location(&config, &options.schema);
     Ok(Resolved { config, options, location })
 }
 
-fn location(config: &postgres::Config, schema: &str) -> String {
+fn location(config: &tokio_postgres::Config, schema: &str) -> String {
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
         Some(Host::Unix(p)) => p.display().to_string(),

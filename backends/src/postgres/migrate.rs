@@ -12,8 +12,8 @@
 //! A schema already at this build's version is only read. A schema that holds tables or views
 //! not the store's is refused before anything is created in it.
 
-use postgres::error::SqlState;
-use postgres::{Client, Transaction};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Transaction};
 
 /// The schema's migrations, in order; `{s}` stands for the quoted schema name. Migration `i`
 /// brings the schema to version `i + 1`. Never edit one that shipped: add the next.
@@ -41,6 +41,25 @@ const MIGRATIONS: &[&str] = &[
     // batch kept forever. `events.token` is no longer written (tokens earlier builds wrote stay
     // there, unread).
     r#"ALTER TABLE {s}.sessions ADD COLUMN token BYTEA;"#,
+    // 3: the session's head beside its tail, moved by every append from what its batch does
+    // (no fold of the log to learn it): the last append time, the state of the last run
+    // (`run_state` NULL: not known, for the sessions written before this version; 0 no run,
+    // 1 open, 2 ended, with `run_id` and `outcome`), whether an answer was appended after the
+    // run ended suspended, and the lease of the process running it (`lease_expires` in unix
+    // ms by the server's clock). `IF NOT EXISTS`: a schema half-way between versions (taken
+    // back by hand) migrates all the same. The last append time of the sessions already
+    // stored is read from their last event.
+    r#"ALTER TABLE {s}.sessions
+        ADD COLUMN IF NOT EXISTS last_at BIGINT,
+        ADD COLUMN IF NOT EXISTS run_state SMALLINT,
+        ADD COLUMN IF NOT EXISTS run_id TEXT,
+        ADD COLUMN IF NOT EXISTS outcome TEXT,
+        ADD COLUMN IF NOT EXISTS answered BOOLEAN NOT NULL DEFAULT false,
+        ADD COLUMN IF NOT EXISTS lease_owner TEXT,
+        ADD COLUMN IF NOT EXISTS lease_run TEXT,
+        ADD COLUMN IF NOT EXISTS lease_expires BIGINT;
+    UPDATE {s}.sessions AS h SET last_at = e.at FROM {s}.events AS e
+        WHERE e.session = h.session AND e.seq = h.next_seq - 1 AND h.last_at IS NULL;"#,
 ];
 
 /// The schema version this build writes.
@@ -55,7 +74,7 @@ const GUARD_TRIES: u32 = 20;
 /// Why a schema could not be brought up to date.
 #[derive(Debug)]
 pub(crate) enum MigrateError {
-    Driver(&'static str, postgres::Error),
+    Driver(&'static str, tokio_postgres::Error),
     Newer(i32),
     /// The schema holds relations that are not a journal store's: what was found.
     Foreign(String),
@@ -63,19 +82,25 @@ pub(crate) enum MigrateError {
 
 /// Creates the schema if needed and applies the migrations it lacks (see the [module
 /// documentation](self)).
-pub(crate) fn migrate(client: &mut Client, schema: &str, quoted: &str) -> Result<(), MigrateError> {
+pub(crate) async fn migrate(
+    client: &mut Client,
+    schema: &str,
+    quoted: &str,
+) -> Result<(), MigrateError> {
     use MigrateError::Driver;
-    refuse_foreign(client, schema)?;
-    if check(client, schema, quoted)? == Some(SCHEMA_VERSION) && has_guard(client, schema)? {
+    refuse_foreign(client, schema).await?;
+    if check(client, schema, quoted).await? == Some(SCHEMA_VERSION)
+        && has_guard(client, schema).await?
+    {
         return Ok(());
     }
-    create_guard(client, quoted)?;
+    create_guard(client, quoted).await?;
     let mut attempt = 0;
     loop {
-        match migrate_locked(client, quoted) {
+        match migrate_locked(client, quoted).await {
             Err(Driver(_, e)) if collided(&e) && attempt < GUARD_TRIES => {
                 attempt += 1;
-                std::thread::sleep(super::backoff(attempt));
+                tokio::time::sleep(super::shared::backoff(attempt)).await;
             }
             other => return other,
         }
@@ -83,7 +108,7 @@ pub(crate) fn migrate(client: &mut Client, schema: &str, quoted: &str) -> Result
 }
 
 /// Whether `e` is a collision with a racing migrator, worth running the transaction again.
-fn collided(e: &postgres::Error) -> bool {
+fn collided(e: &tokio_postgres::Error) -> bool {
     e.as_db_error().is_some_and(|db| {
         [
             SqlState::UNIQUE_VIOLATION,
@@ -98,19 +123,20 @@ fn collided(e: &postgres::Error) -> bool {
 }
 
 /// Whether the schema holds the guard's table.
-fn has_guard(client: &mut Client, schema: &str) -> Result<bool, MigrateError> {
+async fn has_guard(client: &mut Client, schema: &str) -> Result<bool, MigrateError> {
     client
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
              WHERE table_schema = $1 AND table_name = 'schema_lock')",
             &[&schema],
         )
+        .await
         .and_then(|row| row.try_get(0))
         .map_err(|e| MigrateError::Driver("looking for the migration guard", e))
 }
 
 /// Creates the schema, its version table and the guard's table and row, if absent.
-fn create_guard(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
+async fn create_guard(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
     use MigrateError::Driver;
     let sql = format!(
         "CREATE SCHEMA IF NOT EXISTS {quoted};
@@ -120,15 +146,17 @@ fn create_guard(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
     );
     let mut attempt = 0;
     loop {
-        let result = client.transaction().and_then(|mut tx| {
-            tx.batch_execute(&sql)?;
-            tx.commit()
-        });
+        let result = async {
+            let tx = client.transaction().await?;
+            tx.batch_execute(&sql).await?;
+            tx.commit().await
+        }
+        .await;
         match result {
             Ok(()) => return Ok(()),
             Err(e) if collided(&e) && attempt < GUARD_TRIES => {
                 attempt += 1;
-                std::thread::sleep(super::backoff(attempt));
+                tokio::time::sleep(super::shared::backoff(attempt)).await;
             }
             Err(e) => return Err(Driver("creating the schema", e)),
         }
@@ -136,28 +164,32 @@ fn create_guard(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
 }
 
 /// Under the guard's row lock: reads the version and applies the migrations the schema lacks.
-fn migrate_locked(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
+async fn migrate_locked(client: &mut Client, quoted: &str) -> Result<(), MigrateError> {
     use MigrateError::Driver;
-    let mut tx = client.transaction().map_err(|e| Driver("beginning the migration", e))?;
+    let mut tx = client.transaction().await.map_err(|e| Driver("beginning the migration", e))?;
     tx.query_one(&format!("SELECT id FROM {quoted}.schema_lock WHERE id = 1 FOR UPDATE"), &[])
+        .await
         .map_err(|e| Driver("taking the migration guard's row lock", e))?;
-    let current = version(&mut tx, quoted)?;
+    let current = version(&mut tx, quoted).await?;
     if current > SCHEMA_VERSION {
         return Err(MigrateError::Newer(current));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
         tx.batch_execute(&sql.replace("{s}", quoted))
+            .await
             .map_err(|e| Driver("applying a schema migration", e))?;
         let version = i as i32 + 1;
         tx.execute(&format!("INSERT INTO {quoted}.schema_version VALUES ($1)"), &[&version])
+            .await
             .map_err(|e| Driver("recording the schema version", e))?;
     }
-    tx.commit().map_err(|e| Driver("committing the migration", e))
+    tx.commit().await.map_err(|e| Driver("committing the migration", e))
 }
 
-fn version(tx: &mut Transaction<'_>, quoted: &str) -> Result<i32, MigrateError> {
+async fn version(tx: &mut Transaction<'_>, quoted: &str) -> Result<i32, MigrateError> {
     let current: Option<i32> = tx
         .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
+        .await
         .and_then(|row| row.try_get(0))
         .map_err(|e| MigrateError::Driver("reading the schema version", e))?;
     Ok(current.unwrap_or(0))
@@ -165,7 +197,7 @@ fn version(tx: &mut Transaction<'_>, quoted: &str) -> Result<i32, MigrateError> 
 
 /// Refuses a schema holding tables or views that are not a journal store's, or a journal's
 /// tables without their `schema_version`. A missing or empty schema passes.
-fn refuse_foreign(client: &mut Client, schema: &str) -> Result<(), MigrateError> {
+async fn refuse_foreign(client: &mut Client, schema: &str) -> Result<(), MigrateError> {
     let failed = |e| MigrateError::Driver("listing the schema's tables", e);
     let rows = client
         .query(
@@ -173,6 +205,7 @@ fn refuse_foreign(client: &mut Client, schema: &str) -> Result<(), MigrateError>
              WHERE table_schema = $1 ORDER BY table_name",
             &[&schema],
         )
+        .await
         .map_err(failed)?;
     let mut names = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -207,7 +240,7 @@ fn refuse_foreign(client: &mut Client, schema: &str) -> Result<(), MigrateError>
 
 /// For a read-only store: checks that the schema exists at this build's version, changing
 /// nothing. `Ok(None)` when the schema or its version table is missing.
-pub(crate) fn check(
+pub(crate) async fn check(
     client: &mut Client,
     schema: &str,
     quoted: &str,
@@ -219,6 +252,7 @@ pub(crate) fn check(
              WHERE table_schema = $1 AND table_name = 'schema_version')",
             &[&schema],
         )
+        .await
         .and_then(|row| row.try_get(0))
         .map_err(|e| Driver("looking for the schema", e))?;
     if !exists {
@@ -226,6 +260,7 @@ pub(crate) fn check(
     }
     let current: Option<i32> = client
         .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
+        .await
         .and_then(|row| row.try_get(0))
         .map_err(|e| Driver("reading the schema version", e))?;
     Ok(Some(current.unwrap_or(0)))

@@ -1,9 +1,14 @@
 //! The PostgreSQL backend: one row per event, for several runtime processes on several hosts
 //! sharing one journal.
 //!
-//! - Tables `sessions (session, next_seq, token)` and `events (session, seq, at, kind, record)`
-//!   in one schema (default `stepjournal`), with `schema_version` and `schema_lock` tables and
+//! - Tables `sessions` (a head row per session: `next_seq`, the last batch's `token`, and the
+//!   session's head and lease, see below) and `events (session, seq, at, kind, record)` in one
+//!   schema (default `stepjournal`), with `schema_version` and `schema_lock` tables and
 //!   migrations guarded by a row lock (no advisory lock: see `migrate`).
+//! - The driver is tokio-postgres, on a current-thread tokio runtime the store owns (one
+//!   thread, `stepjournal-postgres`, driving every connection). Every operation runs there and
+//!   completes a [`StoreFuture`]: an async caller awaits it from any executor without its task
+//!   blocking on the network, and the sync API waits on the same future.
 //! - An append is one statement (one round trip, its own transaction): it moves the session's
 //!   head row from the expected tail to the new one (an `UPDATE`, or an `INSERT ... ON
 //!   CONFLICT` for a batch at 0: each table is modified once per statement, as CockroachDB
@@ -24,6 +29,11 @@
 //!   is retried (the compare-and-set makes a retry safe). Past the batch's end with another
 //!   token (another writer appended since), or the database not reachable within the resolve
 //!   timeout: [`AppendError::OutcomeUnknown`](crate::AppendError::OutcomeUnknown).
+//! - The head row also holds the session's head (the state of its last run, moved by each
+//!   append from what its batch does, computed in Rust with
+//!   [`RunHead::advance`](crate::RunHead::advance); rows written before schema version 3 read
+//!   as [`RunState::Unknown`](crate::RunState::Unknown)) and the lease of the process running
+//!   it, whose expiry the server's clock decides (`now()`).
 //! - The database is the only state, so a failure does not poison the store: each call reports
 //!   its own error, and the next call tries again.
 //! - TLS is not supported yet (`sslmode=require` is refused at open); the default `prefer`
@@ -32,76 +42,32 @@
 mod append;
 mod cause;
 mod config;
+mod driver;
+mod leases;
 mod migrate;
+mod ops;
 mod pool;
 mod schema;
+mod shared;
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use postgres::error::{Severity, SqlState};
-use stepjournal_codec::{Record, Seq, SessionId, Stamped};
+use stepjournal_codec::{Record, RunId, Seq, SessionId, Stamped};
 
-use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError, sql};
+use crate::head::{LeaseTaken, OwnerId, SessionHead, StoreMetrics};
+use crate::{
+    AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, StoreError,
+    StoreFuture, sql,
+};
 pub use cause::PgFailure;
 pub use config::PostgresOptions;
+use driver::Driver;
 pub use migrate::SCHEMA_VERSION;
-use pool::{Conn, Connector, Pool};
-
-const BACKEND: &str = "postgres";
-
-/// A driver error and what was being done.
-#[derive(Debug)]
-pub(crate) struct PgError {
-    doing: &'static str,
-    source: postgres::Error,
-}
-
-impl PgError {
-    pub(crate) fn new(doing: &'static str, source: postgres::Error) -> Self {
-        PgError { doing, source }
-    }
-
-    fn class(&self) -> Class {
-        classify(&self.source)
-    }
-}
-
-/// Why a call could not run a statement.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    Driver(PgError),
-    PoolExhausted(Duration),
-}
-
-/// What a driver error says about the statement it ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Class {
-    /// The server refused it with an ERROR: its transaction was rolled back.
-    Refused,
-    /// A serialization failure or a deadlock: rolled back, and worth running again.
-    Retry,
-    /// The connection failed (or the server ended the session): the statement may or may not
-    /// have committed.
-    Lost,
-}
-
-fn classify(e: &postgres::Error) -> Class {
-    match e.as_db_error() {
-        Some(db) if matches!(db.parsed_severity(), Some(Severity::Fatal | Severity::Panic)) => {
-            Class::Lost
-        }
-        Some(db)
-            if *db.code() == SqlState::T_R_SERIALIZATION_FAILURE
-                || *db.code() == SqlState::T_R_DEADLOCK_DETECTED =>
-        {
-            Class::Retry
-        }
-        Some(_) => Class::Refused,
-        None => Class::Lost,
-    }
-}
+use pool::{Connector, Pool};
+use shared::{BACKEND, Counters, PgError, Shared, store_error};
 
 /// Counts of what the store had to recover from, for tests and monitoring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -117,25 +83,23 @@ pub struct PostgresStats {
     pub outcome_unknown: u64,
 }
 
-#[derive(Debug, Default)]
-struct Counters {
-    retried: AtomicU64,
-    lost_landed: AtomicU64,
-    lost_not_landed: AtomicU64,
-    outcome_unknown: AtomicU64,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
-}
-
 /// A journal store in a PostgreSQL schema. See the module documentation.
 #[derive(Debug)]
 pub struct PostgresStore {
-    pool: Pool,
-    options: PostgresOptions,
-    location: String,
-    counters: Counters,
+    shared: Arc<Shared>,
+    /// Dropped after `shared`'s last user on the handle's side: it lets what is in flight
+    /// finish, then stops the runtime's thread.
+    driver: Driver,
+}
+
+/// What a future of an operation resolves to if the operation was dropped unfinished (it
+/// panicked, or the runtime stopped under it).
+fn unfinished(location: &str, what: &str) -> StoreError {
+    StoreError::Backend {
+        backend: BACKEND,
+        context: format!("{location}: {what}"),
+        source: "the store's runtime ended the operation before it finished".into(),
+    }
 }
 
 impl PostgresStore {
@@ -146,82 +110,51 @@ impl PostgresStore {
     /// `application_name`, `options`, `keepalives*`, `sslmode`, ...), a URL may carry the
     /// store's own, overriding `options`: `schema`, `pool_size`, `statement_timeout` (ms, 0 for
     /// none), `resolve_timeout` (ms) and `max_retries`.
+    ///
+    /// Blocks the calling thread while it connects and migrates (on the store's own runtime).
     pub fn connect(url: &str, options: PostgresOptions) -> Result<Self, OpenError> {
         let resolved = config::resolve(url, options)?;
         let quoted = config::quote_ident(&resolved.options.schema);
         let connector = Connector {
             config: resolved.config,
-            quoted_schema: quoted.clone(),
+            quoted_schema: quoted,
             statement_timeout: resolved.options.statement_timeout,
         };
         let location = resolved.location;
-        let open_err = |e: PgError| OpenError::Store(store_error(&location, "opening", e));
-        let mut client = connector
-            .config
-            .connect(postgres::NoTls)
-            .map_err(|e| open_err(PgError::new("connecting", e)))?;
-        let migrate_err = |e| match e {
-            migrate::MigrateError::Driver(doing, e) => open_err(PgError::new(doing, e)),
-            migrate::MigrateError::Foreign(found) => {
-                OpenError::NotAJournal { location: location.clone(), found }
-            }
-            migrate::MigrateError::Newer(v) => OpenError::Options {
-                reason: format!(
-                    "{location}: the schema is at version {v}, written by a newer stepjournal; \
-                     this build knows versions up to {SCHEMA_VERSION}"
-                ),
-            },
+        let driver = Driver::start().map_err(|e| {
+            OpenError::Store(StoreError::Io {
+                context: format!("{location}: starting the store's runtime thread"),
+                source: e,
+            })
+        })?;
+        let options = resolved.options;
+        let connector = {
+            let (location, options) = (location.clone(), options.clone());
+            let lost = OpenError::Store(unfinished(&location, "opening"));
+            let prepared = driver.spawn(Err(lost), async move {
+                open_schema(&connector, &location, &options).await.map(|()| connector)
+            });
+            prepared.wait()?
         };
-        if resolved.options.read_only {
-            let schema = &resolved.options.schema;
-            match migrate::check(&mut client, schema, &quoted).map_err(migrate_err)? {
-                Some(SCHEMA_VERSION) => {}
-                Some(v) if v > SCHEMA_VERSION => {
-                    return Err(migrate_err(migrate::MigrateError::Newer(v)));
-                }
-                found => {
-                    let what = match found {
-                        None => "holds no stepjournal store".to_owned(),
-                        Some(v) => format!(
-                            "is at version {v}, older than this build's {SCHEMA_VERSION}; open \
-                             it once for writing to migrate it"
-                        ),
-                    };
-                    return Err(OpenError::Options {
-                        reason: format!("{location}: schema `{schema}` {what}"),
-                    });
-                }
-            }
-        } else {
-            migrate::migrate(&mut client, &resolved.options.schema, &quoted)
-                .map_err(migrate_err)?;
-        }
-        // The migration's connection has no prepared statements yet: let the pool open its own.
-        drop(client);
-        let pool = Pool::new(connector, resolved.options.pool_size, resolved.options.pool_timeout);
-        Ok(PostgresStore {
+        let pool = Pool::new(connector, options.pool_size, options.pool_timeout);
+        let shared = Arc::new(Shared {
             pool,
-            options: resolved.options,
+            options,
             location,
             counters: Counters::default(),
-        })
-    }
-
-    fn check_writable(&self) -> Result<(), StoreError> {
-        if self.options.read_only {
-            return Err(StoreError::ReadOnly { location: self.location.clone() });
-        }
-        Ok(())
+            metrics: Default::default(),
+        });
+        Ok(PostgresStore { shared, driver })
     }
 
     /// The schema holding the store's tables.
     pub fn schema(&self) -> &str {
-        &self.options.schema
+        &self.shared.options.schema
     }
 
     /// What the store has recovered from so far.
     pub fn stats(&self) -> PostgresStats {
-        let c = &self.counters;
+        let c = &self.shared.counters;
         PostgresStats {
             retried: c.retried.load(Ordering::Relaxed),
             lost_landed: c.lost_landed.load(Ordering::Relaxed),
@@ -233,85 +166,59 @@ impl PostgresStore {
     /// Drops the store's schema with every table and event in it. For tests and for
     /// decommissioning a journal; there is no undo.
     pub fn drop_schema(self) -> Result<(), StoreError> {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.pool.connector.quoted_schema);
-        self.run("dropping the schema", |c| {
-            c.client.batch_execute(&sql).map_err(|e| PgError::new("dropping the schema", e))
-        })
+        let shared = Arc::clone(&self.shared);
+        self.spawn("dropping the schema", async move { ops::drop_schema(&shared).await }).wait()
     }
 
-    fn failure(&self, what: &str, f: Failure) -> StoreError {
-        match f {
-            Failure::Driver(e) => store_error(&self.location, what, e),
-            Failure::PoolExhausted(wait) => StoreError::Backend {
-                backend: BACKEND,
-                context: format!("{}: {what}", self.location),
-                source: format!(
-                    "no connection came free within {wait:?} ({} in use)",
-                    self.options.pool_size
-                )
-                .into(),
-            },
-        }
-    }
-
-    /// Runs an operation that is safe to repeat, retrying after a serialization failure, a
-    /// deadlock or a lost connection, up to `max_retries` times.
-    fn run<T>(
+    /// Runs an operation on the store's runtime.
+    fn spawn<T: Send + 'static>(
         &self,
         what: &str,
-        mut op: impl FnMut(&mut Conn) -> Result<T, PgError>,
-    ) -> Result<T, StoreError> {
-        let mut attempt = 0;
-        loop {
-            let mut lease = self.pool.get().map_err(|f| self.failure(what, f))?;
-            let Some(conn) = lease.conn() else {
-                return Err(self.failure(what, Failure::PoolExhausted(Duration::ZERO)));
+        operation: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> StoreFuture<Result<T, StoreError>> {
+        self.driver.spawn(Err(unfinished(&self.shared.location, what)), operation)
+    }
+}
+
+/// Connects once and checks (read-only) or migrates the schema, on the store's runtime.
+async fn open_schema(
+    connector: &Connector,
+    location: &str,
+    options: &PostgresOptions,
+) -> Result<(), OpenError> {
+    let open_err = |e: PgError| OpenError::Store(store_error(location, "opening", e));
+    let mut client = connector.connect(None).await.map_err(open_err)?;
+    let migrate_err = |e| match e {
+        migrate::MigrateError::Driver(doing, e) => open_err(PgError::new(doing, e)),
+        migrate::MigrateError::Foreign(found) => {
+            OpenError::NotAJournal { location: location.to_owned(), found }
+        }
+        migrate::MigrateError::Newer(v) => OpenError::Options {
+            reason: format!(
+                "{location}: the schema is at version {v}, written by a newer stepjournal; \
+                 this build knows versions up to {SCHEMA_VERSION}"
+            ),
+        },
+    };
+    let schema = &options.schema;
+    let quoted = &connector.quoted_schema;
+    if !options.read_only {
+        return migrate::migrate(&mut client, schema, quoted).await.map_err(migrate_err);
+    }
+    match migrate::check(&mut client, schema, quoted).await.map_err(migrate_err)? {
+        Some(SCHEMA_VERSION) => Ok(()),
+        Some(v) if v > SCHEMA_VERSION => Err(migrate_err(migrate::MigrateError::Newer(v))),
+        found => {
+            let what = match found {
+                None => "holds no stepjournal store".to_owned(),
+                Some(v) => format!(
+                    "is at version {v}, older than this build's {SCHEMA_VERSION}; open it \
+                     once for writing to migrate it"
+                ),
             };
-            let err = match op(conn) {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            let class = err.class();
-            if class == Class::Lost {
-                lease.discard();
-            }
-            drop(lease);
-            if class == Class::Refused || attempt >= self.options.max_retries {
-                return Err(store_error(&self.location, what, err));
-            }
-            if class == Class::Retry {
-                bump(&self.counters.retried);
-            }
-            attempt += 1;
-            std::thread::sleep(backoff(attempt));
+            Err(OpenError::Options { reason: format!("{location}: schema `{schema}` {what}") })
         }
     }
-}
-
-pub(crate) fn store_error(location: &str, what: &str, e: PgError) -> StoreError {
-    StoreError::Backend {
-        backend: BACKEND,
-        context: format!("{location}: {what}: {}", e.doing),
-        source: Box::new(PgFailure::new(e.source)),
-    }
-}
-
-/// `after` from now, or a year from now for a timeout too large to add.
-pub(crate) fn deadline(after: Duration) -> std::time::Instant {
-    let now = std::time::Instant::now();
-    now.checked_add(after)
-        .or_else(|| now.checked_add(Duration::from_secs(365 * 86_400)))
-        .unwrap_or(now)
-}
-
-/// The pause before retry `attempt` (from 1): doubling from 2 ms up to 200 ms, with jitter so
-/// that writers that failed together do not retry together.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    let base = 2u64.saturating_mul(1 << attempt.min(7)).min(200);
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos()) % (base * 1000));
-    Duration::from_micros(base * 500 + jitter / 2)
 }
 
 impl JournalStore for PostgresStore {
@@ -326,73 +233,136 @@ impl JournalStore for PostgresStore {
         events: &[Stamped],
         durability: Durability,
     ) -> Result<AppendAck, AppendError> {
-        self.check_writable()?;
-        append::append(self, session, expected, events, durability)
+        self.append_async(session, expected, events, durability).wait()
+    }
+
+    fn append_async(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> AppendFuture {
+        if let Err(e) = self.shared.check_writable() {
+            return StoreFuture::ready(Err(e.into()));
+        }
+        let encoded = sql::encode_batch(session, expected, events, &self.shared.options.limits);
+        let (batch, place) = match encoded {
+            Ok(encoded) => encoded,
+            Err(e) => return StoreFuture::ready(Err(e)),
+        };
+        let shared = Arc::clone(&self.shared);
+        let session = session.clone();
+        let unknown = AppendError::OutcomeUnknown {
+            session: session.clone(),
+            expected,
+            reason: format!(
+                "{}: the store's runtime ended the append before it finished; read the \
+                 session's tail before writing again",
+                shared.location
+            ),
+            source: None,
+        };
+        let Some(place) = place else {
+            // A batch past what a column holds cannot be at the tail: a conflict, once the
+            // tail is read.
+            return self.driver.spawn(Err(unknown), async move {
+                let actual = ops::tail(&shared, &session).await?;
+                Err(AppendError::Conflict { expected, actual })
+            });
+        };
+        let durability = durability.min(Durability::Synced);
+        let request = append::Append { session, expected, place, batch, durability };
+        self.driver.spawn(Err(unknown), append::append(shared, request))
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
-        let (start, end) = sql::range_bounds(&range);
-        let rows = self.run(&format!("reading {session}"), |c| {
-            let rows = c.client.query(&c.stmts.read, &[&session.as_str(), &start, &end]);
-            rows.map_err(|e| PgError::new("selecting events", e))
-        })?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let (seq, bytes): (i64, &[u8]) =
-                row.try_get(0).and_then(|seq| Ok((seq, row.try_get(1)?))).map_err(|e| {
-                    store_error(&self.location, "reading a row", PgError::new("decoding", e))
-                })?;
-            out.push(sql::decode_row(&self.location, session, seq, bytes, &self.options.limits)?);
-        }
-        sql::check_dense(&self.location, session, range.start.get(), &out)?;
-        Ok(out)
+        self.read_async(session, range).wait()
+    }
+
+    fn read_async(
+        &self,
+        session: &SessionId,
+        range: Range<Seq>,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        let (shared, session) = (Arc::clone(&self.shared), session.clone());
+        self.spawn("reading", async move { ops::read(&shared, &session, range).await })
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        let tail = self.run(&format!("reading the tail of {session}"), |c| {
-            let row = c.client.query_opt(&c.stmts.tail, &[&session.as_str()]);
-            let row = row.map_err(|e| PgError::new("selecting the head row", e))?;
-            row.map_or(Ok(0), |r| r.try_get::<_, i64>(0))
-                .map_err(|e| PgError::new("decoding the head row", e))
-        })?;
-        sql::seq_from_column(&self.location, "the session's head row", tail)
+        self.tail_async(session).wait()
+    }
+
+    fn tail_async(&self, session: &SessionId) -> StoreFuture<Result<Seq, StoreError>> {
+        let (shared, session) = (Arc::clone(&self.shared), session.clone());
+        self.spawn("reading the tail", async move { ops::tail(&shared, &session).await })
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
-        let rows = self.run("listing sessions", |c| {
-            c.client.query(&c.stmts.sessions, &[]).map_err(|e| PgError::new("selecting", e))
-        })?;
-        rows.iter()
-            .map(|r| {
-                r.try_get::<_, &str>(0).map(SessionId::from_stored).map_err(|e| {
-                    store_error(&self.location, "listing sessions", PgError::new("decoding", e))
-                })
-            })
-            .collect()
+        let shared = Arc::clone(&self.shared);
+        self.spawn("listing sessions", async move { ops::sessions(&shared).await }).wait()
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        self.check_writable()?;
-        // Repeating a delete is harmless; a session seen by any attempt existed.
-        let mut existed = false;
-        self.run(&format!("deleting {session}"), |c| {
-            let mut tx = c.client.transaction().map_err(|e| PgError::new("beginning", e))?;
-            let s = session.as_str();
-            // Lock the head first: a concurrent append finishes before the events are deleted,
-            // and the delete below (a new snapshot) sees what it wrote.
-            let head = tx
-                .query_opt(&c.stmts.lock_head, &[&s])
-                .map_err(|e| PgError::new("locking the head row", e))?;
-            let events = tx
-                .execute(&c.stmts.delete_events, &[&s])
-                .map_err(|e| PgError::new("deleting events", e))?;
-            tx.execute(&c.stmts.delete_head, &[&s])
-                .map_err(|e| PgError::new("deleting the head row", e))?;
-            let had = head.and_then(|r| r.try_get::<_, i64>(0).ok()).is_some_and(|n| n > 0);
-            // Counted before the commit: if it is lost and landed, the retry finds nothing.
-            existed |= had || events > 0;
-            tx.commit().map_err(|e| PgError::new("committing", e))
-        })?;
-        Ok(existed)
+        let (shared, session) = (Arc::clone(&self.shared), session.clone());
+        self.spawn("deleting", async move { ops::delete(&shared, &session).await }).wait()
+    }
+
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let shared = Arc::clone(&self.shared);
+        self.spawn("reading the heads", async move { leases::heads(&shared).await }).wait()
+    }
+
+    fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        let (shared, session) = (Arc::clone(&self.shared), session.clone());
+        self.spawn("reading a head", async move { leases::head(&shared, &session).await }).wait()
+    }
+
+    fn take_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        run: &RunId,
+        ttl: Duration,
+        force: bool,
+    ) -> Result<LeaseTaken, StoreError> {
+        let shared = Arc::clone(&self.shared);
+        let (session, owner, run) = (session.clone(), owner.clone(), run.clone());
+        self.spawn("taking a lease", async move {
+            leases::take_lease(&shared, &session, &owner, &run, ttl, force).await
+        })
+        .wait()
+    }
+
+    fn renew_leases(
+        &self,
+        owner: &OwnerId,
+        runs: &[(SessionId, RunId)],
+        ttl: Duration,
+    ) -> Result<Vec<SessionId>, StoreError> {
+        let shared = Arc::clone(&self.shared);
+        let (owner, runs) = (owner.clone(), runs.to_vec());
+        self.spawn("renewing leases", async move {
+            leases::renew_leases(&shared, &owner, &runs, ttl).await
+        })
+        .wait()
+    }
+
+    fn release_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        run: &RunId,
+    ) -> Result<(), StoreError> {
+        let shared = Arc::clone(&self.shared);
+        let (session, owner, run) = (session.clone(), owner.clone(), run.clone());
+        self.spawn("releasing a lease", async move {
+            leases::release_lease(&shared, &session, &owner, &run).await
+        })
+        .wait()
+    }
+
+    fn metrics(&self) -> StoreMetrics {
+        self.shared.metrics.snapshot(false)
     }
 }

@@ -1,13 +1,15 @@
 //! A small connection pool: at most `size` connections, opened on demand, each with its
-//! statements prepared; a connection that failed is dropped, never handed out again.
+//! statements prepared; a connection that failed is dropped, never handed out again. It lives on
+//! the store's runtime: each connection's I/O is a task there.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
-use postgres::{Client, NoTls};
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_postgres::{Client, NoTls};
 
 use super::schema::Statements;
-use super::{Failure, PgError};
+use super::shared::{Failure, PgError};
 
 /// One open connection and what the store knows about it.
 pub(crate) struct Conn {
@@ -20,7 +22,7 @@ pub(crate) struct Conn {
 /// How a connection is opened.
 #[derive(Debug)]
 pub(crate) struct Connector {
-    pub config: postgres::Config,
+    pub config: tokio_postgres::Config,
     pub quoted_schema: String,
     pub statement_timeout: Option<Duration>,
 }
@@ -36,40 +38,48 @@ impl std::fmt::Debug for Conn {
 
 impl Connector {
     /// Opens a connection within `timeout` (the smaller of it and the configured connect
-    /// timeout), sets its session parameters and prepares its statements.
-    pub(crate) fn open(&self, timeout: Option<Duration>) -> Result<Conn, PgError> {
-        let mut config = self.config.clone();
-        if let Some(t) = timeout {
-            let current = config.get_connect_timeout().copied().unwrap_or(t);
-            config.connect_timeout(current.min(t).max(Duration::from_millis(1)));
-        }
-        let mut client = config.connect(NoTls).map_err(|e| PgError::new("connecting", e))?;
+    /// timeout), sets its session parameters and prepares its statements. Runs on the store's
+    /// runtime, where the connection's task is spawned.
+    pub(crate) async fn open(&self, timeout: Option<Duration>) -> Result<Conn, PgError> {
+        let client = self.connect(timeout).await?;
         let statement_timeout = self.statement_timeout.map_or(0, |d| d.as_millis());
         client
             .batch_execute(&format!(
                 "SET statement_timeout = {statement_timeout}; SET synchronous_commit = on"
             ))
+            .await
             .map_err(|e| PgError::new("setting the session parameters", e))?;
-        let stmts = Statements::prepare(&mut client, &self.quoted_schema)
+        let stmts = Statements::prepare(&client, &self.quoted_schema)
+            .await
             .map_err(|e| PgError::new("preparing statements", e))?;
         Ok(Conn { client, stmts, synchronous_commit: true })
     }
-}
 
-#[derive(Debug, Default)]
-struct State {
-    idle: Vec<Conn>,
-    open: usize,
+    /// A bare connection (no session parameters, no statements), within `timeout`.
+    pub(crate) async fn connect(&self, timeout: Option<Duration>) -> Result<Client, PgError> {
+        let mut config = self.config.clone();
+        if let Some(t) = timeout {
+            let current = config.get_connect_timeout().copied().unwrap_or(t);
+            config.connect_timeout(current.min(t).max(Duration::from_millis(1)));
+        }
+        let (client, connection) =
+            config.connect(NoTls).await.map_err(|e| PgError::new("connecting", e))?;
+        // The connection's I/O: it ends when the client is dropped or the link fails, which the
+        // client's next call reports.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
 }
 
 /// The pool.
 #[derive(Debug)]
 pub(crate) struct Pool {
     pub connector: Connector,
-    size: usize,
     wait: Duration,
-    state: Mutex<State>,
-    freed: Condvar,
+    idle: Mutex<Vec<Conn>>,
+    slots: Semaphore,
 }
 
 /// A connection taken from the pool; it goes back when dropped, unless it failed.
@@ -78,10 +88,11 @@ pub(crate) struct Lease<'a> {
     pool: &'a Pool,
     conn: Option<Conn>,
     broken: bool,
+    _slot: SemaphorePermit<'a>,
 }
 
 impl Lease<'_> {
-    /// The connection.
+    /// The connection (always there until the lease is dropped).
     pub(crate) fn conn(&mut self) -> Option<&mut Conn> {
         self.conn.as_mut()
     }
@@ -94,54 +105,42 @@ impl Lease<'_> {
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        let mut state = self.pool.lock();
+        // The slot is freed after this (the permit is dropped with the lease), so the
+        // connection is idle before a waiter can look for one.
         match self.conn.take() {
-            Some(conn) if !self.broken && !conn.client.is_closed() => state.idle.push(conn),
-            _ => state.open = state.open.saturating_sub(1),
+            Some(conn) if !self.broken && !conn.client.is_closed() => self.pool.lock().push(conn),
+            _ => {}
         }
-        drop(state);
-        self.pool.freed.notify_one();
     }
 }
 
 impl Pool {
     pub(crate) fn new(connector: Connector, size: usize, wait: Duration) -> Self {
-        Pool { connector, size, wait, state: Mutex::default(), freed: Condvar::new() }
+        Pool { connector, wait, idle: Mutex::new(Vec::new()), slots: Semaphore::new(size) }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // The state is a list and a count, consistent between statements: take it back after a
-        // panic elsewhere.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Vec<Conn>> {
+        // A list, consistent between statements: take it back after a panic elsewhere.
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A connection: an idle one, a new one while fewer than `size` are open, or the first one
-    /// freed within the pool timeout.
-    pub(crate) fn get(&self) -> Result<Lease<'_>, Failure> {
-        let deadline = super::deadline(self.wait);
-        let mut state = self.lock();
-        loop {
-            if let Some(conn) = state.idle.pop() {
-                return Ok(Lease { pool: self, conn: Some(conn), broken: false });
+    /// A connection: an idle one, or a new one, once one of the `size` slots is free within the
+    /// pool timeout.
+    pub(crate) async fn get(&self) -> Result<Lease<'_>, Failure> {
+        let slot = match tokio::time::timeout(self.wait, self.slots.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) | Err(_) => return Err(Failure::PoolExhausted(self.wait)),
+        };
+        let idle = loop {
+            match self.lock().pop() {
+                Some(conn) if conn.client.is_closed() => continue,
+                other => break other,
             }
-            if state.open < self.size {
-                state.open += 1;
-                drop(state);
-                return match self.connector.open(None) {
-                    Ok(conn) => Ok(Lease { pool: self, conn: Some(conn), broken: false }),
-                    Err(e) => {
-                        self.lock().open -= 1;
-                        self.freed.notify_one();
-                        Err(Failure::Driver(e))
-                    }
-                };
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Failure::PoolExhausted(self.wait));
-            }
-            state =
-                self.freed.wait_timeout(state, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
-        }
+        };
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.connector.open(None).await.map_err(Failure::Driver)?,
+        };
+        Ok(Lease { pool: self, conn: Some(conn), broken: false, _slot: slot })
     }
 }

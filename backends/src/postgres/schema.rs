@@ -1,7 +1,8 @@
 //! The statements the store runs, prepared on each connection.
 
-use postgres::types::Type;
-use postgres::{Client, Statement};
+use stepjournal_codec::RunOutcome;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, Statement};
 
 /// The statements of one connection, prepared when it opens.
 ///
@@ -11,12 +12,15 @@ use postgres::{Client, Statement};
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// A batch after seq 0. `$1` session, `$2` expected, `$3` next, `$4` token, `$5` times,
-    /// `$6` kinds, `$7` records. Moves the head row from `$2` to `$3`, setting its token, and
-    /// inserts the events only if it moved. Returns the number of events inserted: all of
-    /// them, or 0 when the tail was not `$2`.
+    /// `$6` kinds, `$7` records, `$8` the batch's head change (0 keep, 1 answered, 2 set),
+    /// `$9` its last time, `$10`-`$13` the run head a set writes (state, run, outcome,
+    /// answered). Moves the head row from `$2` to `$3`, setting its token, last time and run
+    /// head, and inserts the events only if it moved. Returns the number of events inserted:
+    /// all of them, or 0 when the tail was not `$2`.
     pub append: Statement,
     /// A batch at seq 0 (a new session), the parameters as for [`Statements::append`] with `$2`
-    /// 0: inserts the head row (or moves one left at 0) and the events.
+    /// 0 and `$10`-`$13` the run head of a session with no run after the batch: inserts the
+    /// head row (or moves one left at 0, keeping its lease) and the events.
     pub append_new: Statement,
     /// `$1` session: the next sequence number, if the session exists.
     pub tail: Statement,
@@ -36,13 +40,46 @@ pub(crate) struct Statements {
     pub delete_events: Statement,
     /// `$1` session: deletes its head row.
     pub delete_head: Statement,
+    /// Every session's head row with events, sorted: [`HEAD_COLUMNS`].
+    pub heads: Statement,
+    /// `$1` session: its head row, if it has events: [`HEAD_COLUMNS`].
+    pub head_row: Statement,
+    /// `$1` session: `(lease_owner, lease_run, lease_expires, now)` of its head row, locked;
+    /// `now` is the server's clock in unix ms.
+    pub lock_lease: Statement,
+    /// `$1` session, `$2` owner, `$3` run, `$4` ttl (ms): a head row at 0 holding the lease,
+    /// unless a row exists. Returns its `lease_expires`.
+    pub insert_lease: Statement,
+    /// `$1` session, `$2` owner, `$3` run, `$4` expiry (unix ms): sets the row's lease.
+    pub set_lease: Statement,
+    /// `$1` owner, `$2` sessions, `$3` ttl (ms), `$4` runs: renews the owner's leases on
+    /// those runs, returning the sessions renewed.
+    pub renew_leases: Statement,
+    /// `$1` session, `$2` owner, `$3` run: clears the lease if it is still that one.
+    pub release_lease: Statement,
 }
+
+/// The columns of a head as [`Statements::heads`] and [`Statements::head_row`] read them.
+pub(crate) const HEAD_COLUMNS: &str = "session, next_seq, last_at, run_state, run_id, outcome, \
+                                       answered, lease_owner, lease_run, lease_expires";
+
+/// The server's clock in unix milliseconds (the transaction's start: one time per statement).
+const NOW_MS: &str = "(extract(epoch FROM now()) * 1000)::int8";
 
 /// The append of a batch after seq 0 (see [`Statements::append`]).
 fn append_sql(s: &str) -> String {
+    let suspended = RunOutcome::Suspended.as_str();
     format!(
         "WITH head AS (
-             UPDATE {s}.sessions SET next_seq = $3, token = $4
+             UPDATE {s}.sessions SET next_seq = $3, token = $4, last_at = $9,
+                 run_state = CASE WHEN $8 = 2 THEN $10 ELSE run_state END,
+                 run_id = CASE WHEN $8 = 2 THEN $11 ELSE run_id END,
+                 outcome = CASE WHEN $8 = 2 THEN $12 ELSE outcome END,
+                 answered = CASE
+                     WHEN $8 = 2 THEN $13
+                     WHEN $8 = 1 THEN answered
+                         OR coalesce(run_state = 2 AND outcome = '{suspended}', false)
+                     ELSE answered END
              WHERE session = $1 AND next_seq = $2
              RETURNING 1
          ), {}",
@@ -54,10 +91,14 @@ fn append_sql(s: &str) -> String {
 fn append_new_sql(s: &str) -> String {
     format!(
         "WITH head AS (
-             INSERT INTO {s}.sessions AS h (session, next_seq, token)
-             SELECT $1, $3, $4 WHERE $2 = 0
+             INSERT INTO {s}.sessions AS h
+                 (session, next_seq, token, last_at, run_state, run_id, outcome, answered)
+             SELECT $1, $3, $4, $9, $10, $11, $12, $13 WHERE $2 = 0
              ON CONFLICT (session) DO UPDATE
-                 SET next_seq = excluded.next_seq, token = excluded.token
+                 SET next_seq = excluded.next_seq, token = excluded.token,
+                     last_at = excluded.last_at, run_state = excluded.run_state,
+                     run_id = excluded.run_id, outcome = excluded.outcome,
+                     answered = excluded.answered
                  WHERE h.next_seq = 0
              RETURNING 1
          ), {}",
@@ -81,9 +122,11 @@ fn insert_events(s: &str) -> String {
 }
 
 impl Statements {
-    pub(crate) fn prepare(client: &mut Client, s: &str) -> Result<Self, postgres::Error> {
-        let mut p = |sql: String, types: &[Type]| client.prepare_typed(&sql, types);
-        let append_types = [
+    pub(crate) async fn prepare(client: &Client, s: &str) -> Result<Self, tokio_postgres::Error> {
+        let p = |sql: String, types: &'static [Type]| async move {
+            client.prepare_typed(&sql, types).await
+        };
+        const APPEND: &[Type] = &[
             Type::TEXT,
             Type::INT8,
             Type::INT8,
@@ -91,42 +134,109 @@ impl Statements {
             Type::INT8_ARRAY,
             Type::INT2_ARRAY,
             Type::BYTEA_ARRAY,
+            Type::INT2,
+            Type::INT8,
+            Type::INT2,
+            Type::TEXT,
+            Type::TEXT,
+            Type::BOOL,
         ];
+        const TEXT: &[Type] = &[Type::TEXT];
+        const TEXT3: &[Type] = &[Type::TEXT, Type::TEXT, Type::TEXT];
         Ok(Statements {
-            append: p(append_sql(s), &append_types)?,
-            append_new: p(append_new_sql(s), &append_types)?,
-            tail: p(
-                format!("SELECT next_seq FROM {s}.sessions WHERE session = $1"),
-                &[Type::TEXT],
-            )?,
+            append: p(append_sql(s), APPEND).await?,
+            append_new: p(append_new_sql(s), APPEND).await?,
+            tail: p(format!("SELECT next_seq FROM {s}.sessions WHERE session = $1"), TEXT).await?,
             read: p(
                 format!(
                     "SELECT seq, record FROM {s}.events
                      WHERE session = $1 AND seq >= $2 AND seq < $3 ORDER BY seq"
                 ),
                 &[Type::TEXT, Type::INT8, Type::INT8],
-            )?,
+            )
+            .await?,
             sessions: p(
                 format!("SELECT session FROM {s}.sessions WHERE next_seq > 0 ORDER BY session"),
                 &[],
-            )?,
+            )
+            .await?,
             lock_head: p(
                 format!("SELECT next_seq, token FROM {s}.sessions WHERE session = $1 FOR UPDATE"),
-                &[Type::TEXT],
-            )?,
-            head: p(
-                format!("SELECT next_seq, token FROM {s}.sessions WHERE session = $1"),
-                &[Type::TEXT],
-            )?,
+                TEXT,
+            )
+            .await?,
+            head: p(format!("SELECT next_seq, token FROM {s}.sessions WHERE session = $1"), TEXT)
+                .await?,
             claim_head: p(
                 format!(
                     "INSERT INTO {s}.sessions (session, next_seq) VALUES ($1, 0)
                      ON CONFLICT (session) DO NOTHING"
                 ),
-                &[Type::TEXT],
-            )?,
-            delete_events: p(format!("DELETE FROM {s}.events WHERE session = $1"), &[Type::TEXT])?,
-            delete_head: p(format!("DELETE FROM {s}.sessions WHERE session = $1"), &[Type::TEXT])?,
+                TEXT,
+            )
+            .await?,
+            delete_events: p(format!("DELETE FROM {s}.events WHERE session = $1"), TEXT).await?,
+            delete_head: p(format!("DELETE FROM {s}.sessions WHERE session = $1"), TEXT).await?,
+            heads: p(
+                format!(
+                    "SELECT {HEAD_COLUMNS} FROM {s}.sessions WHERE next_seq > 0 ORDER BY session"
+                ),
+                &[],
+            )
+            .await?,
+            head_row: p(
+                format!(
+                    "SELECT {HEAD_COLUMNS} FROM {s}.sessions WHERE session = $1 AND next_seq > 0"
+                ),
+                TEXT,
+            )
+            .await?,
+            lock_lease: p(
+                format!(
+                    "SELECT lease_owner, lease_run, lease_expires, {NOW_MS} FROM {s}.sessions
+                     WHERE session = $1 FOR UPDATE"
+                ),
+                TEXT,
+            )
+            .await?,
+            insert_lease: p(
+                format!(
+                    "INSERT INTO {s}.sessions (session, next_seq, last_at, run_state, answered,
+                         lease_owner, lease_run, lease_expires)
+                     VALUES ($1, 0, 0, 0, false, $2, $3, {NOW_MS} + $4)
+                     ON CONFLICT (session) DO NOTHING
+                     RETURNING lease_expires"
+                ),
+                &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8],
+            )
+            .await?,
+            set_lease: p(
+                format!(
+                    "UPDATE {s}.sessions SET lease_owner = $2, lease_run = $3, lease_expires = $4
+                     WHERE session = $1"
+                ),
+                &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT8],
+            )
+            .await?,
+            renew_leases: p(
+                format!(
+                    "UPDATE {s}.sessions AS h SET lease_expires = {NOW_MS} + $3
+                     FROM unnest($2::text[], $4::text[]) AS r(session, run)
+                     WHERE h.session = r.session AND h.lease_owner = $1 AND h.lease_run = r.run
+                     RETURNING h.session"
+                ),
+                &[Type::TEXT, Type::TEXT_ARRAY, Type::INT8, Type::TEXT_ARRAY],
+            )
+            .await?,
+            release_lease: p(
+                format!(
+                    "UPDATE {s}.sessions
+                     SET lease_owner = NULL, lease_run = NULL, lease_expires = NULL
+                     WHERE session = $1 AND lease_owner = $2 AND lease_run = $3"
+                ),
+                TEXT3,
+            )
+            .await?,
         })
     }
 }

@@ -1,17 +1,23 @@
-//! Group commit: appends that arrive while a transaction is committing wait, then commit
-//! together in the next one, sharing its sync.
+//! Group commit: appends queue with the completer of their future; one leader at a time takes
+//! what is queued and commits it in one transaction, sharing its sync, then completes each
+//! append's future. No thread waits per queued append.
+//!
+//! Who leads: a sync caller that finds no group committing leads at once (a lone appender is
+//! never handed off to another thread); otherwise the store's committer thread does, woken when
+//! work is queued and nobody leads. An async caller never leads: it queues and returns.
 //!
 //! Each append still gets its own compare-and-set: inside the group's transaction, each batch's
 //! expected tail is checked against what the table holds at that point (earlier batches of the
 //! group included), and a batch that does not match is skipped and answered `Conflict`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use stepjournal_codec::SessionId;
+use stepjournal_codec::{Seq, SessionId};
 
+use super::cohort::{Cohort, Waited};
 use crate::sql::{EncodedBatch, Place};
-use crate::{Durability, StoreError};
+use crate::{AppendAck, AppendError, Completer, Durability, StoreError, sql};
 
 /// One append waiting for a group.
 #[derive(Debug)]
@@ -20,6 +26,8 @@ pub(super) struct Request {
     pub place: Place,
     pub batch: EncodedBatch,
     pub durability: Durability,
+    /// Completes the caller's future.
+    pub done: Completer<Result<AppendAck, AppendError>>,
 }
 
 /// What the group's transaction did with one append.
@@ -36,11 +44,11 @@ pub(super) enum Outcome {
 }
 
 /// A commit whose outcome is left to what the next open finds: why, and the driver's error
-/// (shared by every append of the group).
+/// where there is one (shared by every append of the group).
 #[derive(Debug, Clone)]
 pub(super) struct Unknown {
     pub reason: String,
-    pub source: Arc<rusqlite::Error>,
+    pub source: Option<Arc<rusqlite::Error>>,
 }
 
 impl PartialEq for Unknown {
@@ -79,26 +87,102 @@ impl Failure {
             }
         }
     }
+}
 
-    fn internal(reason: &str) -> Outcome {
-        Outcome::Failed(Failure::Backend { context: String::new(), source: reason.to_owned() })
+/// What a future resolves to when its request is dropped unanswered (the committing thread
+/// panicked, before or after the commit): the database holds the answer.
+pub(super) fn unanswered(
+    location: &str,
+    session: &SessionId,
+    expected: Seq,
+) -> Result<AppendAck, AppendError> {
+    Err(AppendError::OutcomeUnknown {
+        session: session.clone(),
+        expected,
+        reason: format!(
+            "{location}: the group commit ended without answering this append (its committing \
+             thread panicked); read the session's tail before writing again"
+        ),
+        source: None,
+    })
+}
+
+impl Request {
+    /// Completes the caller's future with what `outcome` means for this append.
+    pub(super) fn answer(self, outcome: Outcome, location: &str, backend: &'static str) {
+        let expected = Seq(u64::try_from(self.place.first).unwrap_or(0));
+        let result = match outcome {
+            Outcome::Landed => Ok(AppendAck {
+                first: expected,
+                next: Seq(u64::try_from(self.place.next).unwrap_or(0)),
+                durability: self.durability,
+            }),
+            Outcome::Conflict(tail) => sql::seq_from_column(location, "the session's tail", tail)
+                .map_err(AppendError::Store)
+                .and_then(|actual| Err(AppendError::Conflict { expected, actual })),
+            Outcome::Failed(failure) => Err(AppendError::Store(failure.into_store(backend))),
+            Outcome::Unknown(Unknown { reason, source }) => Err(AppendError::OutcomeUnknown {
+                session: self.session,
+                expected,
+                reason,
+                source: source.map(std::io::Error::other),
+            }),
+        };
+        self.done.complete(result);
     }
 }
 
 #[derive(Debug, Default)]
 struct State {
-    next_id: u64,
-    pending: Vec<(u64, Request)>,
-    results: HashMap<u64, Outcome>,
+    pending: Vec<Request>,
     leading: bool,
+    /// The store is being dropped: the committer commits what is queued, then stops.
+    closed: bool,
     groups: u64,
+    /// A leader is waiting for the cohort: arrivals signal `arrived`.
+    gathering: bool,
+    cohort: Cohort,
 }
 
 /// The queue of appends waiting for a transaction.
 #[derive(Debug, Default)]
 pub(super) struct Queue {
     state: Mutex<State>,
-    done: Condvar,
+    /// Signalled when the committer thread has work: appends queued and nobody leading, or the
+    /// store closing.
+    work: Condvar,
+    /// Signalled when an append queues while a leader gathers the cohort.
+    arrived: Condvar,
+}
+
+/// A group taken to commit. Leadership goes back when it is dropped (after a panic too, when
+/// its requests' completers resolve their futures as unanswered), and the committer is woken
+/// if appends queued meanwhile.
+#[derive(Debug)]
+pub(super) struct Group<'a> {
+    queue: &'a Queue,
+    /// The appends, in the order they queued.
+    pub requests: Vec<Request>,
+}
+
+impl Group<'_> {
+    /// The group's transaction ended after `took`: the appends that queue from now on are its
+    /// cohort coming back. Called before its appends are answered, so none is missed.
+    pub(super) fn committed(&self, took: Duration) {
+        self.queue.lock().cohort.committed(self.requests.len(), took);
+    }
+}
+
+impl Drop for Group<'_> {
+    fn drop(&mut self) {
+        let mut state = self.queue.lock();
+        state.leading = false;
+        let more = !state.pending.is_empty() || state.closed;
+        drop(state);
+        if more {
+            self.queue.work.notify_one();
+        }
+    }
 }
 
 impl Queue {
@@ -114,66 +198,78 @@ impl Queue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues `request` and returns its outcome. The first caller to find no transaction
-    /// running commits everything queued, with `commit`, and answers every caller in it.
-    pub(super) fn submit(
-        &self,
-        request: Request,
-        commit: impl Fn(&[Request]) -> Vec<Outcome>,
-    ) -> Outcome {
+    /// Queues `request`. A caller that may lead (a sync caller, whose thread waits anyway) and
+    /// finds no group committing gets the group to commit now, its own request in it; otherwise
+    /// the committer thread is woken if nobody leads, and the request's future is completed by
+    /// whoever commits it.
+    pub(super) fn submit(&self, request: Request, may_lead: bool) -> Option<Group<'_>> {
         let mut state = self.lock();
-        let id = state.next_id;
-        state.next_id += 1;
-        state.pending.push((id, request));
-        loop {
-            if let Some(outcome) = state.results.remove(&id) {
-                return outcome;
-            }
-            if !state.leading {
-                state.leading = true;
-                state.groups += 1;
-                let group = std::mem::take(&mut state.pending);
+        state.pending.push(request);
+        state.cohort.arrived();
+        if state.leading {
+            if state.gathering {
                 drop(state);
-                let mut leader = Leader { queue: self, ids: Vec::new() };
-                let (ids, requests): (Vec<u64>, Vec<Request>) = group.into_iter().unzip();
-                leader.ids = ids;
-                let outcomes = commit(&requests);
-                state = self.lock();
-                let ids = std::mem::take(&mut leader.ids);
-                let mut outcomes = outcomes.into_iter();
-                for id in ids {
-                    let o = outcomes.next().unwrap_or_else(|| {
-                        Failure::internal("the group commit gave no answer for this append")
-                    });
-                    state.results.insert(id, o);
-                }
-                state.leading = false;
-                drop(leader);
-                self.done.notify_all();
-                continue;
+                self.arrived.notify_one();
             }
-            state = self.done.wait(state).unwrap_or_else(|p| p.into_inner());
+            return None;
+        }
+        if may_lead {
+            return Some(self.take(state));
+        }
+        drop(state);
+        self.work.notify_one();
+        None
+    }
+
+    /// For the committer thread: waits until there is a group to commit and takes it, or
+    /// returns `None` once the store is closing and nothing is queued.
+    pub(super) fn next_group(&self) -> Option<Group<'_>> {
+        let mut state = self.lock();
+        loop {
+            if !state.leading && !state.pending.is_empty() {
+                return Some(self.take(state));
+            }
+            if state.closed && state.pending.is_empty() {
+                return None;
+            }
+            state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
         }
     }
-}
 
-/// Hands leadership back if the commit panics, answering the group's appends with a failure.
-struct Leader<'a> {
-    queue: &'a Queue,
-    ids: Vec<u64>,
-}
+    /// Tells the committer thread to stop once the queue is empty.
+    pub(super) fn close(&self) {
+        self.lock().closed = true;
+        self.work.notify_all();
+    }
 
-impl Drop for Leader<'_> {
-    fn drop(&mut self) {
-        if self.ids.is_empty() {
-            return;
+    /// Leads: waits for the cohort of the last group within the budget (see `cohort`), then
+    /// takes what is queued.
+    fn take<'a>(&'a self, mut state: MutexGuard<'a, State>) -> Group<'a> {
+        state.leading = true;
+        let budget = state.cohort.budget();
+        if !budget.is_zero() {
+            let start = Instant::now();
+            let deadline = start + budget;
+            state.gathering = true;
+            let waited = loop {
+                if state.cohort.missing() == 0 {
+                    break Waited::Complete(start.elapsed());
+                }
+                let now = Instant::now();
+                if now >= deadline || state.closed {
+                    break Waited::RanOut;
+                }
+                state = match self.arrived.wait_timeout(state, deadline - now) {
+                    Ok((state, _)) => state,
+                    Err(p) => p.into_inner().0,
+                };
+            };
+            state.gathering = false;
+            state.cohort.waited(waited);
         }
-        let mut state = self.queue.lock();
-        for id in self.ids.drain(..) {
-            state.results.insert(id, Failure::internal("the committing thread panicked"));
-        }
-        state.leading = false;
+        state.groups += 1;
+        let requests = std::mem::take(&mut state.pending);
         drop(state);
-        self.queue.done.notify_all();
+        Group { queue: self, requests }
     }
 }

@@ -5,9 +5,16 @@
 //! - Appends are written in `BEGIN IMMEDIATE` transactions that read each batch's session tail
 //!   and insert the batch only if the tail is the expected one: the write lock makes the check
 //!   and the insert one step, across threads and across processes sharing the file.
-//! - Group commit: appends that arrive while a transaction commits wait and share the next one
+//! - Table `sessions`: a head row per session, holding its tail (which the append's
+//!   compare-and-set reads), its last append time, the state of its last run (moved by each
+//!   append from what its batch does, by [`RunHead::advance`](crate::RunHead::advance)) and the
+//!   lease of the process running it (expiry by this machine's clock).
+//! - Group commit: appends that arrive while a transaction commits queue and share the next one
 //!   (and its sync), each still with its own check; a batch that conflicts is skipped and
-//!   answered `Conflict`, the others land.
+//!   answered `Conflict`, the others land. Each append's future is completed when its group
+//!   committed: no thread waits per queued append. A sync caller that finds no group
+//!   committing commits its own at once; other groups are committed by the store's committer
+//!   thread, so an async caller never runs a transaction on its own task.
 //! - Durability per append: `PRAGMA synchronous = FULL` for [`Durability::Synced`] (the WAL is
 //!   synced at every commit: survives a loss of power), `NORMAL` for [`Durability::Buffered`]
 //!   (the WAL is synced only at checkpoints: a commit survives a crash of the process, since it
@@ -16,25 +23,35 @@
 //!   another's lock up to the busy timeout.
 //! - A failed commit or an I/O error while writing poisons the store until it is opened again.
 
+mod cohort;
+mod committer;
+mod conn;
 mod group;
+mod heads;
 mod schema;
+mod shared;
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use rusqlite::params;
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, ErrorCode, params};
-use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId, Stamped};
+use stepjournal_codec::{DecodeError, Limits, Record, RunId, Seq, SessionId, Stamped};
 
-use crate::sql::{self, EncodedBatch, Place};
-use crate::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
-use group::{Failure, Outcome, Queue, Request, Unknown};
+use crate::head::{LeaseTaken, OwnerId, SessionHead, StoreMetrics};
+use crate::sql;
+use crate::{
+    AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, StoreError,
+    StoreFuture,
+};
+use committer::Committer;
+use conn::backend_error;
+use group::{Request, Unknown};
+use shared::{Shared, Step, WriteFailure, Writer};
 
 pub use schema::SCHEMA_VERSION;
-
-const BACKEND: &str = "sqlite";
 
 /// How an SQLite store is opened.
 #[derive(Debug, Clone)]
@@ -75,48 +92,10 @@ impl SqliteOptions {
 /// A journal store in one SQLite database file. See the module documentation.
 #[derive(Debug)]
 pub struct SqliteStore {
-    path: PathBuf,
-    location: String,
-    options: SqliteOptions,
-    writer: Mutex<Writer>,
-    queue: Queue,
-    readers: Mutex<Vec<Connection>>,
-    poison: OnceLock<String>,
-}
-
-#[derive(Debug)]
-struct Writer {
-    conn: Connection,
-    /// The `synchronous` setting last applied on the connection.
-    synchronous: Option<Durability>,
-}
-
-/// What a write transaction's body decided.
-enum Step<T> {
-    Commit(T),
-    Rollback(T),
-}
-
-/// Why a write transaction failed.
-enum WriteFailure {
-    /// Nothing was written.
-    Failed(StoreError),
-    /// A commit failed in a way that leaves its outcome to what is on disk.
-    CommitUnknown(Unknown),
-}
-
-pub(crate) fn backend_error(context: impl Into<String>, e: rusqlite::Error) -> StoreError {
-    StoreError::Backend { backend: BACKEND, context: context.into(), source: Box::new(e) }
-}
-
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding a connection leaves at most an open transaction, which the next
-    // write rolls back first.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    shared: Arc<Shared>,
+    /// Commits the groups no sync caller leads; `None` for a read-only store. Dropped (stopped
+    /// and joined) with the store, after committing what is queued.
+    committer: Option<Committer>,
 }
 
 impl SqliteStore {
@@ -126,205 +105,40 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         let location = format!("sqlite:{}", path.display());
-        let conn = schema::connect(&path, &location, options.busy_timeout, options.read_only)?;
+        let conn = conn::connect(&path, &location, options.busy_timeout, options.read_only)?;
         if options.read_only {
             schema::check(&conn, &location)?;
         } else {
             schema::prepare(&conn, &location)?;
         }
-        Ok(SqliteStore {
+        let read_only = options.read_only;
+        let shared = Arc::new(Shared {
             path,
             location,
             options,
             writer: Mutex::new(Writer { conn, synchronous: None }),
-            queue: Queue::default(),
+            queue: group::Queue::default(),
             readers: Mutex::new(Vec::new()),
             poison: OnceLock::new(),
-        })
+            metrics: Default::default(),
+        });
+        let committer = if read_only {
+            None
+        } else {
+            let started = Committer::start(Arc::clone(&shared)).map_err(|e| {
+                OpenError::Store(StoreError::Io {
+                    context: format!("{}: starting the committer thread", shared.location),
+                    source: e,
+                })
+            })?;
+            Some(started)
+        };
+        Ok(SqliteStore { shared, committer })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn check_writable(&self) -> Result<(), StoreError> {
-        if self.options.read_only {
-            return Err(StoreError::ReadOnly { location: self.location.clone() });
-        }
-        self.check_poison()
-    }
-
-    fn check_poison(&self) -> Result<(), StoreError> {
-        match self.poison.get() {
-            Some(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),
-            None => Ok(()),
-        }
-    }
-
-    fn poison_with(&self, e: &StoreError) {
-        let _ = self.poison.set(e.to_string());
-    }
-
-    fn with_reader<T>(
-        &self,
-        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        self.check_poison()?;
-        let idle = lock(&self.readers).pop();
-        let conn = match idle {
-            Some(c) => c,
-            None => schema::connect(
-                &self.path,
-                &self.location,
-                self.options.busy_timeout,
-                self.options.read_only,
-            )?,
-        };
-        let result = f(&conn);
-        if result.is_ok() {
-            let mut idle = lock(&self.readers);
-            if idle.len() < self.options.readers {
-                idle.push(conn);
-            }
-        }
-        result
-    }
-
-    /// Runs `body` in a `BEGIN IMMEDIATE` transaction at `durability`'s `synchronous` setting.
-    fn write<T>(
-        &self,
-        durability: Durability,
-        what: &str,
-        body: impl FnOnce(&Connection) -> rusqlite::Result<Step<T>>,
-    ) -> Result<T, WriteFailure> {
-        self.check_writable().map_err(WriteFailure::Failed)?;
-        let mut writer = lock(&self.writer);
-        let fail = |store: &Self, doing: &str, e: rusqlite::Error, poison: bool| {
-            let err = backend_error(format!("{}: {what}: {doing}", store.location), e);
-            if poison {
-                store.poison_with(&err);
-            }
-            WriteFailure::Failed(err)
-        };
-        if !writer.conn.is_autocommit() {
-            writer
-                .conn
-                .execute_batch("ROLLBACK")
-                .map_err(|e| fail(self, "rolling back a transaction left open", e, true))?;
-        }
-        if writer.synchronous != Some(durability) {
-            let pragma = match durability {
-                Durability::Synced => "PRAGMA synchronous = FULL",
-                _ => "PRAGMA synchronous = NORMAL",
-            };
-            writer.synchronous = None;
-            writer.conn.execute_batch(pragma).map_err(|e| {
-                let poison = !is_busy(&e);
-                fail(self, "setting the synchronous level", e, poison)
-            })?;
-            writer.synchronous = Some(durability);
-        }
-        let conn = &writer.conn;
-        if let Err(e) = conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])) {
-            let doing = if is_busy(&e) {
-                format!(
-                    "another connection held the write lock for longer than the busy timeout ({:?})",
-                    self.options.busy_timeout
-                )
-            } else {
-                "beginning the transaction".to_owned()
-            };
-            return Err(fail(self, &doing, e, false));
-        }
-        let step = match body(conn) {
-            Ok(step) => step,
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(fail(self, "writing", e, true));
-            }
-        };
-        match step {
-            Step::Rollback(value) => match conn.execute_batch("ROLLBACK") {
-                Ok(()) => Ok(value),
-                Err(e) => Err(fail(self, "rolling back", e, true)),
-            },
-            Step::Commit(value) => {
-                let Err(e) = conn.prepare_cached("COMMIT").and_then(|mut s| s.execute([])) else {
-                    return Ok(value);
-                };
-                if !conn.is_autocommit() && conn.execute_batch("ROLLBACK").is_ok() {
-                    // The transaction was still open and is now rolled back: nothing was written.
-                    return Err(fail(self, "committing", e, true));
-                }
-                // SQLite ended the transaction itself after an I/O error: whether its WAL frames
-                // count is decided by what the next open of the file finds.
-                let reason = format!("{}: {what}: the commit failed: {e}", self.location);
-                let _ = self.poison.set(reason.clone());
-                Err(WriteFailure::CommitUnknown(Unknown { reason, source: Arc::new(e) }))
-            }
-        }
-    }
-
-    fn tail_on(&self, conn: &Connection, session: &SessionId) -> rusqlite::Result<i64> {
-        let mut stmt = conn.prepare_cached("SELECT max(seq) FROM events WHERE session = ?1")?;
-        let max: Option<i64> = stmt.query_row([session.as_str()], |r| r.get(0))?;
-        Ok(max.map_or(0, |m| m.saturating_add(1)))
-    }
-
-    fn insert_batch(
-        conn: &Connection,
-        session: &SessionId,
-        batch: &EncodedBatch,
-    ) -> rusqlite::Result<()> {
-        let mut stmt = conn.prepare_cached(
-            "INSERT INTO events (session, seq, at, kind, record) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        for row in &batch.rows {
-            stmt.execute(params![session.as_str(), row.seq, row.at, row.kind, batch.record(row)])?;
-        }
-        Ok(())
-    }
-
-    /// Commits a group of appends in one transaction, synced if any of them asks for it.
-    fn commit_group(&self, group: &[Request]) -> Vec<Outcome> {
-        let durability = group.iter().map(|r| r.durability).max().unwrap_or(Durability::Synced);
-        let what = match group {
-            [one] => format!("appending to {} at {}", one.session, one.place.first),
-            [first, ..] => format!(
-                "appending {} batches in one transaction (the first to {} at {})",
-                group.len(),
-                first.session,
-                first.place.first
-            ),
-            [] => return Vec::new(),
-        };
-        let outcome = self.write(durability, &what, |conn| {
-            let mut outcomes = Vec::with_capacity(group.len());
-            for r in group {
-                let tail = self.tail_on(conn, &r.session)?;
-                if tail == r.place.first {
-                    Self::insert_batch(conn, &r.session, &r.batch)?;
-                    outcomes.push(Outcome::Landed);
-                } else {
-                    outcomes.push(Outcome::Conflict(tail));
-                }
-            }
-            Ok(if outcomes.contains(&Outcome::Landed) {
-                Step::Commit(outcomes)
-            } else {
-                Step::Rollback(outcomes)
-            })
-        });
-        match outcome {
-            Ok(outcomes) => outcomes,
-            Err(WriteFailure::Failed(e)) => {
-                vec![Outcome::Failed(Failure::from_store(&e)); group.len()]
-            }
-            Err(WriteFailure::CommitUnknown(unknown)) => {
-                vec![Outcome::Unknown(unknown); group.len()]
-            }
-        }
+        &self.shared.path
     }
 
     fn conflict_past_range(&self, session: &SessionId, expected: Seq) -> AppendError {
@@ -332,6 +146,43 @@ impl SqliteStore {
             Ok(actual) => AppendError::Conflict { expected, actual },
             Err(e) => AppendError::Store(e),
         }
+    }
+
+    /// Checks and encodes the batch, and queues it; `lead` lets the caller commit the group
+    /// itself when none is committing (the sync path, whose thread waits anyway).
+    fn submit(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+        lead: bool,
+    ) -> AppendFuture {
+        let (batch, place) =
+            match sql::encode_batch(session, expected, events, &self.shared.options.limits) {
+                Ok(encoded) => encoded,
+                Err(e) => return StoreFuture::ready(Err(e)),
+            };
+        let Some(place) = place else {
+            return StoreFuture::ready(Err(self.conflict_past_range(session, expected)));
+        };
+        if let Err(e) = self.shared.check_writable() {
+            return StoreFuture::ready(Err(e.into()));
+        }
+        if self.committer.is_none() {
+            return StoreFuture::ready(Err(StoreError::ReadOnly {
+                location: self.shared.location.clone(),
+            }
+            .into()));
+        }
+        let durability = durability.min(Durability::Synced);
+        let unanswered = group::unanswered(&self.shared.location, session, expected);
+        let (future, done) = StoreFuture::pending_or(unanswered);
+        let request = Request { session: session.clone(), place, batch, durability, done };
+        if let Some(group) = self.shared.queue.submit(request, lead) {
+            self.shared.commit(group);
+        }
+        future
     }
 }
 
@@ -347,36 +198,25 @@ impl JournalStore for SqliteStore {
         events: &[Stamped],
         durability: Durability,
     ) -> Result<AppendAck, AppendError> {
-        let (batch, place) = sql::encode_batch(session, expected, events, &self.options.limits)?;
-        let Some(place @ Place { next, .. }) = place else {
-            return Err(self.conflict_past_range(session, expected));
-        };
-        self.check_writable()?;
-        let durability = durability.min(Durability::Synced);
-        let request = Request { session: session.clone(), place, batch, durability };
-        match self.queue.submit(request, |group| self.commit_group(group)) {
-            Outcome::Landed => {
-                Ok(AppendAck { first: expected, next: Seq(next as u64), durability })
-            }
-            Outcome::Conflict(tail) => Err(AppendError::Conflict {
-                expected,
-                actual: sql::seq_from_column(&self.location, "the session's tail", tail)?,
-            }),
-            Outcome::Failed(failure) => Err(AppendError::Store(failure.into_store(BACKEND))),
-            Outcome::Unknown(Unknown { reason, source }) => Err(AppendError::OutcomeUnknown {
-                session: session.clone(),
-                expected,
-                reason,
-                source: Some(std::io::Error::other(source)),
-            }),
-        }
+        self.submit(session, expected, events, durability, true).wait()
+    }
+
+    fn append_async(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> AppendFuture {
+        self.submit(session, expected, events, durability, false)
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         let (start, end) = sql::range_bounds(&range);
-        let limits = self.options.limits;
-        let records = self.with_reader(|conn| {
-            let failed = |e| backend_error(format!("{}: reading {session}", self.location), e);
+        let shared = &self.shared;
+        let limits = shared.options.limits;
+        let records = shared.with_reader(|conn| {
+            let failed = |e| backend_error(format!("{}: reading {session}", shared.location), e);
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT seq, record FROM events
@@ -391,7 +231,7 @@ impl JournalStore for SqliteStore {
                     ValueRef::Blob(b) => b,
                     other => {
                         return Err(StoreError::Corrupt {
-                            context: format!("{}, session {session}, seq {seq}", self.location),
+                            context: format!("{}, session {session}, seq {seq}", shared.location),
                             source: DecodeError::Malformed {
                                 reason: format!(
                                     "the record column holds {:?}, not a blob",
@@ -401,37 +241,30 @@ impl JournalStore for SqliteStore {
                         });
                     }
                 };
-                out.push(sql::decode_row(&self.location, session, seq, bytes, &limits)?);
+                out.push(sql::decode_row(&shared.location, session, seq, bytes, &limits)?);
             }
             Ok(out)
         })?;
-        sql::check_dense(&self.location, session, range.start.get(), &records)?;
+        sql::check_dense(&shared.location, session, range.start.get(), &records)?;
         Ok(records)
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        let tail = self.with_reader(|conn| {
-            self.tail_on(conn, session).map_err(|e| {
-                backend_error(format!("{}: reading the tail of {session}", self.location), e)
+        let shared = &self.shared;
+        let tail = shared.with_reader(|conn| {
+            Shared::tail_on(conn, session).map_err(|e| {
+                backend_error(format!("{}: reading the tail of {session}", shared.location), e)
             })
         })?;
-        sql::seq_from_column(&self.location, "the session's tail", tail)
+        sql::seq_from_column(&shared.location, "the session's tail", tail)
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
-        self.with_reader(|conn| {
-            let failed = |e| backend_error(format!("{}: listing sessions", self.location), e);
-            // One index probe per session rather than a scan of every event.
+        let shared = &self.shared;
+        shared.with_reader(|conn| {
+            let failed = |e| backend_error(format!("{}: listing sessions", shared.location), e);
             let mut stmt = conn
-                .prepare_cached(
-                    "WITH RECURSIVE s(id) AS (
-                         SELECT min(session) FROM events
-                         UNION ALL
-                         SELECT (SELECT min(session) FROM events WHERE session > s.id)
-                         FROM s WHERE s.id IS NOT NULL
-                     )
-                     SELECT id FROM s WHERE id IS NOT NULL",
-                )
+                .prepare_cached("SELECT session FROM sessions WHERE next_seq > 0 ORDER BY session")
                 .map_err(failed)?;
             let ids = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(failed)?;
             ids.map(|r| r.map(SessionId::from_stored).map_err(failed)).collect()
@@ -440,9 +273,12 @@ impl JournalStore for SqliteStore {
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         let what = format!("deleting {session}");
-        let outcome = self.write(Durability::Synced, &what, |conn| {
+        let outcome = self.shared.write(Durability::Synced, &what, |conn| {
             let mut stmt = conn.prepare_cached("DELETE FROM events WHERE session = ?1")?;
-            Ok(Step::Commit(stmt.execute([session.as_str()])? > 0))
+            let existed = stmt.execute([session.as_str()])? > 0;
+            let mut stmt = conn.prepare_cached("DELETE FROM sessions WHERE session = ?1")?;
+            stmt.execute([session.as_str()])?;
+            Ok(Step::Commit(existed))
         });
         match outcome {
             Ok(existed) => Ok(existed),
@@ -451,6 +287,47 @@ impl JournalStore for SqliteStore {
                 Err(StoreError::Poisoned { first_failure: reason })
             }
         }
+    }
+
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        heads::heads(&self.shared)
+    }
+
+    fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        heads::head(&self.shared, session)
+    }
+
+    fn take_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        run: &RunId,
+        ttl: Duration,
+        force: bool,
+    ) -> Result<LeaseTaken, StoreError> {
+        heads::take_lease(&self.shared, session, owner, run, ttl, force)
+    }
+
+    fn renew_leases(
+        &self,
+        owner: &OwnerId,
+        runs: &[(SessionId, RunId)],
+        ttl: Duration,
+    ) -> Result<Vec<SessionId>, StoreError> {
+        heads::renew_leases(&self.shared, owner, runs, ttl)
+    }
+
+    fn release_lease(
+        &self,
+        session: &SessionId,
+        owner: &OwnerId,
+        run: &RunId,
+    ) -> Result<(), StoreError> {
+        heads::release_lease(&self.shared, session, owner, run)
+    }
+
+    fn metrics(&self) -> StoreMetrics {
+        self.shared.metrics.snapshot(self.shared.poison.get().is_some())
     }
 }
 

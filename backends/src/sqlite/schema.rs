@@ -1,12 +1,9 @@
-//! Opening SQLite connections: pragmas, and the schema with its migrations.
+//! The schema and its migrations, and what a database must hold to be opened as a journal.
 
-use std::path::Path;
-use std::time::Duration;
+use rusqlite::{Connection, OptionalExtension};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
-
-use super::backend_error;
-use crate::{OpenError, StoreError};
+use super::conn::backend_error;
+use crate::OpenError;
 
 /// The schema's migrations, in order. Migration `i` brings the schema to version `i + 1`; the
 /// `schema_version` table holds one row per applied migration. Never edit one that shipped:
@@ -23,6 +20,26 @@ const MIGRATIONS: &[&str] = &[
         record BLOB NOT NULL,
         PRIMARY KEY (session, seq)
     ) WITHOUT ROWID;",
+    // 2: a head row per session: its next sequence number and last append time, the state of
+    // its last run as the appends moved it (`run_state` NULL: not known, for the sessions of a
+    // journal written before heads were kept; 0 no run, 1 open, 2 ended, with `run_id` and
+    // `outcome`; `answered`: an answer appended after the run ended suspended), and the lease
+    // of the process running it (`lease_expires` in unix ms by this machine's clock). The
+    // append's compare-and-set reads `next_seq`; every session already stored gets its row.
+    "CREATE TABLE sessions (
+        session TEXT NOT NULL PRIMARY KEY,
+        next_seq INTEGER NOT NULL,
+        last_at INTEGER NOT NULL,
+        run_state INTEGER,
+        run_id TEXT,
+        outcome TEXT,
+        answered INTEGER NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_run TEXT,
+        lease_expires INTEGER
+    ) WITHOUT ROWID;
+    INSERT INTO sessions (session, next_seq, last_at)
+        SELECT session, max(seq) + 1, at FROM events GROUP BY session;",
 ];
 
 /// The schema version this build writes.
@@ -32,33 +49,8 @@ fn open_error(location: &str, what: &str, e: rusqlite::Error) -> OpenError {
     OpenError::Store(backend_error(format!("{location}: {what}"), e))
 }
 
-/// Opens a connection with the pragmas every connection of the store has: the busy timeout
-/// (how long to wait for another connection's write lock) and a statement cache.
-pub(crate) fn connect(
-    path: &Path,
-    location: &str,
-    busy_timeout: Duration,
-    read_only: bool,
-) -> Result<Connection, StoreError> {
-    let flags = if read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    } else {
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    };
-    let conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| backend_error(format!("{location}: opening the database"), e))?;
-    // SQLite takes milliseconds as a C int: longer timeouts are capped (at about 24 days).
-    let max = Duration::from_millis(i32::MAX as u64);
-    conn.busy_timeout(busy_timeout.min(max))
-        .map_err(|e| backend_error(format!("{location}: setting the busy timeout"), e))?;
-    conn.set_prepared_statement_cache_capacity(16);
-    Ok(conn)
-}
-
 /// The tables of a journal store: what a database may hold and still be opened for writing.
-const OURS: [&str; 2] = ["events", "schema_version"];
+const OURS: [&str; 3] = ["events", "schema_version", "sessions"];
 
 /// Refuses a database that holds anything but a journal store: tables, views, indexes or
 /// triggers of its own (SQLite's internal `sqlite_*` objects aside), or a journal's tables

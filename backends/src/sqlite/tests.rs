@@ -4,6 +4,7 @@
 use rusqlite::Connection;
 use stepjournal_codec::{Message, Role, UnixMillis};
 
+use super::conn::lock;
 use super::*;
 
 fn events(from: u64, n: u64) -> Vec<Stamped> {
@@ -89,7 +90,7 @@ fn each_append_sets_the_synchronous_level_it_asks_for() {
     let s = SessionId::from_stored("s");
     let store = store(&dir);
     let level = |store: &SqliteStore| -> i64 {
-        lock(&store.writer).conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap()
+        lock(&store.shared.writer).conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap()
     };
     let ack = store.append(&s, Seq(0), &events(0, 1), Durability::Buffered).unwrap();
     assert_eq!((ack.durability, level(&store)), (Durability::Buffered, 1), "NORMAL");
@@ -146,14 +147,14 @@ fn a_busy_database_fails_the_append_without_poisoning() {
 fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir);
-    let writer = lock(&store.writer);
+    let writer = lock(&store.shared.writer);
     let results = std::thread::scope(|scope| {
         // The first append takes the lead and waits for the writer connection held here; the
         // others queue behind it. Two of them race for one session at 0.
         let first = scope.spawn(|| {
             store.append(&SessionId::from_stored("lead"), Seq(0), &events(0, 1), Durability::Synced)
         });
-        while store.queue.counts().1 < 1 {
+        while store.shared.queue.counts().1 < 1 {
             std::thread::yield_now();
         }
         let names = ["a", "b", "c", "same", "same"];
@@ -167,7 +168,7 @@ fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
                 })
             })
             .collect();
-        while store.queue.counts().0 < names.len() {
+        while store.shared.queue.counts().0 < names.len() {
             std::thread::yield_now();
         }
         drop(writer);
@@ -175,7 +176,11 @@ fn appends_waiting_for_a_commit_share_the_next_one_each_with_its_own_check() {
         results.extend(handles.into_iter().map(|h| h.join().unwrap()));
         results
     });
-    assert_eq!(store.queue.counts(), (0, 2), "two transactions: the leader's, then the rest");
+    assert_eq!(
+        store.shared.queue.counts(),
+        (0, 2),
+        "two transactions: the leader's, then the rest"
+    );
     let landed = results.iter().filter(|r| r.is_ok()).count();
     let conflicts: Vec<_> = results
         .iter()
@@ -243,4 +248,90 @@ fn a_read_only_open_creates_nothing_and_names_what_is_missing() {
     Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x)").unwrap();
     let err = SqliteStore::open(&other, options).map(|_| ()).unwrap_err();
     assert!(err.to_string().contains("is this a stepjournal database"), "{err}");
+}
+
+#[test]
+fn an_async_append_never_commits_on_its_callers_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    // With the write connection held here, an append that ran its transaction on the calling
+    // thread would block this test forever; async appends return at once, pending.
+    let writer = lock(&store.shared.writer);
+    let futures: Vec<_> = (0..100u64)
+        .map(|i| {
+            let s = SessionId::from_stored(format!("s{i}"));
+            store.append_async(&s, Seq(0), &events(i, 1), Durability::Synced)
+        })
+        .collect();
+    assert!(futures.iter().all(|f| !f.is_ready()), "nothing commits while the writer is held");
+    drop(writer);
+    for (i, f) in futures.into_iter().enumerate() {
+        let ack = f.wait().unwrap();
+        assert_eq!((ack.first, ack.next), (Seq(0), Seq(1)), "s{i}");
+    }
+    let m = store.metrics();
+    assert_eq!(m.appends, 100);
+    // The committer took what had queued when it woke and blocked on the writer; everything
+    // else queued behind it, for one more group.
+    assert!(m.groups <= 2, "{m:?}");
+}
+
+#[test]
+fn a_dropped_store_commits_what_is_queued_before_it_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from_stored("s");
+    let store = store(&dir);
+    let futures: Vec<_> = (0..20u64)
+        .map(|i| store.append_async(&s, Seq(i), &events(i, 1), Durability::Buffered))
+        .collect();
+    drop(store);
+    let landed = futures.into_iter().filter(|f| f.is_ready()).count();
+    assert_eq!(landed, 20, "every future was answered before the store closed");
+    assert_eq!(self::store(&dir).tail(&s).unwrap(), Seq(20));
+}
+
+#[test]
+fn metrics_count_landed_appends_groups_and_synced_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from_stored("s");
+    let store = store(&dir);
+    store.append(&s, Seq(0), &events(0, 2), Durability::Synced).unwrap();
+    store.append(&s, Seq(2), &events(2, 1), Durability::Buffered).unwrap();
+    store.append(&s, Seq(0), &events(0, 1), Durability::Synced).unwrap_err();
+    let m = store.metrics();
+    // The conflicting append had a transaction of its own, rolled back: a group, no sync.
+    assert_eq!((m.appends, m.groups, m.max_group, m.syncs), (2, 3, 1, 1), "{m:?}");
+    assert!(m.bytes > 0 && m.poisoned == 0, "{m:?}");
+}
+
+#[test]
+fn sessions_of_a_journal_written_before_heads_read_as_unknown_until_a_run_event() {
+    use crate::head::RunState;
+    use stepjournal_codec::{Entry, RunId, RunStarted};
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from_stored("old");
+    drop(store(&dir));
+    // The file as schema version 1 left it: events only.
+    raw(&dir)
+        .execute_batch("DROP TABLE sessions; DELETE FROM schema_version WHERE version > 1;")
+        .unwrap();
+    let v1 = raw(&dir);
+    let mut insert = v1.prepare("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5)").unwrap();
+    let limits = Limits::default();
+    let (batch, _) = crate::sql::encode_batch(&s, Seq(0), &events(0, 3), &limits).unwrap();
+    for row in &batch.rows {
+        insert.execute(params![s.as_str(), row.seq, row.at, row.kind, batch.record(row)]).unwrap();
+    }
+    drop(insert);
+    drop(v1);
+    let store = store(&dir);
+    let head = store.head(&s).unwrap().unwrap();
+    assert_eq!((head.tail, head.last_at, head.run), (Seq(3), UnixMillis(2), RunState::Unknown));
+    store.append(&s, Seq(3), &events(3, 1), Durability::Synced).unwrap();
+    assert_eq!(store.head(&s).unwrap().unwrap().run, RunState::Unknown, "still not known");
+    let started =
+        Stamped::at(UnixMillis(9), RunStarted { run: RunId::new("r"), entry: Entry::Wake });
+    store.append(&s, Seq(4), &[started], Durability::Synced).unwrap();
+    let head = store.head(&s).unwrap().unwrap();
+    assert_eq!((head.tail, head.run), (Seq(5), RunState::Open { run: RunId::new("r") }));
 }

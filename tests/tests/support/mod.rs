@@ -1,6 +1,7 @@
 //! Helpers shared by the SQL backends' test files.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod exec;
 #[cfg(feature = "postgres")]
 pub mod pg;
 #[cfg(feature = "postgres")]

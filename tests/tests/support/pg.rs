@@ -1,5 +1,6 @@
 //! A PostgreSQL store in a fresh schema, dropped when the fixture is.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -26,6 +27,31 @@ pub fn fresh_schema(tag: &str) -> String {
 pub fn with_param(url: &str, key: &str, value: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("{url}{sep}{key}={value}")
+}
+
+/// The server URL split around its host and port: (`postgres://user@`, `host:port`, `/db?...`).
+fn split_url() -> (String, String, String) {
+    let url = url();
+    let (scheme, rest) = url.split_once("://").expect("STEPJOURNAL_PG_URL is a postgres:// URL");
+    let cut = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(cut);
+    let (user, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h.to_owned()),
+        None => (String::new(), authority.to_owned()),
+    };
+    let hostport = if hostport.contains(':') { hostport } else { format!("{hostport}:5432") };
+    (format!("{scheme}://{user}"), hostport, tail.to_owned())
+}
+
+/// The server named by `STEPJOURNAL_PG_URL`.
+pub fn server_addr() -> SocketAddr {
+    split_url().1.to_socket_addrs().unwrap().next().unwrap()
+}
+
+/// The server's URL pointed at `addr` (a proxy) instead.
+pub fn url_via(addr: SocketAddr) -> String {
+    let (head, _, tail) = split_url();
+    format!("{head}{addr}{tail}")
 }
 
 /// A store in its own schema; the schema is dropped with the fixture.

@@ -6,7 +6,7 @@
 //! closed. The proxy can also refuse every new connection ("down").
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -40,7 +40,13 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy on a free loopback port forwarding to `upstream`.
     pub fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::start_on(IpAddr::V4(Ipv4Addr::LOCALHOST), upstream)
+    }
+
+    /// A proxy on a free port of the local address `bind` (a veth's, for a network namespace's
+    /// traffic) forwarding to `upstream`.
+    pub fn start_on(bind: IpAddr, upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind(SocketAddr::new(bind, 0)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared::default());
@@ -63,6 +69,14 @@ impl Proxy {
     /// Refuses (`true`) or accepts (`false`) new connections.
     pub fn set_down(&self, down: bool) {
         self.shared.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Closes both sides of every connection made so far, as a link that died would end them
+    /// (the server's side at once; the client's once it next hears from this end).
+    pub fn cut_all(&self) {
+        for s in self.shared.streams.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
     }
 
     /// How many cuts were made.

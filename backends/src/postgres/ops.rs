@@ -1,0 +1,96 @@
+//! The store's operations other than appends and leases, as they run on its runtime: each is
+//! safe to repeat, so a lost connection or a serialization failure is retried.
+
+use std::ops::Range;
+
+use stepjournal_codec::{Record, Seq, SessionId};
+
+use super::shared::{Param, PgError, Shared, store_error, with_retries};
+use crate::{StoreError, sql};
+
+pub(super) async fn read(
+    shared: &Shared,
+    session: &SessionId,
+    range: Range<Seq>,
+) -> Result<Vec<Record>, StoreError> {
+    let (start, end) = sql::range_bounds(&range);
+    let s = session.as_str();
+    let rows = with_retries!(shared, &format!("reading {session}"), |c| {
+        let rows = c.client.query(&c.stmts.read, &[&s as &Param<'_>, &start, &end]).await;
+        rows.map_err(|e| PgError::new("selecting events", e))
+    })?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (seq, bytes): (i64, &[u8]) =
+            row.try_get(0).and_then(|seq| Ok((seq, row.try_get(1)?))).map_err(|e| {
+                store_error(&shared.location, "reading a row", PgError::new("decoding", e))
+            })?;
+        out.push(sql::decode_row(&shared.location, session, seq, bytes, &shared.options.limits)?);
+    }
+    sql::check_dense(&shared.location, session, range.start.get(), &out)?;
+    Ok(out)
+}
+
+pub(super) async fn tail(shared: &Shared, session: &SessionId) -> Result<Seq, StoreError> {
+    let s = session.as_str();
+    let tail = with_retries!(shared, &format!("reading the tail of {session}"), |c| {
+        match c.client.query_opt(&c.stmts.tail, &[&s]).await {
+            Ok(row) => row
+                .map_or(Ok(0), |r| r.try_get::<_, i64>(0))
+                .map_err(|e| PgError::new("decoding the head row", e)),
+            Err(e) => Err(PgError::new("selecting the head row", e)),
+        }
+    })?;
+    sql::seq_from_column(&shared.location, "the session's head row", tail)
+}
+
+pub(super) async fn sessions(shared: &Shared) -> Result<Vec<SessionId>, StoreError> {
+    let rows = with_retries!(shared, "listing sessions", |c| {
+        c.client.query(&c.stmts.sessions, &[]).await.map_err(|e| PgError::new("selecting", e))
+    })?;
+    rows.iter()
+        .map(|r| {
+            r.try_get::<_, &str>(0).map(SessionId::from_stored).map_err(|e| {
+                store_error(&shared.location, "listing sessions", PgError::new("decoding", e))
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn delete(shared: &Shared, session: &SessionId) -> Result<bool, StoreError> {
+    shared.check_writable()?;
+    // Repeating a delete is harmless; a session seen by any attempt existed.
+    let mut existed = false;
+    let s = session.as_str();
+    with_retries!(shared, &format!("deleting {session}"), |c| {
+        async {
+            let tx = c.client.transaction().await.map_err(|e| PgError::new("beginning", e))?;
+            // Lock the head first: a concurrent append finishes before the events are deleted,
+            // and the delete below (a new snapshot) sees what it wrote.
+            let head = tx
+                .query_opt(&c.stmts.lock_head, &[&s])
+                .await
+                .map_err(|e| PgError::new("locking the head row", e))?;
+            let events = tx
+                .execute(&c.stmts.delete_events, &[&s])
+                .await
+                .map_err(|e| PgError::new("deleting events", e))?;
+            tx.execute(&c.stmts.delete_head, &[&s])
+                .await
+                .map_err(|e| PgError::new("deleting the head row", e))?;
+            let had = head.and_then(|r| r.try_get::<_, i64>(0).ok()).is_some_and(|n| n > 0);
+            // Counted before the commit: if it is lost and landed, the retry finds nothing.
+            existed |= had || events > 0;
+            tx.commit().await.map_err(|e| PgError::new("committing", e))
+        }
+        .await
+    })?;
+    Ok(existed)
+}
+
+pub(super) async fn drop_schema(shared: &Shared) -> Result<(), StoreError> {
+    let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", shared.pool.connector.quoted_schema);
+    with_retries!(shared, "dropping the schema", |c| {
+        c.client.batch_execute(&sql).await.map_err(|e| PgError::new("dropping the schema", e))
+    })
+}

@@ -1,0 +1,199 @@
+//! What the store's handle and its operations on the runtime share, and how an operation that
+//! is safe to repeat is retried.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_postgres::error::{Severity, SqlState};
+
+use super::cause::PgFailure;
+use super::config::PostgresOptions;
+use super::pool::Pool;
+use crate::StoreError;
+use crate::sql::metrics::Metrics;
+
+pub(crate) const BACKEND: &str = "postgres";
+
+/// A statement parameter (the first of a list names the list's type for the compiler).
+pub(crate) type Param<'a> = dyn tokio_postgres::types::ToSql + Sync + 'a;
+
+/// A driver error and what was being done.
+#[derive(Debug)]
+pub(crate) struct PgError {
+    pub doing: &'static str,
+    pub source: tokio_postgres::Error,
+}
+
+impl PgError {
+    pub(crate) fn new(doing: &'static str, source: tokio_postgres::Error) -> Self {
+        PgError { doing, source }
+    }
+
+    pub(crate) fn class(&self) -> Class {
+        classify(&self.source)
+    }
+}
+
+/// Why a call could not run a statement.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Driver(PgError),
+    PoolExhausted(Duration),
+}
+
+/// What a driver error says about the statement it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// The server refused it with an ERROR: its transaction was rolled back.
+    Refused,
+    /// A serialization failure or a deadlock: rolled back, and worth running again.
+    Retry,
+    /// The connection failed (or the server ended the session): the statement may or may not
+    /// have committed.
+    Lost,
+}
+
+fn classify(e: &tokio_postgres::Error) -> Class {
+    match e.as_db_error() {
+        Some(db) if matches!(db.parsed_severity(), Some(Severity::Fatal | Severity::Panic)) => {
+            Class::Lost
+        }
+        Some(db)
+            if *db.code() == SqlState::T_R_SERIALIZATION_FAILURE
+                || *db.code() == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            Class::Retry
+        }
+        Some(_) => Class::Refused,
+        None => Class::Lost,
+    }
+}
+
+/// Counts of what the store had to recover from.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub retried: AtomicU64,
+    pub lost_landed: AtomicU64,
+    pub lost_not_landed: AtomicU64,
+    pub outcome_unknown: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The store's state, shared by its handle and the operations running on its runtime.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub pool: Pool,
+    pub options: PostgresOptions,
+    pub location: String,
+    pub counters: Counters,
+    pub metrics: Metrics,
+}
+
+impl Shared {
+    pub(crate) fn failure(&self, what: &str, f: Failure) -> StoreError {
+        match f {
+            Failure::Driver(e) => store_error(&self.location, what, e),
+            Failure::PoolExhausted(wait) => StoreError::Backend {
+                backend: BACKEND,
+                context: format!("{}: {what}", self.location),
+                source: format!(
+                    "no connection came free within {wait:?} ({} in use)",
+                    self.options.pool_size
+                )
+                .into(),
+            },
+        }
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<(), StoreError> {
+        if self.options.read_only {
+            return Err(StoreError::ReadOnly { location: self.location.clone() });
+        }
+        Ok(())
+    }
+
+    /// After a failed attempt `attempt` (from 0) of an operation safe to repeat: the error to
+    /// return, or `None` to try again (after counting a retry and pausing).
+    pub(crate) async fn after_failure(
+        &self,
+        what: &str,
+        attempt: u32,
+        err: PgError,
+    ) -> Option<StoreError> {
+        let class = err.class();
+        if class == Class::Refused || attempt >= self.options.max_retries {
+            return Some(store_error(&self.location, what, err));
+        }
+        if class == Class::Retry {
+            bump(&self.counters.retried);
+        }
+        tokio::time::sleep(backoff(attempt + 1)).await;
+        None
+    }
+}
+
+/// Runs an operation that is safe to repeat on a pooled connection, retrying after a
+/// serialization failure, a deadlock or a lost connection, up to `max_retries` times. `$body`
+/// is an expression of `$c: &mut Conn` giving `Result<T, PgError>`; the whole is an expression
+/// giving `Result<T, StoreError>`, inside an `async` block.
+macro_rules! with_retries {
+    ($shared:expr, $what:expr, |$c:ident| $body:expr) => {{
+        let shared: &$crate::postgres::shared::Shared = $shared;
+        let what: &str = $what;
+        let mut attempt: u32 = 0;
+        loop {
+            let mut lease = match shared.pool.get().await {
+                Ok(lease) => lease,
+                Err(f) => break Err(shared.failure(what, f)),
+            };
+            let Some($c) = lease.conn() else {
+                break Err(shared.failure(
+                    what,
+                    $crate::postgres::shared::Failure::PoolExhausted(std::time::Duration::ZERO),
+                ));
+            };
+            let err = match $body {
+                Ok(value) => break Ok(value),
+                Err(err) => err,
+            };
+            if err.class() == $crate::postgres::shared::Class::Lost {
+                lease.discard();
+            }
+            drop(lease);
+            if let Some(e) = shared.after_failure(what, attempt, err).await {
+                break Err(e);
+            }
+            attempt += 1;
+        }
+    }};
+}
+pub(crate) use with_retries;
+
+pub(crate) fn store_error(location: &str, what: &str, e: PgError) -> StoreError {
+    StoreError::Backend {
+        backend: BACKEND,
+        context: format!("{location}: {what}: {}", e.doing),
+        source: Box::new(PgFailure::new(e.source)),
+    }
+}
+
+/// `after` from now, or a year from now for a timeout too large to add.
+pub(crate) fn deadline(after: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(after)
+        .or_else(|| now.checked_add(Duration::from_secs(365 * 86_400)))
+        .unwrap_or(now)
+}
+
+/// The pause before retry `attempt` (from 1): doubling from 2 ms up to 200 ms, with jitter so
+/// that writers that failed together do not retry together.
+pub(crate) fn backoff(attempt: u32) -> Duration {
+    let base = 2u64.saturating_mul(1 << attempt.min(7)).min(200);
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()) % (base * 1000));
+    Duration::from_micros(base * 500 + jitter / 2)
+}

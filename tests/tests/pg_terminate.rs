@@ -1,0 +1,115 @@
+//! The server ends the store's connections while several writers append (the audit's
+//! connection-kill loop, bounded): `pg_terminate_backend` of every connection of the store,
+//! round after round. No acknowledged append is lost, none lands twice, and every log stays
+//! dense: a connection lost in the middle of an append is resolved through its batch token.
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use stepjournal_backends::postgres::PostgresOptions;
+use stepjournal_backends::{AppendError, Durability, JournalStore};
+use stepjournal_codec::{Seq, SessionId};
+use stepjournal_tests::sample::{numbered, stamped_numbered};
+use stepjournal_tests::watchdog::Watchdog;
+use support::pg::{self, PgFixture};
+
+const WRITERS: u64 = 6;
+const APPENDS: u64 = 40;
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn terminated_connections_lose_no_acknowledged_append_and_duplicate_none() {
+    let schema = pg::fresh_schema("terminate");
+    let direct = PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
+    // The store under fire names its connections, so that only they are ended.
+    let name = format!("sjt_terminate_{}", std::process::id());
+    let url = pg::with_param(&pg::url(), "application_name", &name);
+    let store = PgFixture::guest(&url, &schema, PostgresOptions::default());
+    let mut killer = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
+    let _watchdog = Watchdog::start("the writers under connection kills", Duration::from_secs(120));
+
+    let done = AtomicBool::new(false);
+    /// Stops the kills when a writer's panic unwinds it, so that the scope can end.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+    let killed = AtomicU64::new(0);
+    let gave_up = AtomicU64::new(0);
+    let acked: Vec<(SessionId, u64)> = std::thread::scope(|scope| {
+        let kills = scope.spawn(|| {
+            let mut rounds = 0u64;
+            while !done.load(Ordering::SeqCst) {
+                let rows = killer
+                    .query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE application_name = $1",
+                        &[&name],
+                    )
+                    .unwrap();
+                killed.fetch_add(rows.len() as u64, Ordering::SeqCst);
+                rounds += 1;
+                // A round every 10 to 40 ms: connections live long enough to carry appends.
+                std::thread::sleep(Duration::from_millis(10 + 10 * (rounds % 4)));
+            }
+        });
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (store, direct, done, gave_up) = (&*store, &*direct, &done, &gave_up);
+                scope.spawn(move || {
+                    let _stop = Stop(done);
+                    let s = SessionId::new(format!("writer-{w}")).unwrap();
+                    let mut tail = Seq(0);
+                    for i in 0..APPENDS {
+                        let n = 1 + (w + i) % 2;
+                        let batch = stamped_numbered(tail.get(), n);
+                        match store.append(&s, tail, &batch, Durability::Synced) {
+                            Ok(ack) => tail = ack.next,
+                            // Said plainly when it cannot be learned: read the tail, go on.
+                            Err(AppendError::OutcomeUnknown { .. }) => {
+                                tail = direct.tail(&s).unwrap();
+                            }
+                            // Given up after its retries: it says nothing was written.
+                            Err(AppendError::Store(e)) => {
+                                gave_up.fetch_add(1, Ordering::SeqCst);
+                                assert_eq!(direct.tail(&s).unwrap(), tail, "{e}");
+                            }
+                            Err(e) => panic!("writer {w}, append {i} at {tail}: {e}"),
+                        }
+                    }
+                    (s, tail.get())
+                })
+            })
+            .collect();
+        let acked = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        done.store(true, Ordering::SeqCst);
+        kills.join().unwrap();
+        acked
+    });
+    assert!(killed.load(Ordering::SeqCst) > 0, "no connection of the store was ended");
+    for (s, acked) in &acked {
+        let log = direct.read_all(s).unwrap();
+        assert_eq!(log.len() as u64, *acked, "{s}: the log ends at the last acknowledged tail");
+        for r in &log {
+            assert_eq!(r.event, numbered(r.seq.get()), "{s} seq {} is not its own event", r.seq);
+        }
+        assert_eq!(direct.head(s).unwrap().unwrap().tail, Seq(*acked));
+    }
+    let stats = store.stats();
+    eprintln!(
+        "connections ended: {}; appends given up: {}; {stats:?}",
+        killed.load(Ordering::SeqCst),
+        gave_up.load(Ordering::SeqCst)
+    );
+}
