@@ -89,7 +89,7 @@ pub fn buffered_row(
     .mb(m.mb_per_sec())
     .latency(Latency::of(&m.latency))
     .fsyncs(syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-    .vs_raw(Compare::rate_only(crate::raw::fsync_key(256), 1.0))
+    .vs_raw(Compare::rate_only(crate::raw::fsync_key(256, 1), 1.0))
     .vs_sqlite(Compare::rate_only(crate::plain::full_key(256, sessions), 1.0))
     .note(format!("{note}; latency per append"))
 }

@@ -1,7 +1,7 @@
 //! The side-by-side benchmark: one table, every row measured in the same run and directory,
 //! each beside the disk's own limit and plain SQLite as applications run it.
 //!
-//! `cargo run --release -p stepjournal-bench -- [--quick] [--dir DIR] [--json FILE]`
+//! `cargo run --release -p stepjournal-bench -- [--quick] [--only PARTS] [--dir DIR] [--json FILE]`
 //!
 //! Each workload group is a module that adds its rows to the [`table::Table`]; the table prints
 //! the raw rows first, as the physical limits every other row is compared with.

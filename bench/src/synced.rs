@@ -1,8 +1,9 @@
-//! The synced append rows, one group per event size and thread count: the raw loop (one
-//! thread), plain SQLite `FULL` and `NORMAL`, and stepjournal on file, SQLite and PostgreSQL.
-//! A group's contenders run in turn, in slices of about 100 ms, round after round, so that a disk
-//! whose speed drifts weighs on each of them alike (a shared virtual disk's does: this project's
-//! runs in bursts of fast syncs between stretches throttled to a few hundred per second).
+//! The synced append rows, one group per event size and thread count: the raw loop from as many
+//! threads (each on a file of its own), plain SQLite `FULL` and `NORMAL`, and stepjournal on file,
+//! SQLite and PostgreSQL. A group's contenders run in turn, in slices of about 100 ms, round after
+//! round, so that a disk whose speed drifts weighs on each of them alike (a shared virtual disk's
+//! does: this project's runs in bursts of fast syncs between stretches throttled to a few hundred
+//! per second).
 
 use std::time::Duration;
 
@@ -108,10 +109,7 @@ pub fn workload(bytes: usize, threads: usize) -> String {
 
 fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Result<(), String> {
     let dir = work.sub(&format!("synced-{bytes}-{threads}"))?;
-    let mut contenders = Vec::new();
-    if threads == 1 {
-        contenders.push(crate::raw::contender(&dir, bytes)?);
-    }
+    let mut contenders = vec![crate::raw::contender(&dir, bytes, threads)?];
     {
         use crate::plain::{Sharing, Sync, contender};
         contenders.push(contender(&dir, bytes, threads, Sync::Full, Sharing::Shared)?);
@@ -127,6 +125,7 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
     if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
         contenders.push(pg);
     }
+    let raw_key = crate::raw::fsync_key(bytes, threads);
     for t in in_turns(work, contenders)? {
         let raw_row = t.group == "raw";
         let m = &t.measured;
@@ -143,8 +142,8 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
                 .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
                 .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)))
                 .note(t.note);
-        if !raw_row {
-            row = row.vs_raw(Compare::to(crate::raw::fsync_key(bytes)));
+        if row.key != raw_key {
+            row = row.vs_raw(Compare::to(raw_key.clone()));
         }
         table.push(row);
     }

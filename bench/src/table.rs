@@ -1,9 +1,9 @@
 //! The one table every workload adds its rows to, printed once at the end and written as JSON.
 //!
-//! Each row may name two baselines measured in the same run and directory, by key: a raw row
-//! (the disk's own limit: the `write` + `fdatasync` loop, or a sequential read of the same files)
-//! and the plain SQLite `synchronous=FULL` row with the same thread count and event size. Its
-//! rate and latencies are shown as ratios to both.
+//! Each row may name two baselines measured in the same run and directory, by key: a raw row (the
+//! disk's own limit: the `write` + `fdatasync` loop from the same number of threads, or a
+//! sequential read of the same files) and the plain SQLite `synchronous=FULL` row with the same
+//! thread count and event size. Its rate and latencies are shown as ratios to both.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -416,15 +416,15 @@ impl Table {
 }
 
 const LEGEND: &str = "\
-rate vs raw: the row's rate over its raw baseline's (appends: the preallocated write + fdatasync \
-loop of records the same size, one record per sync; open and recovery: a sequential read of the \
-same files, by MB/s). rate vs SQLite FULL: over plain SQLite, WAL, synchronous=FULL, one \
-transaction per append, from the same number of threads with events the same size. Writer rows \
-compare 10 appends per step. p50 ratios only where both latencies time the same operation. \
-MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the rest of their \
-group, baselines included, in 100 ms slices, so that a drifting disk weighs on each alike; the \
-others ran one after another, and their ratios carry the disk's drift too. load: the 1-minute \
-load average as the row finished.
+rate vs raw: the row's rate over its raw baseline's (appends: the write + fdatasync loop of \
+records the same size, one record per sync, from the same number of threads, each thread on a \
+preallocated file of its own; open and recovery: a sequential read of the same files, by MB/s). \
+rate vs SQLite FULL: over plain SQLite, WAL, synchronous=FULL, one transaction per append, from \
+the same number of threads with events the same size. Writer rows compare 10 appends per step. \
+p50 ratios only where both latencies time the same operation. MB/s counts record bytes. Rows \
+whose note says \"turns\" ran in turns with the rest of their group, baselines included, in 100 ms \
+slices, so that a drifting disk weighs on each alike; the others ran one after another, and \
+their ratios carry the disk's drift too. load: the 1-minute load average as the row finished.
 ";
 
 #[cfg(test)]
