@@ -1,5 +1,5 @@
 //! The side-by-side benchmark: one table, every row measured in the same run and directory,
-//! each beside the disk's own limit and plain SQLite as applications run it.
+//! each beside the disk's own limit, plain SQLite as applications run it, and its peers.
 //!
 //! `cargo run --release -p stepjournal-bench -- [--quick] [--only PARTS] [--dir DIR] [--json FILE]`
 //!
@@ -9,6 +9,7 @@
 mod appends;
 mod args;
 mod cache;
+mod cohort;
 mod file;
 mod plain;
 mod postgres;

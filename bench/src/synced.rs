@@ -1,9 +1,9 @@
 //! The synced append rows, one group per event size and thread count: the raw loop from as many
-//! threads (each on a file of its own), plain SQLite `FULL` and `NORMAL`, and stepjournal on file,
-//! SQLite and PostgreSQL. A group's contenders run in turn, in slices of about 100 ms, round after
-//! round, so that a disk whose speed drifts weighs on each of them alike (a shared virtual disk's
-//! does: this project's runs in bursts of fast syncs between stretches throttled to a few hundred
-//! per second).
+//! threads (each on a file of its own), the ideal cohort (256-byte events), plain SQLite `FULL` and
+//! `NORMAL`, and stepjournal on file, SQLite and PostgreSQL. A group's contenders run in turn, in
+//! slices of about 100 ms, round after round, so that a disk whose speed drifts weighs on each of
+//! them alike (a shared virtual disk's does: this project's runs in bursts of fast syncs between
+//! stretches throttled to a few hundred per second).
 
 use std::time::Duration;
 
@@ -107,9 +107,16 @@ pub fn workload(bytes: usize, threads: usize) -> String {
     format!("Synced, {bytes} B events, {threads} session{plural}")
 }
 
+/// The event size of the ideal cohort rows.
+const PEER_BYTES: usize = 256;
+
 fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Result<(), String> {
     let dir = work.sub(&format!("synced-{bytes}-{threads}"))?;
+    let peers = bytes == PEER_BYTES;
     let mut contenders = vec![crate::raw::contender(&dir, bytes, threads)?];
+    if peers {
+        contenders.push(crate::cohort::contender(&dir, bytes, threads)?);
+    }
     {
         use crate::plain::{Sharing, Sync, contender};
         contenders.push(contender(&dir, bytes, threads, Sync::Full, Sharing::Shared)?);
@@ -126,6 +133,7 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         contenders.push(pg);
     }
     let raw_key = crate::raw::fsync_key(bytes, threads);
+    let cohort_key = crate::cohort::key(bytes, threads);
     for t in in_turns(work, contenders)? {
         let raw_row = t.group == "raw";
         let m = &t.measured;
@@ -144,6 +152,9 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
                 .note(t.note);
         if row.key != raw_key {
             row = row.vs_raw(Compare::to(raw_key.clone()));
+        }
+        if peers && !raw_row {
+            row = row.vs("ideal cohort", Compare::to(cohort_key.clone()));
         }
         table.push(row);
     }

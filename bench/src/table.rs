@@ -3,7 +3,9 @@
 //! Each row may name two baselines measured in the same run and directory, by key: a raw row (the
 //! disk's own limit: the `write` + `fdatasync` loop from the same number of threads, or a
 //! sequential read of the same files) and the plain SQLite `synchronous=FULL` row with the same
-//! thread count and event size. Its rate and latencies are shown as ratios to both.
+//! thread count and event size. Its rate and latencies are shown as ratios to both. A row may also
+//! name peers (the ideal cohort), each shown as a rate ratio, with the p99.9 ratio where the
+//! latencies time the same operation.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -108,6 +110,8 @@ pub struct Row {
     pub vs_raw: Option<Compare>,
     /// The plain SQLite `FULL` baseline.
     pub vs_sqlite: Option<Compare>,
+    /// Further baselines, each with a short name for the table.
+    pub peers: Vec<(&'static str, Compare)>,
     /// Anything a reader needs to read the figure right.
     pub note: String,
     /// The 1-minute load average when the row was added.
@@ -137,6 +141,7 @@ impl Row {
             elapsed_s,
             vs_raw: None,
             vs_sqlite: None,
+            peers: Vec::new(),
             note: String::new(),
             load: None,
         }
@@ -164,6 +169,12 @@ impl Row {
 
     pub fn vs_sqlite(mut self, compare: Compare) -> Row {
         self.vs_sqlite = Some(compare);
+        self
+    }
+
+    /// Another baseline, shown as `name` in the peers column.
+    pub fn vs(mut self, name: &'static str, compare: Compare) -> Row {
+        self.peers.push((name, compare));
         self
     }
 
@@ -300,10 +311,11 @@ impl Table {
             "p50 vs raw",
             "rate vs SQLite FULL",
             "p50 vs SQLite FULL",
+            "rate vs peers",
             "load",
             "note",
         ];
-        let mut lines: Vec<[String; 13]> = Vec::new();
+        let mut lines: Vec<[String; 14]> = Vec::new();
         for r in self.ordered() {
             let raw = self.ratios(r, r.vs_raw.as_ref());
             let sql = self.ratios(r, r.vs_sqlite.as_ref());
@@ -322,6 +334,7 @@ impl Table {
                 fmt_ratio(raw.p50),
                 fmt_ratio(sql.rate),
                 fmt_ratio(sql.p50),
+                self.peers_cell(r),
                 r.load.map_or("-".to_owned(), |l| format!("{l:.1}")),
                 r.note.clone(),
             ]);
@@ -362,6 +375,27 @@ impl Table {
         out
     }
 
+    /// The peers column: each peer's rate ratio, and its p99.9 ratio where latencies compare.
+    fn peers_cell(&self, r: &Row) -> String {
+        if r.peers.is_empty() {
+            return "-".to_owned();
+        }
+        let cells: Vec<String> = r
+            .peers
+            .iter()
+            .map(|(name, c)| {
+                let x = self.ratios(r, Some(c));
+                match x.p999 {
+                    Some(_) => {
+                        format!("{name} {} (p99.9 {})", fmt_ratio(x.rate), fmt_ratio(x.p999))
+                    }
+                    None => format!("{name} {}", fmt_ratio(x.rate)),
+                }
+            })
+            .collect();
+        cells.join("; ")
+    }
+
     /// The run and its rows as JSON, every ratio included.
     pub fn to_json(&self) -> serde_json::Value {
         let ratios = |r: &Row, c: Option<&Compare>| match c {
@@ -393,6 +427,11 @@ impl Table {
                     "load1": r.load,
                     "vs_raw": ratios(r, r.vs_raw.as_ref()),
                     "vs_sqlite_full": ratios(r, r.vs_sqlite.as_ref()),
+                    "vs_peers": r.peers.iter().map(|(name, c)| {
+                        let mut v = ratios(r, Some(c));
+                        v["name"] = serde_json::Value::from(*name);
+                        v
+                    }).collect::<Vec<_>>(),
                     "note": r.note,
                 })
             })
@@ -420,11 +459,14 @@ rate vs raw: the row's rate over its raw baseline's (appends: the write + fdatas
 records the same size, one record per sync, from the same number of threads, each thread on a \
 preallocated file of its own; open and recovery: a sequential read of the same files, by MB/s). \
 rate vs SQLite FULL: over plain SQLite, WAL, synchronous=FULL, one transaction per append, from \
-the same number of threads with events the same size. Writer rows compare 10 appends per step. \
-p50 ratios only where both latencies time the same operation. MB/s counts record bytes. Rows \
-whose note says \"turns\" ran in turns with the rest of their group, baselines included, in 100 ms \
-slices, so that a drifting disk weighs on each alike; the others ran one after another, and \
-their ratios carry the disk's drift too. load: the 1-minute load average as the row finished.
+the same number of threads with events the same size. rate vs peers: over the named rows (ideal \
+cohort: the same threads on one raw preallocated file, every group holding all of them, one \
+write and one fdatasync per group), with the p99.9 ratio where both latencies time the same \
+operation. Writer rows compare 10 appends per step. p50 ratios only where both latencies time \
+the same operation. MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the \
+rest of their group, baselines included, in 100 ms slices, so that a drifting disk weighs on \
+each alike; the others ran one after another, and their ratios carry the disk's drift too. load: \
+the 1-minute load average as the row finished.
 ";
 
 #[cfg(test)]
@@ -479,6 +521,29 @@ mod tests {
             .mb(500.0)
             .vs_raw(Compare::bytes("read"));
         assert_eq!(t.ratios(&row, row.vs_raw.as_ref()).rate, Some(0.25));
+    }
+
+    #[test]
+    fn peers_show_their_rate_ratio_and_their_tail_ratio_where_latencies_compare() {
+        let mut t = Table::new(info());
+        t.push(Row::new(Section::Raw, "ideal", "raw", "cohort", 1000.0, "appends/s", 1.0));
+        t.push(
+            Row::new(Section::Synced, "peer", "okaywal", "commit", 400.0, "appends/s", 1.0)
+                .latency(lat(100.0)),
+        );
+        t.push(
+            Row::new(Section::Synced, "row", "file", "synced", 800.0, "appends/s", 1.0)
+                .latency(lat(50.0))
+                .vs("ideal cohort", Compare::rate_only("ideal", 1.0))
+                .vs("okaywal", Compare::to("peer")),
+        );
+        let text = t.render();
+        assert!(text.contains("ideal cohort 0.80x; okaywal 2.00x (p99.9 0.50x)"), "{text}");
+        let json = t.to_json();
+        let row = &json["rows"][2];
+        assert_eq!(row["vs_peers"][0]["name"], "ideal cohort");
+        assert_eq!(row["vs_peers"][0]["rate"], 0.8);
+        assert_eq!(row["vs_peers"][1]["p999"], 0.5);
     }
 
     #[test]
