@@ -18,6 +18,7 @@ mod recovery;
 mod sqlite;
 mod synced;
 mod table;
+mod wal;
 mod writer;
 
 use std::process::ExitCode;

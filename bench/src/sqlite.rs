@@ -19,6 +19,11 @@ fn open(path: &Path) -> Result<SqliteStore, String> {
     SqliteStore::open(path, SqliteOptions::default()).map_err(|e| format!("sqlite: {e}"))
 }
 
+/// The key of the SQLite backend's row for `bytes`-byte events from `threads` sessions.
+pub fn key(bytes: usize, threads: usize, durability: Durability) -> String {
+    format!("sqlite.{}.{bytes}.{threads}", durability.as_str())
+}
+
 /// stepjournal's SQLite backend in a synced group.
 pub fn contender(
     dir: &Path,
@@ -30,7 +35,7 @@ pub fn contender(
     let events = [event(bytes)];
     Ok(Contender::new(
         "sqlite",
-        format!("sqlite.{}.{bytes}.{threads}", durability.as_str()),
+        key(bytes, threads, durability),
         String::new(),
         "WAL, synchronous=FULL; appends waiting for a transaction share the next one",
         Box::new(move |round, budget| {

@@ -1,9 +1,9 @@
 //! The synced append rows, one group per event size and thread count: the raw loop from as many
-//! threads (each on a file of its own), the ideal cohort (256-byte events), plain SQLite `FULL` and
-//! `NORMAL`, and stepjournal on file, SQLite and PostgreSQL. A group's contenders run in turn, in
-//! slices of about 100 ms, round after round, so that a disk whose speed drifts weighs on each of
-//! them alike (a shared virtual disk's does: this project's runs in bursts of fast syncs between
-//! stretches throttled to a few hundred per second).
+//! threads (each on a file of its own), the ideal cohort and okaywal (256-byte events), plain
+//! SQLite `FULL` and `NORMAL`, and stepjournal on file, SQLite and PostgreSQL. A group's contenders
+//! run in turn, in slices of about 100 ms, round after round, so that a disk whose speed drifts
+//! weighs on each of them alike (a shared virtual disk's does: this project's runs in bursts of
+//! fast syncs between stretches throttled to a few hundred per second).
 
 use std::time::Duration;
 
@@ -107,7 +107,7 @@ pub fn workload(bytes: usize, threads: usize) -> String {
     format!("Synced, {bytes} B events, {threads} session{plural}")
 }
 
-/// The event size of the ideal cohort rows.
+/// The event size of the ideal cohort and okaywal rows.
 const PEER_BYTES: usize = 256;
 
 fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Result<(), String> {
@@ -126,6 +126,9 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
             contenders.push(per_thread.alone());
         }
         contenders.push(contender(&dir, bytes, threads, Sync::Normal, Sharing::Shared)?);
+    }
+    if peers {
+        contenders.push(crate::wal::contender(&dir, bytes, threads)?);
     }
     contenders.push(crate::file::contender(&dir, bytes, threads, Durability::Synced)?);
     contenders.push(crate::sqlite::contender(&dir, bytes, threads, Durability::Synced)?);
@@ -155,6 +158,13 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         }
         if peers && !raw_row {
             row = row.vs("ideal cohort", Compare::to(cohort_key.clone()));
+        }
+        if row.group == "file" {
+            if peers {
+                row = row.vs("okaywal", Compare::to(crate::wal::key(bytes, threads)));
+            }
+            let sqlite = crate::sqlite::key(bytes, threads, Durability::Synced);
+            row = row.vs("sqlite backend", Compare::to(sqlite));
         }
         table.push(row);
     }

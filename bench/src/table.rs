@@ -4,8 +4,8 @@
 //! disk's own limit: the `write` + `fdatasync` loop from the same number of threads, or a
 //! sequential read of the same files) and the plain SQLite `synchronous=FULL` row with the same
 //! thread count and event size. Its rate and latencies are shown as ratios to both. A row may also
-//! name peers (the ideal cohort), each shown as a rate ratio, with the p99.9 ratio where the
-//! latencies time the same operation.
+//! name peers (the ideal cohort, okaywal, the SQLite backend), each shown as a rate ratio, with the
+//! p99.9 ratio where the latencies time the same operation.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -461,12 +461,12 @@ preallocated file of its own; open and recovery: a sequential read of the same f
 rate vs SQLite FULL: over plain SQLite, WAL, synchronous=FULL, one transaction per append, from \
 the same number of threads with events the same size. rate vs peers: over the named rows (ideal \
 cohort: the same threads on one raw preallocated file, every group holding all of them, one \
-write and one fdatasync per group), with the p99.9 ratio where both latencies time the same \
-operation. Writer rows compare 10 appends per step. p50 ratios only where both latencies time \
-the same operation. MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the \
-rest of their group, baselines included, in 100 ms slices, so that a drifting disk weighs on \
-each alike; the others ran one after another, and their ratios carry the disk's drift too. load: \
-the 1-minute load average as the row finished.
+write and one fdatasync per group; okaywal; the SQLite backend), with the p99.9 ratio where both \
+latencies time the same operation. Writer rows compare 10 appends per step. p50 ratios only \
+where both latencies time the same operation. MB/s counts record bytes. Rows whose note says \
+\"turns\" ran in turns with the rest of their group, baselines included, in 100 ms slices, so that \
+a drifting disk weighs on each alike; the others ran one after another, and their ratios carry \
+the disk's drift too. load: the 1-minute load average as the row finished.
 ";
 
 #[cfg(test)]
