@@ -1,5 +1,6 @@
-//! The file backend's rows: its contender in the synced groups, buffered throughput by batch
-//! size, and opening a large journal (one scan rebuilds the index) against reading its files.
+//! The file backend's rows: its contender in the synced and buffered groups, the row of a
+//! `Buffered` append for any backend, and opening a large journal (one scan rebuilds the index)
+//! against reading its files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,25 +15,36 @@ use crate::args::WorkDir;
 use crate::synced::Contender;
 use crate::table::{Compare, Latency, Row, Section, Table};
 
-fn open(dir: &Path) -> Result<FileStore, String> {
+pub fn open(dir: &Path) -> Result<FileStore, String> {
     FileStore::open(dir, FileOptions::new()).map_err(|e| format!("file: {e}"))
 }
 
-/// The file backend in a synced group: `threads` sessions appending one `bytes`-byte event at
-/// a time.
+/// The file backend in a synced or buffered group: `threads` sessions appending `batch`
+/// `bytes`-byte events at a time.
 pub fn contender(
     dir: &Path,
     bytes: usize,
     threads: usize,
+    batch: usize,
     durability: Durability,
 ) -> Result<Contender, String> {
     let store = Arc::new(open(&dir.join("file"))?);
-    let events = [event(bytes)];
+    let events = vec![event(bytes); batch.max(1)];
+    let (key, note) = match durability {
+        Durability::Synced => (
+            format!("file.{}.{bytes}.{threads}", durability.as_str()),
+            "group commit: one write and one fdatasync per group",
+        ),
+        _ => (
+            format!("file.{}.{bytes}.{threads}.x{batch}", durability.as_str()),
+            "written to the OS, not synced",
+        ),
+    };
     Ok(Contender::new(
         "file",
-        format!("file.{}.{bytes}.{threads}", durability.as_str()),
+        key,
         String::new(),
-        "group commit: one write and one fdatasync per group",
+        note,
         Box::new(move |round, budget| {
             let before = store.stats().syncs;
             let m = on_store(&*store, round, threads, &events, durability, budget)?;
@@ -41,47 +53,29 @@ pub fn contender(
     ))
 }
 
-/// Buffered appends of 256-byte events: (sessions, events per append).
-const BUFFERED: [(usize, usize); 6] = [(1, 1), (8, 1), (1, 16), (8, 16), (1, 256), (8, 256)];
-
-pub fn buffered_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
-    let one = event(256);
-    for (sessions, batch) in BUFFERED {
-        let dir = work.sub(&format!("file-buffered-{sessions}-{batch}"))?;
-        let store = open(&dir)?;
-        let events = vec![one.clone(); batch];
-        let before = store.stats().syncs;
-        let m = on_store(&store, 0, sessions, &events, Durability::Buffered, work.budget())?;
-        let syncs = store.stats().syncs - before;
-        drop(store);
-        table.push(buffered_row(
-            "file",
-            &m,
-            sessions,
-            batch,
-            Some(syncs),
-            "written to the OS, not synced",
-        ));
-        work.clear(&dir);
-    }
-    Ok(())
+/// The workload name of a `Buffered` row of 256-byte events, for any backend.
+pub fn buffered_workload(sessions: usize, batch: usize) -> String {
+    let plural = if sessions == 1 { "" } else { "s" };
+    format!("Buffered, 256 B events, {sessions} session{plural}, {batch} event(s)/append")
 }
 
-/// A `Buffered` row of 256-byte events, for any backend.
+/// A `Buffered` row of 256-byte events, for any backend: compared with the `write` loop
+/// without sync and plain SQLite `NORMAL`, from the same threads with as many events per write
+/// and per transaction; never with a synced baseline.
 pub fn buffered_row(
     group: &'static str,
+    key: String,
     m: &crate::appends::Measured,
     sessions: usize,
     batch: usize,
     syncs: Option<u64>,
     note: &str,
 ) -> Row {
-    let plural = if sessions == 1 { "" } else { "s" };
     Row::new(
         Section::Buffered,
-        format!("{}.buffered.256.{sessions}.x{batch}", group.replace(' ', "-")),
+        key,
         group,
-        format!("Buffered, 256 B events, {sessions} session{plural}, {batch} event(s)/append"),
+        buffered_workload(sessions, batch),
         m.events_per_sec(),
         "events/s",
         m.elapsed.as_secs_f64(),
@@ -89,8 +83,8 @@ pub fn buffered_row(
     .mb(m.mb_per_sec())
     .latency(Latency::of(&m.latency))
     .fsyncs(syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-    .vs_raw(Compare::rate_only(crate::raw::fsync_key(256, 1), 1.0))
-    .vs_sqlite(Compare::rate_only(crate::plain::full_key(256, sessions), 1.0))
+    .vs_raw(Compare::to(crate::raw::unsynced_key(sessions, batch)))
+    .vs_sqlite(Compare::to(crate::plain::normal_key(256, sessions, batch)))
     .note(format!("{note}; latency per append"))
 }
 

@@ -8,6 +8,7 @@
 
 mod appends;
 mod args;
+mod buffered;
 mod cache;
 mod cohort;
 mod file;
@@ -69,6 +70,9 @@ type Workloads = fn(&args::WorkDir, &mut table::Table) -> Result<(), String>;
 
 fn run(args: &args::Args) -> Result<(), String> {
     let work = args::WorkDir::new(args)?;
+    if postgres::url().is_none() {
+        eprintln!("stepjournal-bench: STEPJOURNAL_PG_URL is not set: no PostgreSQL rows");
+    }
     let info = table::RunInfo {
         quick: args.quick,
         build: if cfg!(debug_assertions) { "debug" } else { "release" },
@@ -78,12 +82,10 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 8] = [
+    let parts: [(&str, Workloads); 6] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
-        ("buffered", file::buffered_rows),
-        ("buffered", sqlite::rows),
-        ("buffered", postgres::rows),
+        ("buffered", buffered::rows),
         ("writer", writer::rows),
         ("open", file::open_rows),
         ("recovery", recovery::rows),

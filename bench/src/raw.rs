@@ -1,8 +1,9 @@
 //! The raw rows: what the disk does without stepjournal, the limits the other rows are compared
-//! with. A loop of `write` + `fdatasync` of records, one record per sync or batched, on a file that
-//! grows with every write or on one preallocated with zeros the way the file backend does (so that
-//! its syncs change no file metadata), from one thread or from several, each on a file of its own;
-//! and a sequential read of files.
+//! with. A loop of `write` + `fdatasync` of records, one record per sync or batched, on a file
+//! that grows with every write or on one preallocated with zeros the way the file backend does
+//! (so that its syncs change no file metadata), from one thread or from several, each on a file
+//! of its own; a `write` loop without sync, the limit of `Buffered` appends; and a sequential
+//! read of files.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -19,6 +20,10 @@ use crate::table::{Compare, Latency, Row, Section, Table};
 /// How far ahead of the data the preallocated loop writes zeros: the file backend's default.
 const PREALLOCATE: u64 = 1 << 20;
 
+/// How many bytes the loop without sync writes over and over (from its start again when full),
+/// so that a long run neither fills the disk nor measures the allocation of new blocks.
+const RING: u64 = 8 << 20;
+
 /// The key of the raw loop of one `bytes`-byte record per sync on a preallocated file from
 /// `threads` threads (each on a file of its own), the baseline of every durable append row with
 /// events of that size from that many threads.
@@ -28,6 +33,12 @@ pub fn fsync_key(bytes: usize, threads: usize) -> String {
     } else {
         format!("raw.fsync.prealloc.{bytes}.t{threads}")
     }
+}
+
+/// The key of the `write` loop without sync of `per_write` 256-byte records per write from
+/// `threads` threads, the baseline of the `Buffered` rows with those.
+pub fn unsynced_key(threads: usize, per_write: usize) -> String {
+    format!("raw.write.256.t{threads}.x{per_write}")
 }
 
 /// The batched and growing variants, measured one after the other (the one-record-per-sync
@@ -89,6 +100,42 @@ pub fn contender(dir: &Path, bytes: usize, threads: usize) -> Result<Contender, 
     ))
 }
 
+/// The `write` loop without sync as a contender in the `Buffered` group of `per_write` 256-byte
+/// events per append from `threads` sessions: as many threads, each on a file of its own.
+pub fn unsynced_contender(
+    dir: &Path,
+    threads: usize,
+    per_write: usize,
+) -> Result<Contender, String> {
+    let mut loops = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let path = dir.join(format!("raw-write-{threads}-{per_write}-{i}"));
+        loops.push(Mutex::new(FsyncLoop::unsynced(&path, 256, per_write)?));
+    }
+    let plural = if threads == 1 { "" } else { "s" };
+    Ok(Contender::new(
+        "raw",
+        unsynced_key(threads, per_write),
+        format!(
+            "write without sync, 256-byte records, {per_write} per write, {threads} thread{plural}{}",
+            if threads == 1 { "" } else { ", a file each" }
+        ),
+        &format!(
+            "the operating system's limit for Buffered appends: written to the page cache, never \
+             synced, over the same {} MiB of each file again and again; latency per write",
+            RING >> 20
+        ),
+        Box::new(move |_round, budget| {
+            let work = Work { events: per_write as u64, bytes: (256 * per_write) as u64 };
+            let m = measure(threads, budget, work, |i| {
+                let l = loops.get(i).ok_or("no loop for this thread")?;
+                Ok(move || lock(l).once())
+            })?;
+            Ok((m, Some(0)))
+        }),
+    ))
+}
+
 fn lock(l: &Mutex<FsyncLoop>) -> std::sync::MutexGuard<'_, FsyncLoop> {
     l.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -117,7 +164,8 @@ fn row(m: &Measured, bytes: usize, per_sync: usize, preallocate: bool, syncs: u6
     .note(format!("file {file}; latency per sync of {per_sync} record(s)"))
 }
 
-/// A `write` + `fdatasync` loop on one file; `syncs` counts every `fdatasync` it made.
+/// A `write` + `fdatasync` loop on one file (or, made by [`FsyncLoop::unsynced`], a `write` loop
+/// without sync); `syncs` counts every `fdatasync` it made.
 #[derive(Debug)]
 pub struct FsyncLoop {
     file: File,
@@ -125,6 +173,10 @@ pub struct FsyncLoop {
     batch: Vec<u8>,
     per_sync: usize,
     preallocate: bool,
+    /// Whether each write is followed by an `fdatasync`.
+    sync: bool,
+    /// Where the writes start again from the beginning, if they do.
+    ring: Option<u64>,
     /// Bytes of records written.
     len: u64,
     /// Bytes of the file that exist (records, then zeros): `len <= allocated`.
@@ -153,6 +205,8 @@ impl FsyncLoop {
             batch: vec![0x5a; record * per_sync],
             per_sync,
             preallocate,
+            sync: true,
+            ring: None,
             len: 0,
             allocated: 0,
             syncs: 0,
@@ -160,6 +214,19 @@ impl FsyncLoop {
         if preallocate {
             f.extend()?;
         }
+        Ok(f)
+    }
+
+    /// A loop of writes of `per_write` records without sync, over the first [`RING`] bytes of
+    /// the file again and again; the file is filled with zeros first (not synced, not timed).
+    pub fn unsynced(path: &Path, record: usize, per_write: usize) -> Result<FsyncLoop, String> {
+        let mut f = FsyncLoop::create(path, record, per_write, false)?;
+        let ring = RING.max(f.batch.len() as u64);
+        let zeros = vec![0u8; ring as usize];
+        f.file.write_all_at(&zeros, 0).map_err(|e| f.fail("writing zeros to", e))?;
+        f.sync = false;
+        f.ring = Some(ring);
+        f.allocated = ring;
         Ok(f)
     }
 
@@ -179,16 +246,22 @@ impl FsyncLoop {
         format!("{what} {}: {e}", self.path.display())
     }
 
-    /// One durable write of `per_sync` records; first, if the preallocated zeros run out,
-    /// another megabyte of them, synced (as the file backend does, inside the append).
+    /// One write of `per_sync` records, durable unless the loop is [`unsynced`](Self::unsynced);
+    /// first, if the preallocated zeros run out, another megabyte of them, synced (as the file
+    /// backend does, inside the append).
     pub fn once(&mut self) -> Result<(), String> {
         let n = self.batch.len() as u64;
+        if self.ring.is_some_and(|ring| self.len + n > ring) {
+            self.len = 0;
+        }
         if self.preallocate && self.len + n > self.allocated {
             self.extend()?;
         }
         self.file.write_all_at(&self.batch, self.len).map_err(|e| self.fail("writing", e))?;
-        self.file.sync_data().map_err(|e| self.fail("fdatasync of", e))?;
-        self.syncs += 1;
+        if self.sync {
+            self.file.sync_data().map_err(|e| self.fail("fdatasync of", e))?;
+            self.syncs += 1;
+        }
         self.len += n;
         self.allocated = self.allocated.max(self.len);
         Ok(())

@@ -1,9 +1,9 @@
 //! The synced append rows, one group per event size and thread count: the raw loop from as many
 //! threads (each on a file of its own), the ideal cohort and okaywal (256-byte events), plain
-//! SQLite `FULL` and `NORMAL`, and stepjournal on file, SQLite and PostgreSQL. A group's contenders
-//! run in turn, in slices of about 100 ms, round after round, so that a disk whose speed drifts
-//! weighs on each of them alike (a shared virtual disk's does: this project's runs in bursts of
-//! fast syncs between stretches throttled to a few hundred per second).
+//! SQLite `FULL`, and stepjournal on file, SQLite and PostgreSQL. A group's contenders run in
+//! turn, in slices of about 100 ms, round after round, so that a disk whose speed drifts weighs
+//! on each of them alike (a shared virtual disk's does: this project's runs in bursts of fast
+//! syncs between stretches throttled to a few hundred per second).
 
 use std::time::Duration;
 
@@ -125,12 +125,11 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
             let per_thread = contender(&dir, bytes, threads, Sync::Full, Sharing::PerThread)?;
             contenders.push(per_thread.alone());
         }
-        contenders.push(contender(&dir, bytes, threads, Sync::Normal, Sharing::Shared)?);
     }
     if peers {
         contenders.push(crate::wal::contender(&dir, bytes, threads)?);
     }
-    contenders.push(crate::file::contender(&dir, bytes, threads, Durability::Synced)?);
+    contenders.push(crate::file::contender(&dir, bytes, threads, 1, Durability::Synced)?);
     contenders.push(crate::sqlite::contender(&dir, bytes, threads, Durability::Synced)?);
     if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
         contenders.push(pg);
