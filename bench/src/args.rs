@@ -41,6 +41,9 @@ pub struct Args {
 /// The parts `--only` can name.
 pub const PARTS: [&str; 6] = ["synced", "raw", "buffered", "writer", "open", "recovery"];
 
+/// How many sessions a full run recovers.
+pub const RECOVERY_SESSIONS: usize = 100_000;
+
 impl Args {
     pub fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         let mut args = Args::default();
@@ -135,7 +138,20 @@ impl WorkDir {
 
     /// How many sessions the recovery rows recover.
     pub fn recovery_sessions(&self) -> usize {
-        if self.quick && cfg!(debug_assertions) { 1_000 } else { 10_000 }
+        match (self.quick, cfg!(debug_assertions)) {
+            (false, _) => RECOVERY_SESSIONS,
+            (true, false) => 10_000,
+            (true, true) => 1_000,
+        }
+    }
+
+    /// How many events the fold row folds, and in how many passes.
+    pub fn fold_events(&self) -> (usize, usize) {
+        match (self.quick, cfg!(debug_assertions)) {
+            (false, _) => (1_000_000, 5),
+            (true, false) => (1_000_000, 1),
+            (true, true) => (100_000, 1),
+        }
     }
 
     /// What this build and mode scale down, for the header.

@@ -12,6 +12,7 @@ mod buffered;
 mod cache;
 mod cohort;
 mod file;
+mod fold;
 mod plain;
 mod postgres;
 mod raw;
@@ -82,12 +83,13 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 6] = [
+    let parts: [(&str, Workloads); 7] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
         ("buffered", buffered::rows),
         ("writer", writer::rows),
         ("open", file::open_rows),
+        ("recovery", fold::rows),
         ("recovery", recovery::rows),
     ];
     for (name, part) in parts {
