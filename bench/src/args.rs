@@ -14,7 +14,7 @@ usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
 
   --quick      short runs and a small journal (under a minute; CI runs it)
   --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, open,
-               recovery (rows whose baseline is not run show no ratio to it)
+               recovery, reads (rows whose baseline is not run show no ratio to it)
   --dir DIR    run in a new directory stepjournal-bench-<pid> under DIR, removed at the end
                (default: the current directory)
   --json FILE  write every row, with all its ratios, as JSON to FILE
@@ -39,7 +39,7 @@ pub struct Args {
 }
 
 /// The parts `--only` can name.
-pub const PARTS: [&str; 6] = ["synced", "raw", "buffered", "writer", "open", "recovery"];
+pub const PARTS: [&str; 7] = ["synced", "raw", "buffered", "writer", "open", "recovery", "reads"];
 
 /// How many sessions a full run recovers.
 pub const RECOVERY_SESSIONS: usize = 100_000;
@@ -127,6 +127,12 @@ impl WorkDir {
         if self.quick { Duration::from_millis(400) } else { Duration::from_secs(3) }
     }
 
+    /// The segment size of the journals the open rows open: the default (64 MiB) in a full run;
+    /// in `--quick`, a sixteenth of the smaller journal, so that it still has sealed segments.
+    pub fn open_segment(&self) -> u64 {
+        if self.quick { self.open_bytes() / 16 } else { 64 << 20 }
+    }
+
     /// How large the journal opened by the open rows is.
     pub fn open_bytes(&self) -> u64 {
         match (self.quick, cfg!(debug_assertions)) {
@@ -152,6 +158,11 @@ impl WorkDir {
             (true, false) => (1_000_000, 1),
             (true, true) => (100_000, 1),
         }
+    }
+
+    /// How large the journal of the interleaved read is.
+    pub fn interleaved_bytes(&self) -> u64 {
+        if self.quick { 4 << 20 } else { 64 << 20 }
     }
 
     /// What this build and mode scale down, for the header.

@@ -13,9 +13,12 @@ mod cache;
 mod cohort;
 mod file;
 mod fold;
+mod open;
 mod plain;
 mod postgres;
+mod procio;
 mod raw;
+mod reads;
 mod recovery;
 mod sqlite;
 mod synced;
@@ -83,12 +86,13 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 7] = [
+    let parts: [(&str, Workloads); 8] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
         ("buffered", buffered::rows),
         ("writer", writer::rows),
-        ("open", file::open_rows),
+        ("open", open::rows),
+        ("reads", reads::rows),
         ("recovery", fold::rows),
         ("recovery", recovery::rows),
     ];

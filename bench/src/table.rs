@@ -22,6 +22,7 @@ pub enum Section {
     Writer,
     Open,
     Recovery,
+    Reads,
 }
 
 impl Section {
@@ -33,6 +34,7 @@ impl Section {
             Section::Writer => "writer",
             Section::Open => "open",
             Section::Recovery => "recovery",
+            Section::Reads => "reads",
         }
     }
 }
@@ -113,6 +115,8 @@ pub struct Row {
     pub vs_sqlite: Option<Compare>,
     /// Further baselines, each with a short name for the table.
     pub peers: Vec<(&'static str, Compare)>,
+    /// Bytes the process read (`rchar`) per byte of what it was asked for, where measured.
+    pub read_per_byte: Option<f64>,
     /// Anything a reader needs to read the figure right.
     pub note: String,
     /// The 1-minute load average when the row was added.
@@ -143,6 +147,7 @@ impl Row {
             vs_raw: None,
             vs_sqlite: None,
             peers: Vec::new(),
+            read_per_byte: None,
             note: String::new(),
             load: None,
         }
@@ -176,6 +181,11 @@ impl Row {
     /// Another baseline, shown as `name` in the peers column.
     pub fn vs(mut self, name: &'static str, compare: Compare) -> Row {
         self.peers.push((name, compare));
+        self
+    }
+
+    pub fn read_per_byte(mut self, ratio: f64) -> Row {
+        self.read_per_byte = Some(ratio);
         self
     }
 
@@ -308,6 +318,7 @@ impl Table {
             "p99",
             "p99.9",
             "fsyncs/append",
+            "bytes read/byte",
             "rate vs raw",
             "p50 vs raw",
             "rate vs plain SQLite",
@@ -316,7 +327,7 @@ impl Table {
             "load",
             "note",
         ];
-        let mut lines: Vec<[String; 14]> = Vec::new();
+        let mut lines: Vec<[String; 15]> = Vec::new();
         for r in self.ordered() {
             let raw = self.ratios(r, r.vs_raw.as_ref());
             let sql = self.ratios(r, r.vs_sqlite.as_ref());
@@ -331,6 +342,7 @@ impl Table {
                 lat(|l| l.p99_us),
                 lat(|l| l.p999_us),
                 r.fsyncs_per_append.map_or("-".to_owned(), |f| format!("{f:.3}")),
+                r.read_per_byte.map_or("-".to_owned(), |x| format!("{x:.3}")),
                 fmt_ratio(raw.rate),
                 fmt_ratio(raw.p50),
                 fmt_ratio(sql.rate),
@@ -426,6 +438,7 @@ impl Table {
                     "fsyncs_per_append": r.fsyncs_per_append,
                     "elapsed_s": r.elapsed_s,
                     "load1": r.load,
+                    "bytes_read_per_byte": r.read_per_byte,
                     "vs_raw": ratios(r, r.vs_raw.as_ref()),
                     "vs_plain_sqlite": ratios(r, r.vs_sqlite.as_ref()),
                     "vs_peers": r.peers.iter().map(|(name, c)| {
@@ -466,10 +479,11 @@ events per transaction as per append) for Buffered rows. rate vs peers: over the
 (ideal cohort: the same threads on one raw preallocated file, every group holding all of them, \
 one write and one fdatasync per group; okaywal; the SQLite backend), with the p99.9 ratio where \
 both latencies time the same operation. Writer rows compare 10 appends per step. p50 ratios only \
-where both latencies time the same operation. MB/s counts record bytes. Rows whose note says \
-\"turns\" ran in turns with the rest of their group, baselines included, in 100 ms slices, so that \
-a drifting disk weighs on each alike; the others ran one after another, and their ratios carry \
-the disk's drift too. load: the 1-minute load average as the row finished.
+where both latencies time the same operation. bytes read/byte: what the process read (rchar in \
+/proc/self/io) over the bytes asked for (the note says which). MB/s counts record bytes. Rows \
+whose note says \"turns\" ran in turns with the rest of their group, baselines included, in 100 ms \
+slices, so that a drifting disk weighs on each alike; the others ran one after another, and \
+their ratios carry the disk's drift too. load: the 1-minute load average as the row finished.
 ";
 
 #[cfg(test)]
@@ -537,13 +551,16 @@ mod tests {
         t.push(
             Row::new(Section::Synced, "row", "file", "synced", 800.0, "appends/s", 1.0)
                 .latency(lat(50.0))
+                .read_per_byte(1.25)
                 .vs("ideal cohort", Compare::rate_only("ideal", 1.0))
                 .vs("okaywal", Compare::to("peer")),
         );
         let text = t.render();
         assert!(text.contains("ideal cohort 0.80x; okaywal 2.00x (p99.9 0.50x)"), "{text}");
+        assert!(text.contains("| 1.250 "), "{text}");
         let json = t.to_json();
         let row = &json["rows"][2];
+        assert_eq!(row["bytes_read_per_byte"], 1.25);
         assert_eq!(row["vs_peers"][0]["name"], "ideal cohort");
         assert_eq!(row["vs_peers"][0]["rate"], 0.8);
         assert_eq!(row["vs_peers"][1]["p999"], 0.5);
