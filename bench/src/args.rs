@@ -14,7 +14,7 @@ usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
 
   --quick      short runs and a small journal (under a minute; CI runs it)
   --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, open,
-               recovery, reads (rows whose baseline is not run show no ratio to it)
+               recovery, reads, compaction (rows whose baseline is not run show no ratio to it)
   --dir DIR    run in a new directory stepjournal-bench-<pid> under DIR, removed at the end
                (default: the current directory)
   --json FILE  write every row, with all its ratios, as JSON to FILE
@@ -39,7 +39,8 @@ pub struct Args {
 }
 
 /// The parts `--only` can name.
-pub const PARTS: [&str; 7] = ["synced", "raw", "buffered", "writer", "open", "recovery", "reads"];
+pub const PARTS: [&str; 8] =
+    ["synced", "raw", "buffered", "writer", "open", "recovery", "reads", "compaction"];
 
 /// How many sessions a full run recovers.
 pub const RECOVERY_SESSIONS: usize = 100_000;
@@ -163,6 +164,11 @@ impl WorkDir {
     /// How large the journal of the interleaved read is.
     pub fn interleaved_bytes(&self) -> u64 {
         if self.quick { 4 << 20 } else { 64 << 20 }
+    }
+
+    /// The segment size of the compaction rows' journals.
+    pub fn compaction_segment(&self) -> u64 {
+        if self.quick { 1 << 20 } else { 8 << 20 }
     }
 
     /// What this build and mode scale down, for the header.

@@ -11,6 +11,7 @@ mod args;
 mod buffered;
 mod cache;
 mod cohort;
+mod compaction;
 mod file;
 mod fold;
 mod open;
@@ -86,7 +87,7 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 8] = [
+    let parts: [(&str, Workloads); 9] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
         ("buffered", buffered::rows),
@@ -95,6 +96,7 @@ fn run(args: &args::Args) -> Result<(), String> {
         ("reads", reads::rows),
         ("recovery", fold::rows),
         ("recovery", recovery::rows),
+        ("compaction", compaction::rows),
     ];
     for (name, part) in parts {
         if args.runs(name) {

@@ -5,8 +5,8 @@
 //! without sync for `Buffered` rows, or a sequential read of the same files) and the plain SQLite
 //! row with the same thread count and event size (`synchronous=FULL` for durable rows, `NORMAL` for
 //! `Buffered` ones). Its rate and latencies are shown as ratios to both. A row may also name peers
-//! (the ideal cohort, okaywal, the SQLite backend), each shown as a rate ratio, with the p99.9
-//! ratio where the latencies time the same operation.
+//! (the ideal cohort, okaywal, the SQLite backend, the same workload without compaction), each
+//! shown as a rate ratio, with the p99.9 ratio where the latencies time the same operation.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -23,6 +23,7 @@ pub enum Section {
     Open,
     Recovery,
     Reads,
+    Compaction,
 }
 
 impl Section {
@@ -35,6 +36,7 @@ impl Section {
             Section::Open => "open",
             Section::Recovery => "recovery",
             Section::Reads => "reads",
+            Section::Compaction => "compaction",
         }
     }
 }
@@ -477,13 +479,14 @@ MB/s). rate vs plain SQLite: over plain SQLite, WAL, one transaction per append,
 number of threads with events the same size: synchronous=FULL for durable rows, NORMAL (as many \
 events per transaction as per append) for Buffered rows. rate vs peers: over the named rows \
 (ideal cohort: the same threads on one raw preallocated file, every group holding all of them, \
-one write and one fdatasync per group; okaywal; the SQLite backend), with the p99.9 ratio where \
-both latencies time the same operation. Writer rows compare 10 appends per step. p50 ratios only \
-where both latencies time the same operation. bytes read/byte: what the process read (rchar in \
-/proc/self/io) over the bytes asked for (the note says which). MB/s counts record bytes. Rows \
-whose note says \"turns\" ran in turns with the rest of their group, baselines included, in 100 ms \
-slices, so that a drifting disk weighs on each alike; the others ran one after another, and \
-their ratios carry the disk's drift too. load: the 1-minute load average as the row finished.
+one write and one fdatasync per group; okaywal; the SQLite backend; the same bystander without \
+compaction), with the p99.9 ratio where both latencies time the same operation. Writer rows \
+compare 10 appends per step. p50 ratios only where both latencies time the same operation. bytes \
+read/byte: what the process read (rchar in /proc/self/io) over the bytes asked for (the note \
+says which). MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the rest \
+of their group, baselines included, in 100 ms slices, so that a drifting disk weighs on each \
+alike; the others ran one after another, and their ratios carry the disk's drift too. load: the \
+1-minute load average as the row finished.
 ";
 
 #[cfg(test)]
