@@ -11,6 +11,7 @@ stepjournal-bench: every backend, plain SQLite as applications run it, and the d
 measured side by side in one run and one directory, printed as one table with ratios.
 
 usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
+       stepjournal-bench --count OP N [--dir DIR]
 
   --quick      short runs and a small journal (under a minute; CI runs it)
   --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, open,
@@ -19,6 +20,9 @@ usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
                (default: the current directory)
   --json FILE  write every row, with all its ratios, as JSON to FILE
                (default: stepjournal-bench.json in the current directory)
+  --count OP N do exactly N operations OP and nothing else timed, for counting instructions
+               under `valgrind --tool=callgrind` (docs/perf.md): encode, decode, fold (events),
+               append (Buffered appends of one 256-byte event to a file journal)
 
 PostgreSQL rows run when STEPJOURNAL_PG_URL names a server (postgres://user@host:port/db).
 ";
@@ -36,11 +40,16 @@ pub struct Args {
     pub help: bool,
     /// The parts to run (all when empty).
     pub only: Vec<String>,
+    /// `--count OP N`: an operation of [`COUNT_OPS`] and how many times to do it.
+    pub count: Option<(String, u64)>,
 }
 
 /// The parts `--only` can name.
 pub const PARTS: [&str; 8] =
     ["synced", "raw", "buffered", "writer", "open", "recovery", "reads", "compaction"];
+
+/// The operations `--count` can do.
+pub const COUNT_OPS: [&str; 4] = ["encode", "decode", "fold", "append"];
 
 /// How many sessions a full run recovers.
 pub const RECOVERY_SESSIONS: usize = 100_000;
@@ -64,6 +73,22 @@ impl Args {
                         }
                         args.only.push(part.to_owned());
                     }
+                }
+                "--count" => {
+                    let op = it.next().ok_or("--count needs an operation and a number")?;
+                    if !COUNT_OPS.contains(&op.as_str()) {
+                        return Err(format!(
+                            "--count: unknown operation `{op}` (the operations: {})",
+                            COUNT_OPS.join(", ")
+                        ));
+                    }
+                    let n = it.next().ok_or("--count needs a number after the operation")?;
+                    let n: u64 = n
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or(format!("--count: `{n}` is not a positive number"))?;
+                    args.count = Some((op, n));
                 }
                 "-h" | "--help" => args.help = true,
                 other => return Err(format!("unknown argument `{other}`")),
@@ -219,6 +244,15 @@ mod tests {
         assert!(parse(&["--dir"]).is_err());
         assert!(parse(&["--fast"]).is_err_and(|e| e.contains("--fast")));
         assert!(parse(&["--only", "synced,disk"]).is_err_and(|e| e.contains("`disk`")));
+    }
+
+    #[test]
+    fn count_takes_a_known_operation_and_a_positive_number() {
+        let a = parse(&["--count", "fold", "1000"]).unwrap_or_default();
+        assert_eq!(a.count, Some(("fold".to_owned(), 1000)));
+        assert!(parse(&["--count", "sort", "10"]).is_err_and(|e| e.contains("`sort`")));
+        assert!(parse(&["--count", "encode", "0"]).is_err_and(|e| e.contains("`0`")));
+        assert!(parse(&["--count", "encode"]).is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! each beside the disk's own limit, plain SQLite as applications run it, and its peers.
 //!
 //! `cargo run --release -p stepjournal-bench -- [--quick] [--only PARTS] [--dir DIR] [--json FILE]`
+//! (or `--count OP N`, for counting instructions under callgrind)
 //!
 //! Each workload group is a module that adds its rows to the [`table::Table`]; the table prints
 //! the raw rows first, as the physical limits every other row is compared with.
@@ -12,6 +13,7 @@ mod buffered;
 mod cache;
 mod cohort;
 mod compaction;
+mod count;
 mod file;
 mod fold;
 mod open;
@@ -75,6 +77,9 @@ type Workloads = fn(&args::WorkDir, &mut table::Table) -> Result<(), String>;
 
 fn run(args: &args::Args) -> Result<(), String> {
     let work = args::WorkDir::new(args)?;
+    if let Some((op, n)) = &args.count {
+        return count::run(op, *n, &work);
+    }
     if postgres::url().is_none() {
         eprintln!("stepjournal-bench: STEPJOURNAL_PG_URL is not set: no PostgreSQL rows");
     }
