@@ -150,7 +150,7 @@ impl WorkDir {
 
     /// How long a timed workload runs.
     pub fn budget(&self) -> Duration {
-        if self.quick { Duration::from_millis(400) } else { Duration::from_secs(3) }
+        if self.quick { Duration::from_millis(300) } else { Duration::from_secs(3) }
     }
 
     /// The segment size of the journals the open rows open: the default (64 MiB) in a full run;
@@ -202,15 +202,19 @@ impl WorkDir {
             return None;
         }
         let mut s = format!(
-            "--quick: {} ms per workload, a {} MiB journal to open",
+            "--quick: {} ms per workload, {} MiB journals of {} MiB segments to open, {} \
+             sessions to recover, {} MiB segments to compact, a {} MiB journal to read \
+             interleaved, {} events to fold",
             self.budget().as_millis(),
-            self.open_bytes() >> 20
+            self.open_bytes() >> 20,
+            self.open_segment() >> 20,
+            self.recovery_sessions(),
+            self.compaction_segment() >> 20,
+            self.interleaved_bytes() >> 20,
+            self.fold_events().0
         );
         if cfg!(debug_assertions) {
-            s.push_str(&format!(
-                ", {} sessions to recover (debug build: the figures say nothing of speed)",
-                self.recovery_sessions()
-            ));
+            s.push_str(" (debug build: the figures say nothing of speed)");
         }
         Some(s)
     }
