@@ -184,6 +184,19 @@ pub struct Turned {
     pub syncs: Option<u64>,
 }
 
+/// The order of `n` contenders in round `round`: a shuffle (Fisher-Yates, on a linear
+/// congruential sequence seeded by the round), the same in every run.
+pub fn order(n: usize, round: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..n).rev() {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let j = ((x >> 33) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
 /// Runs `contenders` in turns, slice after slice, round after round (those marked alone after,
 /// in one piece each), then finishes each.
 pub fn in_turns(work: &WorkDir, mut contenders: Vec<Contender>) -> Result<Vec<Turned>, String> {
@@ -207,9 +220,9 @@ pub fn in_turns(work: &WorkDir, mut contenders: Vec<Contender>) -> Result<Vec<Tu
     };
     let mut measured = || -> Result<(), String> {
         for round in 0..rounds {
-            // Each round starts with a different contender, so none always follows the same one.
-            for k in 0..n {
-                let j = (round + k) % n;
+            // Each round in an order of its own, so that no contender always follows the same
+            // one (on a disk that throttles, the one before leaves it with less to give).
+            for j in order(n, round) {
                 if !alone.get(j).copied().unwrap_or(false) {
                     run(j, round, slice)?;
                 }
@@ -250,4 +263,28 @@ pub fn in_turns(work: &WorkDir, mut contenders: Vec<Contender>) -> Result<Vec<Tu
         out.push(Turned { group, key, workload, note, measured, syncs });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_round_runs_each_contender_once_and_predecessors_vary() {
+        let n = 7;
+        let mut before = vec![std::collections::BTreeSet::new(); n];
+        for round in 0..30 {
+            let o = order(n, round);
+            let mut sorted = o.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "round {round}: {o:?}");
+            for w in o.windows(2) {
+                if let [a, b] = w {
+                    before[*b].insert(*a);
+                }
+            }
+        }
+        // With a rotation each contender would follow one other only.
+        assert!(before.iter().all(|s| s.len() >= 3), "{before:?}");
+    }
 }

@@ -484,9 +484,9 @@ compaction), with the p99.9 ratio where both latencies time the same operation. 
 compare 10 appends per step. p50 ratios only where both latencies time the same operation. bytes \
 read/byte: what the process read (rchar in /proc/self/io) over the bytes asked for (the note \
 says which). MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the rest \
-of their group, baselines included, in 100 ms slices, so that a drifting disk weighs on each \
-alike; the others ran one after another, and their ratios carry the disk's drift too. load: the \
-1-minute load average as the row finished.
+of their group, baselines included, in 100 ms slices, in an order shuffled every round, so that \
+a drifting disk weighs on each alike; the others ran one after another, and their ratios carry \
+the disk's drift too. load: the 1-minute load average as the row finished.
 ";
 
 #[cfg(test)]
