@@ -6,11 +6,12 @@
 
 use stepjournal_backends::Durability;
 
+use crate::appends::Measured;
 use crate::args::WorkDir;
 use crate::file::buffered_row;
 use crate::plain::{Sharing, Sync};
 use crate::synced::in_turns;
-use crate::table::{Compare, Latency, Row, Section, Table};
+use crate::table::{Compare, Section, Table};
 
 /// (sessions, events per append).
 const GROUPS: [(usize, usize); 6] = [(1, 1), (8, 1), (1, 16), (8, 16), (1, 256), (8, 256)];
@@ -38,38 +39,19 @@ fn group(work: &WorkDir, table: &mut Table, sessions: usize, batch: usize) -> Re
     let raw_key = crate::raw::unsynced_key(sessions, batch);
     let sql_key = crate::plain::normal_key(256, sessions, batch);
     for t in in_turns(work, contenders)? {
-        let m = &t.measured;
         let row = match t.group {
-            "raw" => Row::new(
-                Section::Raw,
-                t.key,
-                t.group,
-                t.workload,
-                m.events_per_sec(),
-                "records/s",
-                m.elapsed.as_secs_f64(),
-            )
-            .mb(m.mb_per_sec())
-            .latency(Latency::of(&m.latency))
-            .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-            .vs_sqlite(Compare::to(sql_key.clone()))
-            .note(t.note),
-            "plain sqlite" => Row::new(
-                Section::Buffered,
-                t.key,
-                t.group,
-                t.workload,
-                m.events_per_sec(),
-                "events/s",
-                m.elapsed.as_secs_f64(),
-            )
-            .mb(m.mb_per_sec())
-            .latency(Latency::of(&m.latency))
-            .vs_raw(Compare::to(raw_key.clone()))
-            .note(format!("{}; latency per transaction", t.note)),
+            "raw" => t
+                .row(Section::Raw, Measured::events_per_sec, "records/s")
+                .vs_sqlite(Compare::to(sql_key.clone())),
+            "plain sqlite" => {
+                let note = format!("{}; latency per transaction", t.note);
+                t.row(Section::Buffered, Measured::events_per_sec, "events/s")
+                    .vs_raw(Compare::to(raw_key.clone()))
+                    .note(note)
+            }
             group => {
                 let key = t.key.clone();
-                buffered_row(group, key, m, sessions, batch, t.syncs, &t.note)
+                buffered_row(group, key, &t.measured, sessions, batch, t.syncs, &t.note)
             }
         };
         table.push(row);

@@ -21,7 +21,7 @@ use crate::appends::{Measured, event};
 use crate::args::WorkDir;
 use crate::file::segment_files;
 use crate::synced::{Contender, in_turns};
-use crate::table::{Compare, Latency, Row, Section, Table, fmt_us};
+use crate::table::{Compare, Section, Table, fmt_us};
 
 /// How long a slice with compaction waits for the sealed segment to go.
 const RECLAIM_WAIT: Duration = Duration::from_secs(5);
@@ -266,26 +266,12 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     let turned = in_turns(work, contenders)?;
     let half = half_dead(&dir.join("half"), segment)?;
     for t in turned {
-        let m = &t.measured;
         let compact = t.key == key(true);
-        let mut row = Row::new(
-            Section::Compaction,
-            t.key,
-            t.group,
-            t.workload,
-            m.appends_per_sec(),
-            "appends/s",
-            m.elapsed.as_secs_f64(),
-        )
-        .mb(m.mb_per_sec())
-        .latency(Latency::of(&m.latency))
-        .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64));
-        row = if compact {
-            row.vs("without compaction", Compare::to(key(false)))
-                .note(format!("{}; {half}", t.note))
-        } else {
-            row.note(t.note)
-        };
+        let note = format!("{}; {half}", t.note);
+        let mut row = t.row(Section::Compaction, Measured::appends_per_sec, "appends/s");
+        if compact {
+            row = row.vs("without compaction", Compare::to(key(false))).note(note);
+        }
         table.push(row);
     }
     work.clear(&dir);

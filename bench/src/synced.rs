@@ -136,22 +136,17 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
     }
     let raw_key = crate::raw::fsync_key(bytes, threads);
     let cohort_key = crate::cohort::key(bytes, threads);
-    for t in in_turns(work, contenders)? {
+    for mut t in in_turns(work, contenders)? {
         let raw_row = t.group == "raw";
-        let m = &t.measured;
-        let (section, rate, unit) = if raw_row {
-            (Section::Raw, m.events_per_sec(), "records/s")
+        if t.workload.is_empty() {
+            t.workload = workload(bytes, threads);
+        }
+        let mut row = if raw_row {
+            t.row(Section::Raw, Measured::events_per_sec, "records/s")
         } else {
-            (Section::Synced, m.appends_per_sec(), "appends/s")
-        };
-        let workload = if t.workload.is_empty() { workload(bytes, threads) } else { t.workload };
-        let mut row =
-            Row::new(section, t.key, t.group, workload, rate, unit, m.elapsed.as_secs_f64())
-                .mb(m.mb_per_sec())
-                .latency(Latency::of(&m.latency))
-                .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-                .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)))
-                .note(t.note);
+            t.row(Section::Synced, Measured::appends_per_sec, "appends/s")
+        }
+        .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)));
         if row.key != raw_key {
             row = row.vs_raw(Compare::to(raw_key.clone()));
         }
@@ -182,6 +177,27 @@ pub struct Turned {
     pub measured: Measured,
     /// The `fdatasync` calls made, when known.
     pub syncs: Option<u64>,
+}
+
+impl Turned {
+    /// The row of what the contender measured: `rate` of it in `unit`, MB/s, latency, `fdatasync`
+    /// calls per append where counted, and its note.
+    pub fn row(self, section: Section, rate: fn(&Measured) -> f64, unit: &'static str) -> Row {
+        let m = &self.measured;
+        Row::new(
+            section,
+            self.key,
+            self.group,
+            self.workload,
+            rate(m),
+            unit,
+            m.elapsed.as_secs_f64(),
+        )
+        .mb(m.mb_per_sec())
+        .latency(Latency::of(&m.latency))
+        .fsyncs(self.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
+        .note(self.note)
+    }
 }
 
 /// The order of `n` contenders in round `round`: a shuffle (Fisher-Yates, on a linear

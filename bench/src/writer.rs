@@ -67,37 +67,16 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
             .find(|t| t.key == key(backend, sessions, Mode::Raw))
             .map_or(0.0, |t| t.measured.appends_per_sec());
         for t in turned {
-            let m = &t.measured;
             let row = match t.group {
-                "raw" => Row::new(
-                    Section::Raw,
-                    t.key,
-                    t.group,
-                    t.workload,
-                    m.events_per_sec(),
-                    "records/s",
-                    m.elapsed.as_secs_f64(),
-                )
-                .mb(m.mb_per_sec())
-                .latency(Latency::of(&m.latency))
-                .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-                .vs_sqlite(Compare::to(sql_key.clone()))
-                .note(t.note),
-                "plain sqlite" => Row::new(
-                    Section::Writer,
-                    t.key,
-                    t.group,
-                    t.workload,
-                    m.appends_per_sec(),
-                    "appends/s",
-                    m.elapsed.as_secs_f64(),
-                )
-                .mb(m.mb_per_sec())
-                .latency(Latency::of(&m.latency))
-                .vs_raw(Compare::to(raw_key.clone()))
-                .vs_sqlite(Compare::to(sql_key.clone()))
-                .note(t.note),
+                "raw" => t
+                    .row(Section::Raw, Measured::events_per_sec, "records/s")
+                    .vs_sqlite(Compare::to(sql_key.clone())),
+                "plain sqlite" => t
+                    .row(Section::Writer, Measured::appends_per_sec, "appends/s")
+                    .vs_raw(Compare::to(raw_key.clone()))
+                    .vs_sqlite(Compare::to(sql_key.clone())),
                 _ => {
+                    let m = &t.measured;
                     let mut note = t.note;
                     if t.key == key(backend, sessions, Mode::Writer) && raw_steps > 0.0 {
                         note = format!(
