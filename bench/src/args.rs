@@ -11,14 +11,18 @@ stepjournal-bench: every backend, plain SQLite as applications run it, and the d
 measured side by side in one run and one directory, printed as one table with ratios.
 
 usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
+       stepjournal-bench --count OP N [--dir DIR]
 
   --quick      short runs and a small journal (under a minute; CI runs it)
   --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, open,
-               recovery (rows whose baseline is not run show no ratio to it)
+               recovery, reads, compaction (rows whose baseline is not run show no ratio to it)
   --dir DIR    run in a new directory stepjournal-bench-<pid> under DIR, removed at the end
                (default: the current directory)
   --json FILE  write every row, with all its ratios, as JSON to FILE
                (default: stepjournal-bench.json in the current directory)
+  --count OP N do exactly N operations OP and nothing else timed, for counting instructions
+               under `valgrind --tool=callgrind` (docs/perf.md): encode, decode, fold (events),
+               append (Buffered appends of one 256-byte event to a file journal)
 
 PostgreSQL rows run when STEPJOURNAL_PG_URL names a server (postgres://user@host:port/db).
 ";
@@ -36,10 +40,19 @@ pub struct Args {
     pub help: bool,
     /// The parts to run (all when empty).
     pub only: Vec<String>,
+    /// `--count OP N`: an operation of [`COUNT_OPS`] and how many times to do it.
+    pub count: Option<(String, u64)>,
 }
 
 /// The parts `--only` can name.
-pub const PARTS: [&str; 6] = ["synced", "raw", "buffered", "writer", "open", "recovery"];
+pub const PARTS: [&str; 8] =
+    ["synced", "raw", "buffered", "writer", "open", "recovery", "reads", "compaction"];
+
+/// The operations `--count` can do.
+pub const COUNT_OPS: [&str; 4] = ["encode", "decode", "fold", "append"];
+
+/// How many sessions a full run recovers.
+pub const RECOVERY_SESSIONS: usize = 100_000;
 
 impl Args {
     pub fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -60,6 +73,22 @@ impl Args {
                         }
                         args.only.push(part.to_owned());
                     }
+                }
+                "--count" => {
+                    let op = it.next().ok_or("--count needs an operation and a number")?;
+                    if !COUNT_OPS.contains(&op.as_str()) {
+                        return Err(format!(
+                            "--count: unknown operation `{op}` (the operations: {})",
+                            COUNT_OPS.join(", ")
+                        ));
+                    }
+                    let n = it.next().ok_or("--count needs a number after the operation")?;
+                    let n: u64 = n
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or(format!("--count: `{n}` is not a positive number"))?;
+                    args.count = Some((op, n));
                 }
                 "-h" | "--help" => args.help = true,
                 other => return Err(format!("unknown argument `{other}`")),
@@ -121,7 +150,13 @@ impl WorkDir {
 
     /// How long a timed workload runs.
     pub fn budget(&self) -> Duration {
-        if self.quick { Duration::from_millis(400) } else { Duration::from_secs(3) }
+        if self.quick { Duration::from_millis(300) } else { Duration::from_secs(3) }
+    }
+
+    /// The segment size of the journals the open rows open: the default (64 MiB) in a full run;
+    /// in `--quick`, a sixteenth of the smaller journal, so that it still has sealed segments.
+    pub fn open_segment(&self) -> u64 {
+        if self.quick { self.open_bytes() / 16 } else { 64 << 20 }
     }
 
     /// How large the journal opened by the open rows is.
@@ -135,7 +170,30 @@ impl WorkDir {
 
     /// How many sessions the recovery rows recover.
     pub fn recovery_sessions(&self) -> usize {
-        if self.quick && cfg!(debug_assertions) { 1_000 } else { 10_000 }
+        match (self.quick, cfg!(debug_assertions)) {
+            (false, _) => RECOVERY_SESSIONS,
+            (true, false) => 10_000,
+            (true, true) => 1_000,
+        }
+    }
+
+    /// How many events the fold row folds, and in how many passes.
+    pub fn fold_events(&self) -> (usize, usize) {
+        match (self.quick, cfg!(debug_assertions)) {
+            (false, _) => (1_000_000, 5),
+            (true, false) => (1_000_000, 1),
+            (true, true) => (100_000, 1),
+        }
+    }
+
+    /// How large the journal of the interleaved read is.
+    pub fn interleaved_bytes(&self) -> u64 {
+        if self.quick { 4 << 20 } else { 64 << 20 }
+    }
+
+    /// The segment size of the compaction rows' journals.
+    pub fn compaction_segment(&self) -> u64 {
+        if self.quick { 1 << 20 } else { 8 << 20 }
     }
 
     /// What this build and mode scale down, for the header.
@@ -144,15 +202,19 @@ impl WorkDir {
             return None;
         }
         let mut s = format!(
-            "--quick: {} ms per workload, a {} MiB journal to open",
+            "--quick: {} ms per workload, {} MiB journals of {} MiB segments to open, {} \
+             sessions to recover, {} MiB segments to compact, a {} MiB journal to read \
+             interleaved, {} events to fold",
             self.budget().as_millis(),
-            self.open_bytes() >> 20
+            self.open_bytes() >> 20,
+            self.open_segment() >> 20,
+            self.recovery_sessions(),
+            self.compaction_segment() >> 20,
+            self.interleaved_bytes() >> 20,
+            self.fold_events().0
         );
         if cfg!(debug_assertions) {
-            s.push_str(&format!(
-                ", {} sessions to recover (debug build: the figures say nothing of speed)",
-                self.recovery_sessions()
-            ));
+            s.push_str(" (debug build: the figures say nothing of speed)");
         }
         Some(s)
     }
@@ -186,6 +248,15 @@ mod tests {
         assert!(parse(&["--dir"]).is_err());
         assert!(parse(&["--fast"]).is_err_and(|e| e.contains("--fast")));
         assert!(parse(&["--only", "synced,disk"]).is_err_and(|e| e.contains("`disk`")));
+    }
+
+    #[test]
+    fn count_takes_a_known_operation_and_a_positive_number() {
+        let a = parse(&["--count", "fold", "1000"]).unwrap_or_default();
+        assert_eq!(a.count, Some(("fold".to_owned(), 1000)));
+        assert!(parse(&["--count", "sort", "10"]).is_err_and(|e| e.contains("`sort`")));
+        assert!(parse(&["--count", "encode", "0"]).is_err_and(|e| e.contains("`0`")));
+        assert!(parse(&["--count", "encode"]).is_err());
     }
 
     #[test]

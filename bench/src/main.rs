@@ -1,22 +1,32 @@
 //! The side-by-side benchmark: one table, every row measured in the same run and directory,
-//! each beside the disk's own limit and plain SQLite as applications run it.
+//! each beside the disk's own limit, plain SQLite as applications run it, and its peers.
 //!
-//! `cargo run --release -p stepjournal-bench -- [--quick] [--dir DIR] [--json FILE]`
+//! `cargo run --release -p stepjournal-bench -- [--quick] [--only PARTS] [--dir DIR] [--json FILE]`
+//! (or `--count OP N`, for counting instructions under callgrind)
 //!
 //! Each workload group is a module that adds its rows to the [`table::Table`]; the table prints
 //! the raw rows first, as the physical limits every other row is compared with.
 
 mod appends;
 mod args;
+mod buffered;
 mod cache;
+mod cohort;
+mod compaction;
+mod count;
 mod file;
+mod fold;
+mod open;
 mod plain;
 mod postgres;
+mod procio;
 mod raw;
+mod reads;
 mod recovery;
 mod sqlite;
 mod synced;
 mod table;
+mod wal;
 mod writer;
 
 use std::process::ExitCode;
@@ -67,6 +77,12 @@ type Workloads = fn(&args::WorkDir, &mut table::Table) -> Result<(), String>;
 
 fn run(args: &args::Args) -> Result<(), String> {
     let work = args::WorkDir::new(args)?;
+    if let Some((op, n)) = &args.count {
+        return count::run(op, *n, &work);
+    }
+    if postgres::url().is_none() {
+        eprintln!("stepjournal-bench: STEPJOURNAL_PG_URL is not set: no PostgreSQL rows");
+    }
     let info = table::RunInfo {
         quick: args.quick,
         build: if cfg!(debug_assertions) { "debug" } else { "release" },
@@ -76,15 +92,16 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 8] = [
+    let parts: [(&str, Workloads); 9] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
-        ("buffered", file::buffered_rows),
-        ("buffered", sqlite::rows),
-        ("buffered", postgres::rows),
+        ("buffered", buffered::rows),
         ("writer", writer::rows),
-        ("open", file::open_rows),
+        ("open", open::rows),
+        ("reads", reads::rows),
+        ("recovery", fold::rows),
         ("recovery", recovery::rows),
+        ("compaction", compaction::rows),
     ];
     for (name, part) in parts {
         if args.runs(name) {

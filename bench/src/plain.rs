@@ -36,9 +36,15 @@ impl Sync {
 }
 
 /// The key of the plain `FULL` row for `bytes`-byte events from `threads` threads: the SQLite
-/// baseline of every row with those.
+/// baseline of every durable row with those.
 pub fn full_key(bytes: usize, threads: usize) -> String {
     format!("plain.full.{bytes}.{threads}")
+}
+
+/// The key of the plain `NORMAL` row for `bytes`-byte events from `threads` threads, `per_tx`
+/// events per transaction: the SQLite baseline of the `Buffered` rows with those.
+pub fn normal_key(bytes: usize, threads: usize, per_tx: usize) -> String {
+    format!("plain.normal.{bytes}.{threads}.x{per_tx}")
 }
 
 fn failed(what: &str) -> impl Fn(rusqlite::Error) -> String + '_ {
@@ -113,19 +119,40 @@ pub fn contender(
     sync: Sync,
     sharing: Sharing,
 ) -> Result<Contender, String> {
+    contender_batched(dir, bytes, threads, 1, sync, sharing)
+}
+
+/// Plain SQLite: `threads` threads, each appending `per_tx` `bytes`-byte events per transaction
+/// to its own session. Keyed by [`full_key`] (`FULL`, one event per transaction) or
+/// [`normal_key`] (`NORMAL`, shared).
+pub fn contender_batched(
+    dir: &Path,
+    bytes: usize,
+    threads: usize,
+    per_tx: usize,
+    sync: Sync,
+    sharing: Sharing,
+) -> Result<Contender, String> {
     let name = sync.name();
-    let (path, key, connections) = match sharing {
-        Sharing::Shared => (
-            dir.join(format!("plain-{}.sqlite", name.to_lowercase())),
-            format!("plain.{}.{bytes}.{threads}", name.to_lowercase()),
+    let lower = name.to_lowercase();
+    let (path, key, connections) = match (sharing, sync) {
+        (Sharing::Shared, Sync::Full) => (
+            dir.join(format!("plain-{lower}.sqlite")),
+            format!("plain.{lower}.{bytes}.{threads}"),
             "one shared connection",
         ),
-        Sharing::PerThread => (
-            dir.join(format!("plain-{}-per-thread.sqlite", name.to_lowercase())),
-            format!("plain.{}.per-thread.{bytes}.{threads}", name.to_lowercase()),
+        (Sharing::Shared, Sync::Normal) => (
+            dir.join(format!("plain-{lower}.sqlite")),
+            normal_key(bytes, threads, per_tx),
+            "one shared connection",
+        ),
+        (Sharing::PerThread, _) => (
+            dir.join(format!("plain-{lower}-per-thread.sqlite")),
+            format!("plain.{lower}.per-thread.{bytes}.{threads}"),
             "a connection per thread (busy_timeout 5 s)",
         ),
     };
+    let per_tx = per_tx.max(1);
     let shared = Arc::new(Mutex::new(open(&path, sync)?));
     let busy = Arc::new(AtomicU64::new(0));
     let busy_seen = Arc::clone(&busy);
@@ -137,12 +164,15 @@ pub fn contender(
     let note =
         format!("WAL, synchronous={name}{durable}, one transaction per append, {connections}");
     let plural = if threads == 1 { "" } else { "s" };
+    let batched =
+        if per_tx == 1 { String::new() } else { format!(", {per_tx} events/transaction") };
     let workload = match sharing {
         Sharing::Shared => {
-            format!("synchronous={name}, {bytes} B events, {threads} session{plural}")
+            format!("synchronous={name}, {bytes} B events, {threads} session{plural}{batched}")
         }
         Sharing::PerThread => format!(
-            "synchronous={name}, {bytes} B events, {threads} session{plural}, connection per thread"
+            "synchronous={name}, {bytes} B events, {threads} session{plural}{batched}, \
+             connection per thread"
         ),
     };
     Ok(Contender::new(
@@ -151,7 +181,7 @@ pub fn contender(
         workload,
         &note,
         Box::new(move |round, budget| {
-            let work = Work { events: 1, bytes: bytes as u64 };
+            let work = Work { events: per_tx as u64, bytes: (bytes * per_tx) as u64 };
             let m = measure(threads, budget, work, |i| {
                 let s = session(round, i);
                 let (shared, ev, busy) = (&shared, &ev, &busy);
@@ -160,13 +190,16 @@ pub fn contender(
                     Sharing::PerThread => Some(open(&path, sync)?),
                 };
                 let mut seq = 0i64;
-                let mut buf = Vec::new();
+                let mut bufs = vec![Vec::new(); per_tx];
                 let limits = Limits::default();
                 Ok(move || {
-                    buf.clear();
-                    record::encode_into(&mut buf, &s, Seq(seq as u64), ev.at, &ev.event, &limits)
-                        .map_err(|e| format!("plain sqlite: encoding: {e}"))?;
-                    let records = std::slice::from_ref(&buf);
+                    for (k, buf) in bufs.iter_mut().enumerate() {
+                        buf.clear();
+                        let at = Seq(seq as u64 + k as u64);
+                        record::encode_into(buf, &s, at, ev.at, &ev.event, &limits)
+                            .map_err(|e| format!("plain sqlite: encoding: {e}"))?;
+                    }
+                    let records = bufs.as_slice();
                     // An append that waited out the busy timeout is retried, as an application
                     // would, and counted; its latency includes the wait.
                     loop {
@@ -185,7 +218,7 @@ pub fn contender(
                             Err(e) => return Err(format!("plain sqlite: appending to {s}: {e}")),
                         }
                     }
-                    seq += 1;
+                    seq += per_tx as i64;
                     Ok(())
                 })
             })?;

@@ -1,6 +1,6 @@
-//! The PostgreSQL backend's rows, against the server named by `STEPJOURNAL_PG_URL`, each in a
-//! fresh schema dropped after: its contender in the synced groups (one connection per session)
-//! and buffered appends. Without the variable there are no rows, and the run says so.
+//! The PostgreSQL backend's contender, against the server named by `STEPJOURNAL_PG_URL`, in a
+//! fresh schema dropped after: in the synced groups and the buffered groups of one event per
+//! append (one connection per session). Without the variable there are no rows.
 
 use std::sync::Arc;
 
@@ -8,9 +8,7 @@ use stepjournal_backends::Durability;
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
 
 use crate::appends::{event, on_store};
-use crate::args::WorkDir;
 use crate::synced::Contender;
-use crate::table::Table;
 
 /// The server's URL, if the environment names one.
 pub fn url() -> Option<String> {
@@ -31,14 +29,25 @@ pub fn contender(
     durability: Durability,
 ) -> Result<Option<Contender>, String> {
     let Some(url) = url() else { return Ok(None) };
-    let store = Arc::new(connect(&url, &format!("{bytes}_{threads}"), threads)?);
+    let name = format!("{}_{bytes}_{threads}", durability.as_str());
+    let store = Arc::new(connect(&url, &name, threads)?);
     let events = [event(bytes)];
     let kept = Arc::clone(&store);
+    let note = match durability {
+        Durability::Synced => {
+            "synchronous_commit=on, one connection per session; the WAL synced on the server's \
+             disk"
+        }
+        _ => {
+            "synchronous_commit=off: the WAL flushed in the background; one connection per \
+              session"
+        }
+    };
     let contender = Contender::new(
         "postgres",
         format!("postgres.{}.{bytes}.{threads}", durability.as_str()),
         String::new(),
-        "synchronous_commit=on, one connection per session; the WAL synced on the server's disk",
+        note,
         Box::new(move |round, budget| {
             Ok((on_store(&*store, round, threads, &events, durability, budget)?, None))
         }),
@@ -48,26 +57,4 @@ pub fn contender(
             .map_err(|_| "the store is still in use: its schema is left".to_owned())?;
         store.drop_schema().map_err(|e| format!("postgres: {e}"))
     }))))
-}
-
-pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
-    let Some(url) = url() else {
-        eprintln!("stepjournal-bench: STEPJOURNAL_PG_URL is not set: no PostgreSQL rows");
-        return Ok(());
-    };
-    for sessions in crate::sqlite::BUFFERED_SESSIONS {
-        let store = connect(&url, &format!("buffered_{sessions}"), sessions)?;
-        let measured =
-            on_store(&store, 0, sessions, &[event(256)], Durability::Buffered, work.budget());
-        store.drop_schema().map_err(|e| format!("postgres: {e}"))?;
-        table.push(crate::file::buffered_row(
-            "postgres",
-            &measured?,
-            sessions,
-            1,
-            None,
-            "synchronous_commit=off: the WAL flushed in the background",
-        ));
-    }
-    Ok(())
 }

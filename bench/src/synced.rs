@@ -1,8 +1,9 @@
-//! The synced append rows, one group per event size and thread count: the raw loop (one
-//! thread), plain SQLite `FULL` and `NORMAL`, and stepjournal on file, SQLite and PostgreSQL.
-//! A group's contenders run in turn, in slices of about 100 ms, round after round, so that a disk
-//! whose speed drifts weighs on each of them alike (a shared virtual disk's does: this project's
-//! runs in bursts of fast syncs between stretches throttled to a few hundred per second).
+//! The synced append rows, one group per event size and thread count: the raw loop from as many
+//! threads (each on a file of its own), the ideal cohort and okaywal (256-byte events), plain
+//! SQLite `FULL`, and stepjournal on file, SQLite and PostgreSQL. A group's contenders run in
+//! turn, in slices of about 100 ms, round after round, so that a disk whose speed drifts weighs
+//! on each of them alike (a shared virtual disk's does: this project's runs in bursts of fast
+//! syncs between stretches throttled to a few hundred per second).
 
 use std::time::Duration;
 
@@ -106,11 +107,15 @@ pub fn workload(bytes: usize, threads: usize) -> String {
     format!("Synced, {bytes} B events, {threads} session{plural}")
 }
 
+/// The event size of the ideal cohort and okaywal rows.
+const PEER_BYTES: usize = 256;
+
 fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Result<(), String> {
     let dir = work.sub(&format!("synced-{bytes}-{threads}"))?;
-    let mut contenders = Vec::new();
-    if threads == 1 {
-        contenders.push(crate::raw::contender(&dir, bytes)?);
+    let peers = bytes == PEER_BYTES;
+    let mut contenders = vec![crate::raw::contender(&dir, bytes, threads)?];
+    if peers {
+        contenders.push(crate::cohort::contender(&dir, bytes, threads)?);
     }
     {
         use crate::plain::{Sharing, Sync, contender};
@@ -120,31 +125,40 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
             let per_thread = contender(&dir, bytes, threads, Sync::Full, Sharing::PerThread)?;
             contenders.push(per_thread.alone());
         }
-        contenders.push(contender(&dir, bytes, threads, Sync::Normal, Sharing::Shared)?);
     }
-    contenders.push(crate::file::contender(&dir, bytes, threads, Durability::Synced)?);
+    if peers {
+        contenders.push(crate::wal::contender(&dir, bytes, threads)?);
+    }
+    contenders.push(crate::file::contender(&dir, bytes, threads, 1, Durability::Synced)?);
     contenders.push(crate::sqlite::contender(&dir, bytes, threads, Durability::Synced)?);
     if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
         contenders.push(pg);
     }
-    for t in in_turns(work, contenders)? {
+    let raw_key = crate::raw::fsync_key(bytes, threads);
+    let cohort_key = crate::cohort::key(bytes, threads);
+    for mut t in in_turns(work, contenders)? {
         let raw_row = t.group == "raw";
-        let m = &t.measured;
-        let (section, rate, unit) = if raw_row {
-            (Section::Raw, m.events_per_sec(), "records/s")
+        if t.workload.is_empty() {
+            t.workload = workload(bytes, threads);
+        }
+        let mut row = if raw_row {
+            t.row(Section::Raw, Measured::events_per_sec, "records/s")
         } else {
-            (Section::Synced, m.appends_per_sec(), "appends/s")
-        };
-        let workload = if t.workload.is_empty() { workload(bytes, threads) } else { t.workload };
-        let mut row =
-            Row::new(section, t.key, t.group, workload, rate, unit, m.elapsed.as_secs_f64())
-                .mb(m.mb_per_sec())
-                .latency(Latency::of(&m.latency))
-                .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-                .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)))
-                .note(t.note);
-        if !raw_row {
-            row = row.vs_raw(Compare::to(crate::raw::fsync_key(bytes)));
+            t.row(Section::Synced, Measured::appends_per_sec, "appends/s")
+        }
+        .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)));
+        if row.key != raw_key {
+            row = row.vs_raw(Compare::to(raw_key.clone()));
+        }
+        if peers && !raw_row {
+            row = row.vs("ideal cohort", Compare::to(cohort_key.clone()));
+        }
+        if row.group == "file" {
+            if peers {
+                row = row.vs("okaywal", Compare::to(crate::wal::key(bytes, threads)));
+            }
+            let sqlite = crate::sqlite::key(bytes, threads, Durability::Synced);
+            row = row.vs("sqlite backend", Compare::to(sqlite));
         }
         table.push(row);
     }
@@ -163,6 +177,40 @@ pub struct Turned {
     pub measured: Measured,
     /// The `fdatasync` calls made, when known.
     pub syncs: Option<u64>,
+}
+
+impl Turned {
+    /// The row of what the contender measured: `rate` of it in `unit`, MB/s, latency, `fdatasync`
+    /// calls per append where counted, and its note.
+    pub fn row(self, section: Section, rate: fn(&Measured) -> f64, unit: &'static str) -> Row {
+        let m = &self.measured;
+        Row::new(
+            section,
+            self.key,
+            self.group,
+            self.workload,
+            rate(m),
+            unit,
+            m.elapsed.as_secs_f64(),
+        )
+        .mb(m.mb_per_sec())
+        .latency(Latency::of(&m.latency))
+        .fsyncs(self.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
+        .note(self.note)
+    }
+}
+
+/// The order of `n` contenders in round `round`: a shuffle (Fisher-Yates, on a linear
+/// congruential sequence seeded by the round), the same in every run.
+pub fn order(n: usize, round: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..n).rev() {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let j = ((x >> 33) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
 }
 
 /// Runs `contenders` in turns, slice after slice, round after round (those marked alone after,
@@ -188,9 +236,9 @@ pub fn in_turns(work: &WorkDir, mut contenders: Vec<Contender>) -> Result<Vec<Tu
     };
     let mut measured = || -> Result<(), String> {
         for round in 0..rounds {
-            // Each round starts with a different contender, so none always follows the same one.
-            for k in 0..n {
-                let j = (round + k) % n;
+            // Each round in an order of its own, so that no contender always follows the same
+            // one (on a disk that throttles, the one before leaves it with less to give).
+            for j in order(n, round) {
                 if !alone.get(j).copied().unwrap_or(false) {
                     run(j, round, slice)?;
                 }
@@ -231,4 +279,28 @@ pub fn in_turns(work: &WorkDir, mut contenders: Vec<Contender>) -> Result<Vec<Tu
         out.push(Turned { group, key, workload, note, measured, syncs });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_round_runs_each_contender_once_and_predecessors_vary() {
+        let n = 7;
+        let mut before = vec![std::collections::BTreeSet::new(); n];
+        for round in 0..30 {
+            let o = order(n, round);
+            let mut sorted = o.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "round {round}: {o:?}");
+            for w in o.windows(2) {
+                if let [a, b] = w {
+                    before[*b].insert(*a);
+                }
+            }
+        }
+        // With a rotation each contender would follow one other only.
+        assert!(before.iter().all(|s| s.len() >= 3), "{before:?}");
+    }
 }

@@ -1,9 +1,12 @@
 //! The one table every workload adds its rows to, printed once at the end and written as JSON.
 //!
-//! Each row may name two baselines measured in the same run and directory, by key: a raw row
-//! (the disk's own limit: the `write` + `fdatasync` loop, or a sequential read of the same files)
-//! and the plain SQLite `synchronous=FULL` row with the same thread count and event size. Its
-//! rate and latencies are shown as ratios to both.
+//! Each row may name two baselines measured in the same run and directory, by key: a raw row (the
+//! disk's own limit: the `write` + `fdatasync` loop from the same number of threads, a `write` loop
+//! without sync for `Buffered` rows, or a sequential read of the same files) and the plain SQLite
+//! row with the same thread count and event size (`synchronous=FULL` for durable rows, `NORMAL` for
+//! `Buffered` ones). Its rate and latencies are shown as ratios to both. A row may also name peers
+//! (the ideal cohort, okaywal, the SQLite backend, the same workload without compaction), each
+//! shown as a rate ratio, with the p99.9 ratio where the latencies time the same operation.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -19,6 +22,8 @@ pub enum Section {
     Writer,
     Open,
     Recovery,
+    Reads,
+    Compaction,
 }
 
 impl Section {
@@ -30,6 +35,8 @@ impl Section {
             Section::Writer => "writer",
             Section::Open => "open",
             Section::Recovery => "recovery",
+            Section::Reads => "reads",
+            Section::Compaction => "compaction",
         }
     }
 }
@@ -106,8 +113,12 @@ pub struct Row {
     pub elapsed_s: f64,
     /// The raw baseline.
     pub vs_raw: Option<Compare>,
-    /// The plain SQLite `FULL` baseline.
+    /// The plain SQLite baseline (`FULL` for durable rows, `NORMAL` for `Buffered` ones).
     pub vs_sqlite: Option<Compare>,
+    /// Further baselines, each with a short name for the table.
+    pub peers: Vec<(&'static str, Compare)>,
+    /// Bytes the process read (`rchar`) per byte of what it was asked for, where measured.
+    pub read_per_byte: Option<f64>,
     /// Anything a reader needs to read the figure right.
     pub note: String,
     /// The 1-minute load average when the row was added.
@@ -137,6 +148,8 @@ impl Row {
             elapsed_s,
             vs_raw: None,
             vs_sqlite: None,
+            peers: Vec::new(),
+            read_per_byte: None,
             note: String::new(),
             load: None,
         }
@@ -164,6 +177,17 @@ impl Row {
 
     pub fn vs_sqlite(mut self, compare: Compare) -> Row {
         self.vs_sqlite = Some(compare);
+        self
+    }
+
+    /// Another baseline, shown as `name` in the peers column.
+    pub fn vs(mut self, name: &'static str, compare: Compare) -> Row {
+        self.peers.push((name, compare));
+        self
+    }
+
+    pub fn read_per_byte(mut self, ratio: f64) -> Row {
+        self.read_per_byte = Some(ratio);
         self
     }
 
@@ -296,14 +320,16 @@ impl Table {
             "p99",
             "p99.9",
             "fsyncs/append",
+            "bytes read/byte",
             "rate vs raw",
             "p50 vs raw",
-            "rate vs SQLite FULL",
-            "p50 vs SQLite FULL",
+            "rate vs plain SQLite",
+            "p50 vs plain SQLite",
+            "rate vs peers",
             "load",
             "note",
         ];
-        let mut lines: Vec<[String; 13]> = Vec::new();
+        let mut lines: Vec<[String; 15]> = Vec::new();
         for r in self.ordered() {
             let raw = self.ratios(r, r.vs_raw.as_ref());
             let sql = self.ratios(r, r.vs_sqlite.as_ref());
@@ -318,10 +344,12 @@ impl Table {
                 lat(|l| l.p99_us),
                 lat(|l| l.p999_us),
                 r.fsyncs_per_append.map_or("-".to_owned(), |f| format!("{f:.3}")),
+                r.read_per_byte.map_or("-".to_owned(), |x| format!("{x:.3}")),
                 fmt_ratio(raw.rate),
                 fmt_ratio(raw.p50),
                 fmt_ratio(sql.rate),
                 fmt_ratio(sql.p50),
+                self.peers_cell(r),
                 r.load.map_or("-".to_owned(), |l| format!("{l:.1}")),
                 r.note.clone(),
             ]);
@@ -362,6 +390,27 @@ impl Table {
         out
     }
 
+    /// The peers column: each peer's rate ratio, and its p99.9 ratio where latencies compare.
+    fn peers_cell(&self, r: &Row) -> String {
+        if r.peers.is_empty() {
+            return "-".to_owned();
+        }
+        let cells: Vec<String> = r
+            .peers
+            .iter()
+            .map(|(name, c)| {
+                let x = self.ratios(r, Some(c));
+                match x.p999 {
+                    Some(_) => {
+                        format!("{name} {} (p99.9 {})", fmt_ratio(x.rate), fmt_ratio(x.p999))
+                    }
+                    None => format!("{name} {}", fmt_ratio(x.rate)),
+                }
+            })
+            .collect();
+        cells.join("; ")
+    }
+
     /// The run and its rows as JSON, every ratio included.
     pub fn to_json(&self) -> serde_json::Value {
         let ratios = |r: &Row, c: Option<&Compare>| match c {
@@ -391,8 +440,14 @@ impl Table {
                     "fsyncs_per_append": r.fsyncs_per_append,
                     "elapsed_s": r.elapsed_s,
                     "load1": r.load,
+                    "bytes_read_per_byte": r.read_per_byte,
                     "vs_raw": ratios(r, r.vs_raw.as_ref()),
-                    "vs_sqlite_full": ratios(r, r.vs_sqlite.as_ref()),
+                    "vs_plain_sqlite": ratios(r, r.vs_sqlite.as_ref()),
+                    "vs_peers": r.peers.iter().map(|(name, c)| {
+                        let mut v = ratios(r, Some(c));
+                        v["name"] = serde_json::Value::from(*name);
+                        v
+                    }).collect::<Vec<_>>(),
                     "note": r.note,
                 })
             })
@@ -416,15 +471,22 @@ impl Table {
 }
 
 const LEGEND: &str = "\
-rate vs raw: the row's rate over its raw baseline's (appends: the preallocated write + fdatasync \
-loop of records the same size, one record per sync; open and recovery: a sequential read of the \
-same files, by MB/s). rate vs SQLite FULL: over plain SQLite, WAL, synchronous=FULL, one \
-transaction per append, from the same number of threads with events the same size. Writer rows \
-compare 10 appends per step. p50 ratios only where both latencies time the same operation. \
-MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the rest of their \
-group, baselines included, in 100 ms slices, so that a drifting disk weighs on each alike; the \
-others ran one after another, and their ratios carry the disk's drift too. load: the 1-minute \
-load average as the row finished.
+rate vs raw: the row's rate over its raw baseline's (durable appends: the write + fdatasync loop \
+of records the same size, one record per sync, from the same number of threads, each thread on a \
+preallocated file of its own; Buffered appends: a write loop without sync from the same threads \
+with as many records per write; open and recovery: a sequential read of the same files, by \
+MB/s). rate vs plain SQLite: over plain SQLite, WAL, one transaction per append, from the same \
+number of threads with events the same size: synchronous=FULL for durable rows, NORMAL (as many \
+events per transaction as per append) for Buffered rows. rate vs peers: over the named rows \
+(ideal cohort: the same threads on one raw preallocated file, every group holding all of them, \
+one write and one fdatasync per group; okaywal; the SQLite backend; the same bystander without \
+compaction), with the p99.9 ratio where both latencies time the same operation. Writer rows \
+compare 10 appends per step. p50 ratios only where both latencies time the same operation. bytes \
+read/byte: what the process read (rchar in /proc/self/io) over the bytes asked for (the note \
+says which). MB/s counts record bytes. Rows whose note says \"turns\" ran in turns with the rest \
+of their group, baselines included, in 100 ms slices, in an order shuffled every round, so that \
+a drifting disk weighs on each alike; the others ran one after another, and their ratios carry \
+the disk's drift too. load: the 1-minute load average as the row finished.
 ";
 
 #[cfg(test)]
@@ -479,6 +541,32 @@ mod tests {
             .mb(500.0)
             .vs_raw(Compare::bytes("read"));
         assert_eq!(t.ratios(&row, row.vs_raw.as_ref()).rate, Some(0.25));
+    }
+
+    #[test]
+    fn peers_show_their_rate_ratio_and_their_tail_ratio_where_latencies_compare() {
+        let mut t = Table::new(info());
+        t.push(Row::new(Section::Raw, "ideal", "raw", "cohort", 1000.0, "appends/s", 1.0));
+        t.push(
+            Row::new(Section::Synced, "peer", "okaywal", "commit", 400.0, "appends/s", 1.0)
+                .latency(lat(100.0)),
+        );
+        t.push(
+            Row::new(Section::Synced, "row", "file", "synced", 800.0, "appends/s", 1.0)
+                .latency(lat(50.0))
+                .read_per_byte(1.25)
+                .vs("ideal cohort", Compare::rate_only("ideal", 1.0))
+                .vs("okaywal", Compare::to("peer")),
+        );
+        let text = t.render();
+        assert!(text.contains("ideal cohort 0.80x; okaywal 2.00x (p99.9 0.50x)"), "{text}");
+        assert!(text.contains("| 1.250 "), "{text}");
+        let json = t.to_json();
+        let row = &json["rows"][2];
+        assert_eq!(row["bytes_read_per_byte"], 1.25);
+        assert_eq!(row["vs_peers"][0]["name"], "ideal cohort");
+        assert_eq!(row["vs_peers"][0]["rate"], 0.8);
+        assert_eq!(row["vs_peers"][1]["p999"], 0.5);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The session writer's rows: durable steps per second for a step of 4 calls through the writer
 //! (the reply with its 4 dispatch ids, 4 attempts, 4 results, the commit: 10 synced appends), on
 //! the file backend with 1 and 64 concurrent sessions, beside raw appends of the same events in
-//! the same batches at the same tails, the raw fsync loop and plain SQLite `FULL`, all in turns;
+//! the same batches at the same tails, the raw fsync loop from as many threads and plain SQLite
+//! `FULL`, all in turns;
 //! and the same on the memory store, where no fsync hides the writer's own cost (folding, the
 //! run's lock, the protocol checks).
 
@@ -39,17 +40,17 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     {
         let plural = if sessions == 1 { "" } else { "s" };
         let dir = work.sub(&format!("writer-{}-{sessions}", backend.tag()))?;
-        let raw_key = format!("{}.writer.{sessions}", crate::raw::fsync_key(256));
+        let raw_key = format!("{}.writer", crate::raw::fsync_key(256, sessions));
         let sql_key = format!("{}.writer", crate::plain::full_key(256, sessions));
         let beside = "in turn with the session writer";
         let mut contenders = Vec::new();
         if backend == Backend::File {
-            let raw = crate::raw::contender(&dir, 256)?;
+            let raw = crate::raw::contender(&dir, 256, sessions)?;
             contenders.push(raw.renamed(
                 raw_key.clone(),
                 format!(
-                    "write + fdatasync, 256-byte records, preallocated, 1 per sync, {beside}, \
-                     {sessions} session{plural}"
+                    "write + fdatasync, 256-byte records, preallocated, 1 per sync, {sessions} \
+                     thread{plural}, a file each, {beside}"
                 ),
             ));
             let plain = crate::plain::contender(&dir, 256, sessions, Sync::Full, Sharing::Shared)?;
@@ -66,37 +67,16 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
             .find(|t| t.key == key(backend, sessions, Mode::Raw))
             .map_or(0.0, |t| t.measured.appends_per_sec());
         for t in turned {
-            let m = &t.measured;
             let row = match t.group {
-                "raw" => Row::new(
-                    Section::Raw,
-                    t.key,
-                    t.group,
-                    t.workload,
-                    m.events_per_sec(),
-                    "records/s",
-                    m.elapsed.as_secs_f64(),
-                )
-                .mb(m.mb_per_sec())
-                .latency(Latency::of(&m.latency))
-                .fsyncs(t.syncs.map(|s| s as f64 / m.appends.max(1) as f64))
-                .vs_sqlite(Compare::to(sql_key.clone()))
-                .note(t.note),
-                "plain sqlite" => Row::new(
-                    Section::Writer,
-                    t.key,
-                    t.group,
-                    t.workload,
-                    m.appends_per_sec(),
-                    "appends/s",
-                    m.elapsed.as_secs_f64(),
-                )
-                .mb(m.mb_per_sec())
-                .latency(Latency::of(&m.latency))
-                .vs_raw(Compare::to(raw_key.clone()))
-                .vs_sqlite(Compare::to(sql_key.clone()))
-                .note(t.note),
+                "raw" => t
+                    .row(Section::Raw, Measured::events_per_sec, "records/s")
+                    .vs_sqlite(Compare::to(sql_key.clone())),
+                "plain sqlite" => t
+                    .row(Section::Writer, Measured::appends_per_sec, "appends/s")
+                    .vs_raw(Compare::to(raw_key.clone()))
+                    .vs_sqlite(Compare::to(sql_key.clone())),
                 _ => {
+                    let m = &t.measured;
                     let mut note = t.note;
                     if t.key == key(backend, sessions, Mode::Writer) && raw_steps > 0.0 {
                         note = format!(
