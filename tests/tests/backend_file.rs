@@ -728,3 +728,78 @@ mod heads {
         });
     }
 }
+
+#[test]
+fn reads_racing_compaction_find_the_batches_where_they_moved() {
+    // With one sealed segment kept open, a read often opens a segment afresh, and compaction
+    // may remove it in between (its batches moved to the newest segment): the read starts
+    // again from the index instead of failing.
+    let opts = FileOptions::new().segment_size(4096).max_open_segments(1);
+    let f = RealFixture::new(opts);
+    let keep = sid("keep");
+    // Small enough for compaction: a quarter of a segment at most.
+    for q in 0..8 {
+        append_text(&*f, &keep, q, 5);
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let before = newest_segment(f.dir.path());
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut reads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let log = f.read_all(&keep).unwrap();
+                assert_eq!(log.len(), 8);
+                assert!(log.iter().enumerate().all(|(i, r)| r.seq == Seq(i as u64)));
+                reads += 1;
+            }
+            reads
+        });
+        for n in 0..300 {
+            let s = sid(&format!("temp-{n}"));
+            append_text(&*f, &s, 0, 300);
+            assert!(f.delete(&s).unwrap());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+    });
+    assert!(newest_segment(f.dir.path()) > before + 10, "segments were rotated and compacted");
+    assert!(
+        !f.dir.path().join(stepjournal_backends::file::SegmentId(1).file_name()).exists(),
+        "the keeper's first segment was compacted away"
+    );
+    assert_eq!(f.read_all(&keep).unwrap().len(), 8);
+}
+
+#[test]
+fn a_read_only_store_meeting_a_segment_its_writer_removed_says_to_open_it_again() {
+    // A read-only store holds the journal as it was when opened; with segments no longer held
+    // open for its whole life, a segment the writer compacted away since cannot be read, and
+    // the error says why and what to do, rather than calling it corruption.
+    let opts = FileOptions::new().segment_size(4096);
+    let f = RealFixture::new(opts);
+    let (keep, filler) = (sid("keep"), sid("filler"));
+    for q in 0..8 {
+        append_text(&*f, &keep, q, 5);
+    }
+    let mut q = 0;
+    while newest_segment(f.dir.path()) < 2 {
+        append_text(&*f, &filler, q, 200);
+        q += 1;
+    }
+    // One segment kept open: the newest, scanned last; the keeper's is closed again.
+    let ro = FileStore::open(f.dir.path(), FileOptions::new().read_only(true).max_open_segments(1))
+        .unwrap();
+    let first = f.dir.path().join(stepjournal_backends::file::SegmentId(1).file_name());
+    // The first segment is now mostly dead: compaction moves the keeper out and removes it.
+    assert!(f.delete(&filler).unwrap());
+    assert!(!first.exists());
+    let err = ro.read_all(&keep).unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&first.display().to_string()) && text.contains("open the store again"),
+        "{text}"
+    );
+    let again = FileStore::open_read_only(f.dir.path()).unwrap();
+    assert_eq!(again.read_all(&keep).unwrap().len(), 8);
+}

@@ -193,3 +193,49 @@ fn a_read_only_reader_sees_a_consistent_prefix_while_another_process_appends() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_journal_of_more_segments_than_the_open_file_limit_opens_reads_and_verifies() {
+    // The defect: every segment stayed open for the store's life, so a journal of more
+    // segments than RLIMIT_NOFILE could not be opened, by the writer or read-only ("Too many
+    // open files" with `ulimit -n 256` and ~280 small segments). The child runs under a limit
+    // of 64 open files (room for the cache's 32 and more), and of 20 (below the cache's bound:
+    // opening finds the limit and keeps fewer open), over a journal of 300 segments.
+    const SESSIONS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = FileStore::open(dir.path(), FileOptions::new().segment_size(4096)).unwrap();
+        let mut tails = [0u64; SESSIONS];
+        let mut i = 0;
+        while store.index_size().segments < 300 {
+            let s = i % SESSIONS;
+            let e = [stepjournal_codec::Stamped::at(
+                stepjournal_codec::UnixMillis(tails[s]),
+                stepjournal_tests::file_fixture::crash_event(s, tails[s]),
+            )];
+            let session = stepjournal_tests::file_fixture::crash_session(s);
+            let seq = stepjournal_codec::Seq(tails[s]);
+            stepjournal_backends::JournalStore::append(
+                &store,
+                &session,
+                seq,
+                &e,
+                stepjournal_backends::Durability::Buffered,
+            )
+            .unwrap();
+            tails[s] += 1;
+            i += 1;
+        }
+    }
+    let path = dir.path().to_str().unwrap();
+    for limit in ["64", "20"] {
+        let nofile = format!("--nofile={limit}:{limit}");
+        let out = Command::new("prlimit")
+            .args([nofile.as_str(), CHILD, "read", path, "4096", &SESSIONS.to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("prlimit (util-linux) runs the child under a limit: {e}"));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "under {limit} open files: {said} {out:?}");
+        assert!(said.starts_with("read ") && said.contains(" in 30"), "{said}");
+    }
+}

@@ -157,7 +157,8 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
     match outcome {
         Ok(w) => {
             if let Some(file) = w.new_segment {
-                st.index.add_segment(w.seg, file);
+                st.index.add_segment(w.seg);
+                core.files.put(w.seg, file, true);
                 st.active = Some(w.seg);
                 purge = true;
             }

@@ -40,6 +40,7 @@
 //! - `walk`: the one walk over a segment's groups and frames, and what damage means; `heads`:
 //!   what a batch's records tell of its session's head;
 //! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
+//!   `files`: the bounded cache of open segment files;
 //! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
 //!   continuity);
 //! - `read`: reading batches back by their index entries;
@@ -61,6 +62,7 @@ mod aside;
 mod builder;
 mod cohort;
 mod commit;
+mod files;
 mod heads;
 mod index;
 #[cfg(feature = "testing")]

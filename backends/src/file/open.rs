@@ -12,6 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::answer::Answers;
 use super::aside::set_aside;
 use super::builder::{IndexBuilder, Misfit};
+use super::files::SegmentFiles;
 use super::heads::BatchHead;
 use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile, IoLock};
@@ -220,6 +221,7 @@ fn open_at(
         names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
 
+    let files = SegmentFiles::new(Arc::clone(&io), &dir, read_only, options.max_open_segments);
     let mut builder = IndexBuilder::default();
     let mut asides: Vec<Aside> = Vec::new();
     let mut torn: Option<TornTail> = None;
@@ -257,13 +259,15 @@ fn open_at(
             actions.push(Repair::Remove { id });
             continue;
         }
-        let file = match io.open(&path, read_only) {
+        // Opened through the cache, which keeps it open while it has room (a journal of few
+        // segments stays open whole) and closes others when the process is at its limit.
+        let file = match files.get(id) {
             Ok(f) => f,
             // Removed by the writer since the listing: it held nothing live.
             Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
         };
-        builder.add_segment(id, Arc::clone(&file));
+        builder.add_segment(id);
         let last = k + 1 == ids.len();
         let mut indexer = Indexer { builder: &mut builder, seg: id, stop, limits: &options.limits };
         let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
@@ -360,11 +364,12 @@ fn open_at(
             None => {
                 let id = SegmentId(ids.last().map_or(1, |l| l.0 + 1));
                 let file = create_segment(&*io, &dir, id).map_err(failure)?;
-                index.add_segment(id, Arc::clone(&file));
+                index.add_segment(id);
                 Active::new(id, file, SEGMENT_HEADER_LEN as u64)
             }
         };
         active = Some(a.id);
+        files.put(a.id, Arc::clone(&a.file), true);
         writer.active = Some(a);
     }
 
@@ -376,6 +381,7 @@ fn open_at(
         wake: Condvar::new(),
         cohort_back: Condvar::new(),
         answers: Answers::default(),
+        files,
         writer: Mutex::new(writer),
         counters: Counters::default(),
     };

@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::answer::Answers;
 use super::cohort::Cohort;
+use super::files::SegmentFiles;
 use super::index::Index;
 use super::io::{Io, IoFile};
 use super::layout::SegmentId;
@@ -158,6 +159,8 @@ pub(crate) struct Core {
     pub cohort_back: Condvar,
     /// The answers the leader hands to the answer thread.
     pub answers: Answers,
+    /// The open segment files (the active one pinned).
+    pub files: SegmentFiles,
     /// Locked only by the leader, never while waiting for `state`.
     pub writer: Mutex<Writer>,
     pub counters: Counters,

@@ -11,11 +11,11 @@ use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis
 
 use super::commit::{run_committer, submit};
 use super::index::{BatchLoc, SessionLog};
-use super::io::{Io, IoFile, IoLock, RealIo};
+use super::io::{Io, IoLock, RealIo};
 use super::open::{LOCK_FILE, OpenedStore, open};
 use super::options::FileOptions;
 use super::queue::{Request, RequestKind, dropped_unanswered};
-use super::read::read_batches;
+use super::read::{ReadFailure, read_batches};
 use super::state::{Core, Pending, lock};
 use super::torn::TornTail;
 use crate::{
@@ -309,41 +309,62 @@ impl JournalStore for FileStore {
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
+        /// How many times a read starts again after compaction removed a segment it was about
+        /// to read (its batches are then elsewhere, and the index says where).
+        const RETRIES: u32 = 8;
         let range = range.start.get()..range.end.get();
-        let runs: Vec<(BatchLoc, Arc<dyn IoFile>)> = {
-            let st = lock(&self.core.state);
-            st.check_poison()?;
-            let Some(log) = st.index.sessions.get(session.as_str()) else {
-                return Ok(Vec::new());
-            };
-            let mut runs = Vec::new();
-            for run in log.overlapping(range.start, range.end) {
-                let Some(seg) = st.index.segments.get(&run.seg) else {
+        let mut tries = 0;
+        loop {
+            let runs: Vec<BatchLoc> = {
+                let st = lock(&self.core.state);
+                st.check_poison()?;
+                let Some(log) = st.index.sessions.get(session.as_str()) else {
+                    return Ok(Vec::new());
+                };
+                let runs = log.overlapping(range.start, range.end);
+                if let Some(run) = runs.iter().find(|r| !st.index.segments.contains_key(&r.seg)) {
                     return Err(StoreError::Corrupt {
                         context: format!("session {session} seq {}", run.first),
                         source: DecodeError::Malformed {
                             reason: format!("segment {} is missing", run.seg),
                         },
                     });
-                };
-                runs.push((*run, Arc::clone(&seg.file)));
-            }
-            runs
-        };
-        let mut out = Vec::new();
-        read_batches(
-            &self.core.dir,
-            &self.core.options.limits,
-            session.as_str(),
-            &runs,
-            |_, r, _| {
-                if range.contains(&r.seq.get()) {
-                    out.push(r.to_record()?);
                 }
-                Ok(())
-            },
-        )?;
-        Ok(out)
+                runs.to_vec()
+            };
+            let mut out = Vec::new();
+            let read = read_batches(
+                &self.core.dir,
+                &self.core.files,
+                &self.core.options.limits,
+                session.as_str(),
+                &runs,
+                |_, r, _| {
+                    if range.contains(&r.seq.get()) {
+                        out.push(r.to_record()?);
+                    }
+                    Ok(())
+                },
+            );
+            match read {
+                Ok(()) => return Ok(out),
+                Err(ReadFailure::Store(e)) => return Err(e),
+                Err(ReadFailure::Gone { .. }) if !self.is_read_only() && tries < RETRIES => {
+                    tries += 1;
+                }
+                Err(ReadFailure::Gone { seg, source }) => {
+                    let path = self.core.dir.join(seg.file_name());
+                    let why = if self.is_read_only() {
+                        "the journal's writer removed it after this read-only store was opened \
+                         (compaction moved its batches): open the store again"
+                    } else {
+                        "it was removed while it was being read"
+                    };
+                    let context = format!("opening segment {}: {why}", path.display());
+                    return Err(StoreError::Io { context, source });
+                }
+            }
+        }
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
