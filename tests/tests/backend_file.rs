@@ -803,3 +803,49 @@ fn a_read_only_store_meeting_a_segment_its_writer_removed_says_to_open_it_again(
     let again = FileStore::open_read_only(f.dir.path()).unwrap();
     assert_eq!(again.read_all(&keep).unwrap().len(), 8);
 }
+
+#[test]
+fn a_writer_whose_lock_file_was_removed_stops_writing_rather_than_interleave_with_a_second() {
+    // The defect: the lock is an flock on a path that can be unlinked; with LOCK removed under
+    // a live writer, a second writer created and locked a new LOCK and the two interleaved their
+    // groups in one segment. The first now finds its lock file replaced before its next group
+    // and stops, poisoned, writing nothing more.
+    let dir = tempfile::tempdir().unwrap();
+    let first = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    append_events(&first, 0, 0, 2);
+    std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+    let second = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    let e = [Stamped::at(UnixMillis(2), crash_event(0, 2))];
+    let err = first.append(&crash_session(0), Seq(2), &e, Durability::Synced).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("lock file") && text.contains(LOCK_FILE), "{text}");
+    assert!(matches!(err, AppendError::Store(StoreError::Io { .. })), "nothing landed: {err:?}");
+    assert!(
+        first
+            .append(&crash_session(0), Seq(2), &e, Durability::Buffered)
+            .unwrap_err()
+            .is_poisoned()
+    );
+    append_events(&second, 0, 2, 3);
+    append_events(&second, 1, 0, 1);
+    drop((first, second));
+    let store = FileStore::open(dir.path(), FileOptions::new()).unwrap();
+    assert_eq!(check_prefix(&store, 0, 5, 5), 5);
+    assert_eq!(check_prefix(&store, 1, 1, 1), 1);
+}
+
+#[test]
+fn a_lock_file_replaced_on_the_simulated_disk_stops_the_writer_before_its_next_synced_group() {
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, FileOptions::new()).unwrap();
+    append_events(&store, 0, 0, 1);
+    let writes = disk.ops();
+    disk.replace_lock_file(&stepjournal_tests::file_fixture::sim_dir().join(LOCK_FILE));
+    let e = [Stamped::at(UnixMillis(1), crash_event(0, 1))];
+    let err = store.append(&crash_session(0), Seq(1), &e, Durability::Synced).unwrap_err();
+    assert!(err.to_string().contains("no longer the file this writer locked"), "{err}");
+    assert_eq!(disk.ops(), writes, "nothing was written after the lock was found replaced");
+    // Another writer can take the journal now, and finds only what the first acknowledged.
+    let other = open_sim(&disk, FileOptions::new()).unwrap();
+    assert_eq!(check_prefix(&other, 0, 1, 1), 1);
+}

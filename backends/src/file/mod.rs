@@ -91,8 +91,8 @@ mod verify;
 mod walk;
 mod write;
 
+pub use layout::LOCK_FILE;
 pub use layout::SegmentId;
-pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
 pub use torn::{TornFrame, TornTail};

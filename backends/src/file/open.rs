@@ -15,8 +15,8 @@ use super::builder::{IndexBuilder, Misfit};
 use super::files::SegmentFiles;
 use super::heads::BatchHead;
 use super::index::BatchLoc;
-use super::io::{EntryKind, Io, IoFile, IoLock};
-use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
+use super::io::{EntryKind, Io, IoFile};
+use super::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::reclaim;
 use super::segment::{IoFailure, create_segment};
@@ -26,9 +26,6 @@ use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_s
 use stepjournal_codec::{DecodeError, Limits};
 
 use crate::{OpenError, StoreError};
-
-/// The writer lock's file name in the journal directory.
-pub const LOCK_FILE: &str = "LOCK";
 
 /// What opening will change on disk, decided before anything is changed.
 #[derive(Debug)]
@@ -172,7 +169,6 @@ pub(crate) fn open(
 /// found at the newest segment's end (cut unless read-only).
 pub(crate) struct OpenedStore {
     pub core: Core,
-    pub dir_lock: Option<Box<dyn IoLock>>,
     pub torn: Option<TornTail>,
 }
 
@@ -382,11 +378,12 @@ fn open_at(
         cohort_back: Condvar::new(),
         answers: Answers::default(),
         files,
+        dir_lock,
         writer: Mutex::new(writer),
         counters: Counters::default(),
     };
     if !read_only {
         reclaim(&core).map_err(failure)?;
     }
-    Ok(Opened::Store(Box::new(OpenedStore { core, dir_lock, torn })))
+    Ok(Opened::Store(Box::new(OpenedStore { core, torn })))
 }

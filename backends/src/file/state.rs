@@ -11,7 +11,7 @@ use super::answer::Answers;
 use super::cohort::Cohort;
 use super::files::SegmentFiles;
 use super::index::Index;
-use super::io::{Io, IoFile};
+use super::io::{Io, IoFile, IoLock};
 use super::layout::SegmentId;
 use super::options::FileOptions;
 use super::queue::Request;
@@ -105,11 +105,13 @@ impl State {
     }
 }
 
-/// The leader's own: the active segment and the group buffer.
+/// The leader's own: the active segment, the group buffer, and when the lock was last found
+/// current.
 #[derive(Debug, Default)]
 pub(crate) struct Writer {
     pub active: Option<Active>,
     pub buf: Vec<u8>,
+    pub lock_checked: Option<std::time::Instant>,
 }
 
 /// The segment being appended to.
@@ -161,6 +163,9 @@ pub(crate) struct Core {
     pub answers: Answers,
     /// The open segment files (the active one pinned).
     pub files: SegmentFiles,
+    /// The writer lock on the directory (None when read-only): held as long as the store, and
+    /// looked at before groups are written (`write`).
+    pub dir_lock: Option<Box<dyn IoLock>>,
     /// Locked only by the leader, never while waiting for `state`.
     pub writer: Mutex<Writer>,
     pub counters: Counters,

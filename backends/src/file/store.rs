@@ -11,8 +11,9 @@ use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis
 
 use super::commit::{run_committer, submit};
 use super::index::{BatchLoc, SessionLog};
-use super::io::{Io, IoLock, RealIo};
-use super::open::{LOCK_FILE, OpenedStore, open};
+use super::io::{Io, RealIo};
+use super::layout::LOCK_FILE;
+use super::open::{OpenedStore, open};
 use super::options::FileOptions;
 use super::queue::{Request, RequestKind, dropped_unanswered};
 use super::read::{ReadFailure, read_batches};
@@ -57,8 +58,6 @@ pub struct FileStore {
     threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
-    /// The writer lock on the directory (None when read-only).
-    _dir_lock: Option<Box<dyn IoLock>>,
 }
 
 impl FileStore {
@@ -89,7 +88,7 @@ impl FileStore {
         dir: &Path,
         options: FileOptions,
     ) -> Result<FileStore, OpenError> {
-        let OpenedStore { core, dir_lock, torn } = open(io, dir, options)?;
+        let OpenedStore { core, torn } = open(io, dir, options)?;
         let core = Arc::new(core);
         let threads = if options.read_only {
             None
@@ -120,7 +119,7 @@ impl FileStore {
             };
             Some((commit, answer))
         };
-        Ok(FileStore { core, threads, torn, _dir_lock: dir_lock })
+        Ok(FileStore { core, threads, torn })
     }
 
     /// The torn tail opening found at the newest segment's end, if there was one: how many bytes

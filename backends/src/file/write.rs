@@ -5,10 +5,10 @@
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::io::IoFile;
-use super::layout::{GROUP_HEADER_LEN, GroupHeader, SEGMENT_HEADER_LEN, SegmentId};
+use super::layout::{GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Writer, lock};
 
@@ -29,11 +29,12 @@ pub(crate) fn write_frames(
     sync: bool,
 ) -> Result<Written, IoFailure> {
     let mut w = lock(&core.writer);
-    let Writer { active, buf } = &mut *w;
+    let Writer { active, buf, lock_checked } = &mut *w;
     let Some(a) = active.as_mut() else {
         let e = io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
         return Err(IoFailure::new(format!("appending to {}", core.dir.display()), e));
     };
+    check_lock(core, lock_checked, sync)?;
     let body: usize = frames.iter().map(|f| f.len()).sum();
     let total = (GROUP_HEADER_LEN + body) as u64;
     let mut new_segment = None;
@@ -75,6 +76,39 @@ pub(crate) fn write_frames(
         *buf = Vec::new();
     }
     Ok(Written { seg: a.id, offsets, new_segment })
+}
+
+/// How long groups without a sync go on without looking at the lock file again.
+pub(crate) const LOCK_CHECK_EVERY: Duration = Duration::from_millis(1);
+
+/// Refuses to write once the lock file is no longer the file this writer locked (removed, or
+/// replaced: another writer may have locked a new one and be writing): the store stops rather
+/// than interleave its groups with another writer's. Looked at before every group that syncs (a
+/// `stat`, next to an `fdatasync`), and at least every [`LOCK_CHECK_EVERY`] otherwise.
+fn check_lock(core: &Core, checked: &mut Option<Instant>, sync: bool) -> Result<(), IoFailure> {
+    let Some(dir_lock) = &core.dir_lock else { return Ok(()) };
+    let now = Instant::now();
+    if !sync && checked.is_some_and(|at| now.saturating_duration_since(at) < LOCK_CHECK_EVERY) {
+        return Ok(());
+    }
+    let path = || core.dir.join(LOCK_FILE);
+    match dir_lock.is_current() {
+        Ok(true) => {
+            *checked = Some(now);
+            Ok(())
+        }
+        Ok(false) => {
+            let e = io::Error::other(
+                "it was removed or replaced: another writer may have opened the journal",
+            );
+            let what = format!(
+                "the lock file {} is no longer the file this writer locked, so writing stopped",
+                path().display()
+            );
+            Err(IoFailure::new(what, e))
+        }
+        Err(e) => Err(IoFailure::new(format!("looking at the lock file {}", path().display()), e)),
+    }
 }
 
 /// Makes sure the file holds at least `need` bytes: when the data would pass the zeros

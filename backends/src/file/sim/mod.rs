@@ -19,7 +19,7 @@ mod disk;
 
 use super::io::EntryKind;
 #[cfg(doc)]
-use super::io::{Io, IoFile};
+use super::io::{Io, IoFile, IoLock};
 
 /// The kinds of operation the disk counts (reads, listings and locks are not counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,7 +141,10 @@ struct State {
     forbidden: BTreeSet<PathBuf>,
     /// Every operation not yet synced, in the order issued.
     pending: Vec<Op>,
-    locks: BTreeSet<PathBuf>,
+    /// Locks held, by path: which lock file at the path each holds (a new one when the file is
+    /// replaced).
+    locks: BTreeMap<PathBuf, u64>,
+    lock_generation: u64,
     ops: u64,
     crash_at: Option<u64>,
     crashed: bool,
@@ -225,6 +228,13 @@ impl SimDisk {
     /// process may not read would. It survives crashes.
     pub fn forbid_open(&self, path: &Path) {
         self.lock().forbidden.insert(path.to_path_buf());
+    }
+
+    /// Removes the lock file at `path` under its holder, as `rm LOCK` would: the holder keeps a
+    /// lock on a file no longer there ([`IoLock::is_current`] says so), and the next
+    /// [`Io::try_lock`] of `path` locks a new file.
+    pub fn replace_lock_file(&self, path: &Path) {
+        self.lock().locks.remove(path);
     }
 
     /// Holds every [`IoFile::sync_data`] from now on until [`SimDisk::release_syncs`]: a test
