@@ -128,6 +128,15 @@ impl SegmentFiles {
         cache.insert(id, file, active);
     }
 
+    /// Takes the files `other` holds open in place of this cache's (a read-only store that read
+    /// the directory again).
+    pub(crate) fn adopt(&self, other: SegmentFiles) {
+        let entries = std::mem::take(&mut other.lock().entries);
+        let mut cache = self.lock();
+        cache.entries = entries;
+        while cache.unpinned() > cache.cap && cache.evict_one() {}
+    }
+
     /// Forgets segment `id` (it was removed).
     pub(crate) fn forget(&self, id: SegmentId) {
         self.lock().entries.remove(&id);

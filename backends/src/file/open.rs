@@ -132,18 +132,84 @@ impl Visit for Indexer<'_> {
     }
 }
 
-/// Opens the journal; in salvage mode, a misfit found at the end of the scan makes the scan run
-/// again, stopping before it.
+/// How many times a read-only open reads the directory again when a writer changed it under the
+/// read.
+const READ_ATTEMPTS: u32 = 16;
+
+/// Opens the journal. A read-only open beside a live writer reads a consistent set of segments:
+/// see [`open_read_only`].
 pub(crate) fn open(
     io: Arc<dyn Io>,
     dir: &Path,
     options: FileOptions,
 ) -> Result<OpenedStore, OpenError> {
     options.validate()?;
+    if options.read_only {
+        return open_read_only(io, dir, options);
+    }
+    match open_once(io, dir, options)? {
+        Some(opened) => Ok(opened),
+        // Only a read-only scan reports a changed directory (a writer holds the lock).
+        None => Err(changing(dir, None)),
+    }
+}
+
+/// A read-only open, which takes no lock, races the writer's rotation and compaction: a
+/// segment listed may be removed before it is read (its live batches moved by compaction to a
+/// segment the listing does not hold), and the newest segment is being written while it is
+/// read. So the scan starts again, from a new listing, whenever a listed segment is gone; and a
+/// refusal that a race can cause (damage, batches that do not fit) is reported only once it is
+/// found twice in a row, or when no writer holds the lock (the directory is then still).
+fn open_read_only(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    options: FileOptions,
+) -> Result<OpenedStore, OpenError> {
+    let mut last: Option<String> = None;
+    for _ in 0..READ_ATTEMPTS {
+        let e = match open_once(Arc::clone(&io), dir, options) {
+            Ok(Some(opened)) => return Ok(opened),
+            Ok(None) => continue,
+            Err(
+                e @ (OpenError::Store(StoreError::Corrupt { .. }) | OpenError::NotASegment { .. }),
+            ) => e,
+            Err(e) => return Err(e),
+        };
+        let text = e.to_string();
+        let writer = io.lock_is_held(&dir.join(LOCK_FILE)).unwrap_or(true);
+        if !writer || last.as_deref() == Some(text.as_str()) {
+            return Err(e);
+        }
+        last = Some(text);
+    }
+    Err(changing(dir, last))
+}
+
+/// The journal in `dir` kept changing under every attempt to read it.
+fn changing(dir: &Path, last: Option<String>) -> OpenError {
+    let found = last.map(|l| format!("; the last attempt found: {l}")).unwrap_or_default();
+    let e = io::Error::new(
+        io::ErrorKind::Interrupted,
+        format!(
+            "its segments changed under each of {READ_ATTEMPTS} attempts to read them (a live \
+             writer rotating or compacting){found}"
+        ),
+    );
+    io_error(format!("reading the journal directory {}", dir.display()))(e)
+}
+
+/// One scan of the directory; in salvage mode, a misfit found at the end of the scan makes the
+/// scan run again, stopping before it. `None`: read-only, and a listed segment was gone.
+fn open_once(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    options: FileOptions,
+) -> Result<Option<OpenedStore>, OpenError> {
     let mut stop = None;
     loop {
         match open_at(Arc::clone(&io), dir, options, stop.as_ref())? {
-            Opened::Store(opened) => return Ok(*opened),
+            Opened::Store(opened) => return Ok(Some(*opened)),
+            Opened::Changed => return Ok(None),
             Opened::Misfit(m) => {
                 let earlier =
                     stop.as_ref().is_none_or(|s: &Misfit| (m.seg, m.offset) < (s.seg, s.offset));
@@ -176,6 +242,9 @@ enum Opened {
     Store(Box<OpenedStore>),
     /// Sessions do not fit together; nothing was changed on disk.
     Misfit(Misfit),
+    /// Read-only: a segment listed was gone when it was read (the writer removed it; its live
+    /// batches may be in a segment the listing does not hold).
+    Changed,
 }
 
 fn open_at(
@@ -227,7 +296,6 @@ fn open_at(
     let mut kept: Option<Newest> = None;
     // Every entry is looked at before any is opened (opening a named pipe would wait for a
     // writer): one that is not a regular file is refused, whatever else is found.
-    let mut gone = Vec::new();
     for &id in &ids {
         let path = dir.join(id.file_name());
         match io
@@ -235,8 +303,7 @@ fn open_at(
             .map_err(io_error(format!("looking at segment {}", path.display())))?
         {
             Some(EntryKind::File) => {}
-            // Removed by the writer since the listing: it held nothing live.
-            None if read_only => gone.push(id),
+            None if read_only => return Ok(Opened::Changed),
             None => {
                 let e = io::Error::new(io::ErrorKind::NotFound, "removed since it was listed");
                 return Err(io_error(format!("opening segment {}", path.display()))(e));
@@ -247,7 +314,6 @@ fn open_at(
             }
         }
     }
-    ids.retain(|id| !gone.contains(id));
 
     for (k, &id) in ids.iter().enumerate() {
         let path = dir.join(id.file_name());
@@ -259,8 +325,9 @@ fn open_at(
         // segments stays open whole) and closes others when the process is at its limit.
         let file = match files.get(id) {
             Ok(f) => f,
-            // Removed by the writer since the listing: it held nothing live.
-            Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Opened::Changed);
+            }
             Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
         };
         builder.add_segment(id);

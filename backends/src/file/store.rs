@@ -190,6 +190,29 @@ impl FileStore {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
     }
 
+    /// A read-only store reads the directory again, as a new open would, and holds the journal
+    /// as it is now: its writer removed a segment this store had not kept open (compaction moved
+    /// that segment's batches to a segment this store did not know).
+    fn read_directory_again(&self) -> Result<(), StoreError> {
+        let core = &self.core;
+        let fresh = match open(Arc::clone(&core.io), &core.dir, core.options) {
+            Ok(OpenedStore { core, .. }) => core,
+            Err(OpenError::Store(e)) => return Err(e),
+            Err(other) => {
+                let context = format!("reading the journal directory {} again", core.dir.display());
+                return Err(StoreError::Io {
+                    context,
+                    source: std::io::Error::other(other.to_string()),
+                });
+            }
+        };
+        let Core { state, files, .. } = fresh;
+        let index = state.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).index;
+        lock(&core.state).index = index;
+        core.files.adopt(files);
+        Ok(())
+    }
+
     /// Checks and encodes an append, and queues it unless it is refused at once. With
     /// `may_lead` (the sync API) the caller writes the group itself when no one leads.
     fn submit_append(
@@ -309,7 +332,8 @@ impl JournalStore for FileStore {
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         /// How many times a read starts again after compaction removed a segment it was about
-        /// to read (its batches are then elsewhere, and the index says where).
+        /// to read (its batches are then elsewhere: the index says where, or, for a read-only
+        /// store, the directory read again).
         const RETRIES: u32 = 8;
         let range = range.start.get()..range.end.get();
         let mut tries = 0;
@@ -348,18 +372,19 @@ impl JournalStore for FileStore {
             match read {
                 Ok(()) => return Ok(out),
                 Err(ReadFailure::Store(e)) => return Err(e),
-                Err(ReadFailure::Gone { .. }) if !self.is_read_only() && tries < RETRIES => {
+                Err(ReadFailure::Gone { .. }) if tries < RETRIES => {
                     tries += 1;
+                    if self.is_read_only() {
+                        self.read_directory_again()?;
+                    }
                 }
                 Err(ReadFailure::Gone { seg, source }) => {
                     let path = self.core.dir.join(seg.file_name());
-                    let why = if self.is_read_only() {
-                        "the journal's writer removed it after this read-only store was opened \
-                         (compaction moved its batches): open the store again"
-                    } else {
-                        "it was removed while it was being read"
-                    };
-                    let context = format!("opening segment {}: {why}", path.display());
+                    let context = format!(
+                        "opening segment {}: it was removed each time it was about to be read \
+                         (compaction by a writer moving batches faster than they are read)",
+                        path.display()
+                    );
                     return Err(StoreError::Io { context, source });
                 }
             }

@@ -3,6 +3,9 @@
 //! - `file_child append DIR SEGMENT_SIZE SESSIONS`: opens the journal in DIR as its writer, prints
 //!   `ready`, then appends synced batches to sessions 0..SESSIONS forever, each at the session's
 //!   tail, printing `S NEXT` (session number, its new tail) after each acknowledgement, flushed.
+//! - `file_child churn DIR SEGMENT_SIZE SESSIONS`: as `append`, and after each append also writes
+//!   a short-lived session and deletes it, so segments are rotated, compacted and removed all
+//!   the time; prints `S NEXT` for the long-lived sessions only.
 //! - `file_child hold DIR`: opens the journal as its writer, prints `locked`, and keeps it until
 //!   its standard input closes.
 //! - `file_child try DIR`: tries to open the journal as its writer; prints `opened` (exit 0) or
@@ -30,7 +33,12 @@ fn main() -> ExitCode {
         "append" => {
             let segment: u64 = arg(2).parse().unwrap_or(1 << 20);
             let sessions: usize = arg(3).parse().unwrap_or(4);
-            append(dir, segment, sessions.max(1))
+            append(dir, segment, sessions.max(1), false)
+        }
+        "churn" => {
+            let segment: u64 = arg(2).parse().unwrap_or(1 << 20);
+            let sessions: usize = arg(3).parse().unwrap_or(4);
+            append(dir, segment, sessions.max(1), true)
         }
         "hold" => {
             let store = FileStore::open(&dir, FileOptions::new()).unwrap();
@@ -120,7 +128,7 @@ fn read(dir: &std::path::Path, segment: u64, sessions: usize) -> Result<String, 
     Ok(format!("read {events} events in {segments} segments"))
 }
 
-fn append(dir: PathBuf, segment: u64, sessions: usize) -> ExitCode {
+fn append(dir: PathBuf, segment: u64, sessions: usize, churn: bool) -> ExitCode {
     let store = match FileStore::open(&dir, FileOptions::new().segment_size(segment)) {
         Ok(s) => s,
         Err(e) => {
@@ -146,6 +154,12 @@ fn append(dir: PathBuf, segment: u64, sessions: usize) -> ExitCode {
         tails[s] = ack.next.get();
         writeln!(out, "{s} {}", ack.next).unwrap();
         out.flush().unwrap();
+        if churn {
+            let temp = stepjournal_codec::SessionId::from(format!("temp-{i}").as_str());
+            let e = [Stamped::at(UnixMillis(i), stepjournal_tests::sample::oversized(600))];
+            store.append(&temp, stepjournal_codec::Seq(0), &e, Durability::Buffered).unwrap();
+            store.delete(&temp).unwrap();
+        }
         i += 1;
     }
 }

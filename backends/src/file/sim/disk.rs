@@ -220,13 +220,18 @@ impl Io for SimDisk {
         if !state.dirs.contains(dir) {
             return Err(not_found(dir));
         }
-        Ok(state
+        let names = state
             .dir
             .keys()
             .chain(state.specials.keys())
             .filter(|p| p.parent() == Some(dir))
             .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_owned))
-            .collect())
+            .collect();
+        drop(state);
+        if let Some(then) = self.take_after_list() {
+            then();
+        }
+        Ok(names)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

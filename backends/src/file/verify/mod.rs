@@ -173,12 +173,43 @@ pub fn verify_dir_with(
     verify_through(io, dir, limits, progress)
 }
 
+/// How many times the check starts again, from a new listing, when a live writer removed a
+/// listed segment before it was read.
+const ATTEMPTS: u32 = 16;
+
+/// Checks the journal; beside a live writer, a segment listed and removed before it was read
+/// (compaction moved its live batches, perhaps to a segment the listing does not hold) makes the
+/// check start again from a new listing, so a race is never reported as a gap.
 fn verify_through(
     io: Arc<dyn Io>,
     dir: &Path,
     limits: &Limits,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport, StoreError> {
+    for _ in 0..ATTEMPTS {
+        if let Some(report) = verify_once(Arc::clone(&io), dir, limits, progress)? {
+            return Ok(report);
+        }
+    }
+    Err(StoreError::Io {
+        context: format!("checking the journal directory {}", dir.display()),
+        source: std::io::Error::new(
+            std::io::ErrorKind::Interrupted,
+            format!(
+                "its segments changed under each of {ATTEMPTS} attempts to read them (a live \
+                 writer rotating or compacting)"
+            ),
+        ),
+    })
+}
+
+/// One check from one listing; `None` when a listed segment was gone before it was read.
+fn verify_once(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    limits: &Limits,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Option<VerifyReport>, StoreError> {
     let names = io.list(dir).map_err(|source| StoreError::Io {
         context: format!("listing the journal directory {}", dir.display()),
         source,
@@ -194,8 +225,8 @@ fn verify_through(
         let path = dir.join(id.file_name());
         match open_entry(&*io, &path) {
             Ok(Some(opened)) => entries.push((*id, Ok(opened.len))),
-            // Removed since the listing (compaction by a live writer): it held nothing live.
-            Ok(None) => {}
+            // Removed since the listing, by a live writer.
+            Ok(None) => return Ok(None),
             Err(problem) => entries.push((*id, Err(finding(&path, 0, problem)))),
         }
     }
@@ -228,8 +259,8 @@ fn verify_through(
         };
         let file = match open_entry(&*io, &path) {
             Ok(Some(opened)) => opened.file,
-            // Removed since it was first looked at (compaction by a live writer).
-            Ok(None) => continue,
+            // Removed since it was first looked at, by a live writer.
+            Ok(None) => return Ok(None),
             Err(problem) => {
                 checker.findings.push(finding(&path, 0, problem));
                 continue;
@@ -256,7 +287,7 @@ fn verify_through(
     }
     let segments = opened.iter().map(|(id, len)| (dir.join(id.file_name()), *len)).collect();
     let (built, findings) = checker.finish(dir);
-    Ok(VerifyReport {
+    Ok(Some(VerifyReport {
         dir: dir.to_path_buf(),
         limits: *limits,
         files: SegmentFiles::new(io, dir, true, FileOptions::new().max_open_segments),
@@ -264,7 +295,7 @@ fn verify_through(
         bytes: total,
         findings,
         built,
-    })
+    }))
 }
 
 /// A segment file opened for the check, with its length then.
