@@ -49,7 +49,7 @@ enum Leader {
 /// writes the group itself before returning; otherwise the committer thread is woken to.
 pub(crate) fn submit(core: &Core, mut st: MutexGuard<'_, State>, request: Request, may_lead: bool) {
     st.queue.push_back(request);
-    if st.cohort.arrival(Instant::now()) {
+    if st.cohort.tracking() && st.cohort.arrival(Instant::now()) {
         core.cohort_back.notify_one();
     }
     if st.leading {
@@ -145,29 +145,36 @@ fn await_cohort<'a>(core: &'a Core, mut st: MutexGuard<'a, State>) -> MutexGuard
 /// Writes one group, publishes it, decides who leads next, and answers the group's callers.
 /// Returns whether this leader goes on to the next group.
 fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
-    let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
-    let started = Instant::now();
-    let outcome = write_frames(core, &frames, group.iter().any(|r| r.sync));
-    let io = started.elapsed();
-    drop(frames);
+    let sync = group.iter().any(|r| r.sync);
+    let outcome = match group.as_slice() {
+        // A lone request's frame is written without a list of frames.
+        [one] => write_frames(core, &[one.frame.as_slice()], sync),
+        _ => {
+            let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
+            write_frames(core, &frames, sync)
+        }
+    };
+    let mut io = std::time::Duration::ZERO;
 
     let mut st = lock(&core.state);
     let mut failed = None;
     let mut purge = false;
     match outcome {
         Ok(w) => {
-            if let Some(file) = w.new_segment {
+            io = w.took;
+            let offsets = w.offsets(group.iter().map(|r| r.frame.len()));
+            if let Some(file) = w.new_segment.clone() {
                 st.index.add_segment(w.seg);
                 core.files.put(w.seg, file, true);
                 st.active = Some(w.seg);
                 purge = true;
             }
             let mut appends = 0;
-            for (req, offset) in group.iter().zip(&w.offsets) {
+            for (req, offset) in group.iter().zip(offsets) {
                 match req.kind {
                     RequestKind::Events { first, count, last_at } => {
                         let len = req.frame.len() as u32;
-                        let run = BatchLoc { first, count, len, seg: w.seg, offset: *offset };
+                        let run = BatchLoc { first, count, len, seg: w.seg, offset };
                         let head = req.head.clone();
                         let pushed = st.index.push(&req.session, run, last_at, head);
                         debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
@@ -203,7 +210,7 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
             st.pending.clear();
         }
     }
-    st.cohort.answered(group.len(), io, Instant::now());
+    st.cohort.answered(group.len(), io);
     let mut refused = Vec::new();
     let mut hand_off = false;
     let more = !st.queue.is_empty() || st.cohort.expected();
@@ -237,18 +244,20 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
     if hand_off {
         core.wake.notify_one();
     }
-    let mut answers: Vec<Answer> = match &failed {
-        None => group.into_iter().map(|req| (req, Ok(()))).collect(),
-        Some(f) => group.into_iter().map(|req| (req, Err(group_error(f)))).collect(),
+    let result = |f: &Option<IoFailure>| match f {
+        None => Ok(()),
+        Some(f) => Err(group_error(f)),
     };
-    if who == Leader::Caller && !answers.is_empty() {
-        // The caller's own request is the group's first (it found the queue empty): it answers
-        // itself, and hands the others over.
-        let (own, result) = answers.remove(0);
+    let mut group = group.into_iter();
+    // The caller's own request is the group's first (it found the queue empty): it answers
+    // itself, and hands the others over.
+    let own = if who == Leader::Caller { group.next() } else { None };
+    if group.len() > 0 {
+        let answers: Vec<Answer> = group.map(|req| (req, result(&failed))).collect();
         core.answers.give(answers);
-        own.finish(result);
-    } else {
-        core.answers.give(answers);
+    }
+    if let Some(own) = own {
+        own.finish(result(&failed));
     }
     fail_all(refused, poison.as_ref());
     go_on

@@ -7,6 +7,7 @@
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::answer::Answers;
@@ -445,6 +446,7 @@ fn open_at(
         cohort_back: Condvar::new(),
         answers: Answers::default(),
         files,
+        frame_hint: AtomicUsize::new(64),
         dir_lock,
         writer: Mutex::new(writer),
         counters: Counters::default(),

@@ -95,10 +95,10 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<()
         }
         let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
         let w = write_frames(core, &refs, k == last)?;
+        placed.extend(w.offsets(refs.iter().map(|f| f.len())).map(|o| (w.seg, o)));
         if let Some(f) = w.new_segment {
             new_segments.push((w.seg, f));
         }
-        placed.extend(w.offsets.iter().map(|o| (w.seg, *o)));
     }
     let mut st = lock(&core.state);
     for (seg, file) in new_segments {

@@ -15,7 +15,7 @@ use super::io::{Io, RealIo};
 use super::layout::LOCK_FILE;
 use super::open::{OpenedStore, open};
 use super::options::FileOptions;
-use super::queue::{Request, RequestKind, dropped_unanswered};
+use super::queue::{Request, RequestKind, never_unanswered};
 use super::read::{ReadFailure, read_batches};
 use super::state::{Core, Pending, lock};
 use super::torn::TornTail;
@@ -229,13 +229,15 @@ impl FileStore {
         if self.core.options.read_only {
             return StoreFuture::ready(Err(self.read_only_error().into()));
         }
-        let mut frame = Vec::with_capacity(64 + events.len() * 64);
+        let hint = self.core.frame_hint.load(Ordering::Relaxed);
+        let mut frame = Vec::with_capacity(64 + events.len().saturating_mul(hint));
         if let Err(e) =
             batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
         {
             let session = session.clone();
             return StoreFuture::ready(Err(AppendError::Encode { session, source: Box::new(e) }));
         }
+        self.core.frame_hint.store(frame.len().div_ceil(events.len()), Ordering::Relaxed);
         let count = events.len() as u32;
         let next = expected.add(u64::from(count));
         let mut st = lock(&self.core.state);
@@ -265,7 +267,7 @@ impl FileStore {
                 st.pending.insert(session.as_str().to_owned(), p);
             }
         }
-        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered().into()));
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
         let ack = AppendAck { first: expected, next, durability };
         let last_at = events.last().map_or(0, |e| e.at.get());
         let kind = RequestKind::Events { first: expected.get(), count, last_at };
@@ -419,7 +421,7 @@ impl JournalStore for FileStore {
         }
         let p = Pending { tail: 0, head: Some(RunHead::default()) };
         st.pending.insert(session.as_str().to_owned(), p);
-        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered()));
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
         submit(&self.core, st, Request::delete(session.as_str(), frame, completer), true);
         future.wait()
     }
