@@ -16,9 +16,12 @@
 //! Invariants:
 //! - One leader at a time (`State::leading`), so groups are written one after the other and a
 //!   group is written only after the previous group's sync returned.
-//! - A group is published to the index (acknowledged) only after its write, and its sync when
-//!   one was asked, succeeded; groups are published in the order they were written, and each is
-//!   published before the next is taken, so the order of acknowledgements is the order on disk.
+//! - A group is published to the index (acknowledged: visible to reads and tails) only after its
+//!   write, and its sync when one was asked, succeeded; groups are published in the order they
+//!   were written, and each is published before the next is taken, so the order of
+//!   acknowledgements is the order on disk. Callers are answered after their group is published
+//!   (the answer thread may tell a group's callers after a later group's caller learnt of its
+//!   own).
 //! - A failed write or sync fails that group's callers with the I/O error, poisons the store and
 //!   fails every queued request; nothing is retried.
 
