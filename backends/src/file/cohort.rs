@@ -69,6 +69,16 @@ impl Cohort {
         self.began = None;
     }
 
+    /// The store went idle: no cohort is awaited until the next group is answered (the moving
+    /// averages are kept).
+    pub(crate) fn forget(&mut self) {
+        self.size = 0;
+        self.arrived = 0;
+        self.answered = false;
+        self.last = None;
+        self.began = None;
+    }
+
     /// Whether arrivals are counted and timed now: a cohort of more than one may come back.
     pub(crate) fn tracking(&self) -> bool {
         self.answered && self.size > 1 && self.arrived < self.size
@@ -196,6 +206,19 @@ mod tests {
         let left = c.wait(t).unwrap();
         assert!(left <= MIN_GAP, "{left:?}");
         assert_eq!(c.wait(t + MIN_GAP), None, "no arrival within the gap: take the group");
+    }
+
+    #[test]
+    fn an_idle_store_awaits_no_cohort() {
+        // The defect: a cohort left waiting for when the store went idle made the first async
+        // append of the next burst wait for appenders long gone.
+        let t0 = Instant::now();
+        let mut c = answered(8, 1000 * US, t0);
+        c.arrival(t0 + US);
+        assert!(c.expected());
+        c.forget();
+        assert!(!c.expected() && !c.tracking());
+        assert_eq!(c.wait(t0 + 1000 * US), None);
     }
 
     #[test]

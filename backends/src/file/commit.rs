@@ -116,6 +116,9 @@ fn lead(core: &Core, who: Leader) {
             }
             let group = take_group(&mut st, core.options.max_group_bytes);
             if group.is_empty() {
+                // The store goes idle: whoever comes next is no returning cohort, and a lone
+                // appender is never waited for.
+                st.cohort.forget();
                 st.leading = false;
                 st.committer = false;
                 break;
@@ -223,6 +226,7 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
         st.committer = false;
         false
     } else if !more {
+        st.cohort.forget();
         st.leading = false;
         st.committer = false;
         false
