@@ -42,8 +42,8 @@ pub(crate) struct Cohort {
     /// Requests queued since that group was answered.
     // Invariant: counts only arrivals after `answered`; reset when the next group is answered.
     arrived: usize,
-    /// When that group was answered.
-    answered: Option<Instant>,
+    /// Whether a group was answered yet.
+    answered: bool,
     /// The latest arrival since then.
     last: Option<Instant>,
     /// When the committer began waiting for the cohort.
@@ -60,19 +60,34 @@ pub(crate) struct Cohort {
 impl Cohort {
     /// A group of `size` requests was written (its write and sync took `io`) and is being
     /// answered now.
-    pub(crate) fn answered(&mut self, size: usize, io: Duration, now: Instant) {
+    pub(crate) fn answered(&mut self, size: usize, io: Duration) {
         self.io_nanos = average(self.io_nanos, io);
         self.size = size;
         self.arrived = 0;
-        self.answered = Some(now);
+        self.answered = true;
         self.last = None;
         self.began = None;
     }
 
-    /// A request was queued. Returns whether it completes the cohort the committer waits for
-    /// (then it must be woken).
+    /// The store went idle: no cohort is awaited until the next group is answered (the moving
+    /// averages are kept).
+    pub(crate) fn forget(&mut self) {
+        self.size = 0;
+        self.arrived = 0;
+        self.answered = false;
+        self.last = None;
+        self.began = None;
+    }
+
+    /// Whether arrivals are counted and timed now: a cohort of more than one may come back.
+    pub(crate) fn tracking(&self) -> bool {
+        self.answered && self.size > 1 && self.arrived < self.size
+    }
+
+    /// A request was queued at `now`. Returns whether it completes the cohort the committer
+    /// waits for (then it must be woken). Only called while [`tracking`](Self::tracking).
     pub(crate) fn arrival(&mut self, now: Instant) -> bool {
-        if self.answered.is_none() {
+        if !self.answered {
             return false;
         }
         if let Some(last) = self.last {
@@ -116,10 +131,11 @@ mod tests {
 
     const US: Duration = Duration::from_micros(1);
 
-    /// A cohort of `size` just answered at `t0`, after groups whose I/O took `io` each.
-    fn answered(size: usize, io: Duration, t0: Instant) -> Cohort {
+    /// A cohort of `size` just answered (at `t0`, which the cohort does not need), after groups
+    /// whose I/O took `io` each.
+    fn answered(size: usize, io: Duration, _t0: Instant) -> Cohort {
         let mut c = Cohort::default();
-        c.answered(size, io, t0);
+        c.answered(size, io);
         c
     }
 
@@ -193,6 +209,19 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_store_awaits_no_cohort() {
+        // The defect: a cohort left waiting for when the store went idle made the first async
+        // append of the next burst wait for appenders long gone.
+        let t0 = Instant::now();
+        let mut c = answered(8, 1000 * US, t0);
+        c.arrival(t0 + US);
+        assert!(c.expected());
+        c.forget();
+        assert!(!c.expected() && !c.tracking());
+        assert_eq!(c.wait(t0 + 1000 * US), None);
+    }
+
+    #[test]
     fn a_new_group_starts_a_new_cohort() {
         let t0 = Instant::now();
         let mut c = answered(4, 1000 * US, t0);
@@ -200,7 +229,7 @@ mod tests {
             c.arrival(t0 + k * US);
         }
         assert!(!c.expected());
-        c.answered(4, 1000 * US, t0 + 10 * US);
+        c.answered(4, 1000 * US);
         assert!(c.expected(), "the next cohort is awaited afresh");
     }
 }

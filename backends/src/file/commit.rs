@@ -16,9 +16,12 @@
 //! Invariants:
 //! - One leader at a time (`State::leading`), so groups are written one after the other and a
 //!   group is written only after the previous group's sync returned.
-//! - A group is published to the index (acknowledged) only after its write, and its sync when
-//!   one was asked, succeeded; groups are published in the order they were written, and each is
-//!   published before the next is taken, so the order of acknowledgements is the order on disk.
+//! - A group is published to the index (acknowledged: visible to reads and tails) only after its
+//!   write, and its sync when one was asked, succeeded; groups are published in the order they
+//!   were written, and each is published before the next is taken, so the order of
+//!   acknowledgements is the order on disk. Callers are answered after their group is published
+//!   (the answer thread may tell a group's callers after a later group's caller learnt of its
+//!   own).
 //! - A failed write or sync fails that group's callers with the I/O error, poisons the store and
 //!   fails every queued request; nothing is retried.
 
@@ -49,7 +52,7 @@ enum Leader {
 /// writes the group itself before returning; otherwise the committer thread is woken to.
 pub(crate) fn submit(core: &Core, mut st: MutexGuard<'_, State>, request: Request, may_lead: bool) {
     st.queue.push_back(request);
-    if st.cohort.arrival(Instant::now()) {
+    if st.cohort.tracking() && st.cohort.arrival(Instant::now()) {
         core.cohort_back.notify_one();
     }
     if st.leading {
@@ -113,6 +116,9 @@ fn lead(core: &Core, who: Leader) {
             }
             let group = take_group(&mut st, core.options.max_group_bytes);
             if group.is_empty() {
+                // The store goes idle: whoever comes next is no returning cohort, and a lone
+                // appender is never waited for.
+                st.cohort.forget();
                 st.leading = false;
                 st.committer = false;
                 break;
@@ -145,28 +151,36 @@ fn await_cohort<'a>(core: &'a Core, mut st: MutexGuard<'a, State>) -> MutexGuard
 /// Writes one group, publishes it, decides who leads next, and answers the group's callers.
 /// Returns whether this leader goes on to the next group.
 fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
-    let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
-    let started = Instant::now();
-    let outcome = write_frames(core, &frames, group.iter().any(|r| r.sync));
-    let io = started.elapsed();
-    drop(frames);
+    let sync = group.iter().any(|r| r.sync);
+    let outcome = match group.as_slice() {
+        // A lone request's frame is written without a list of frames.
+        [one] => write_frames(core, &[one.frame.as_slice()], sync),
+        _ => {
+            let frames: Vec<&[u8]> = group.iter().map(|r| r.frame.as_slice()).collect();
+            write_frames(core, &frames, sync)
+        }
+    };
+    let mut io = std::time::Duration::ZERO;
 
     let mut st = lock(&core.state);
     let mut failed = None;
     let mut purge = false;
     match outcome {
         Ok(w) => {
-            if let Some(file) = w.new_segment {
-                st.index.add_segment(w.seg, file);
+            io = w.took;
+            let offsets = w.offsets(group.iter().map(|r| r.frame.len()));
+            if let Some(file) = w.new_segment.clone() {
+                st.index.add_segment(w.seg);
+                core.files.put(w.seg, file, true);
                 st.active = Some(w.seg);
                 purge = true;
             }
             let mut appends = 0;
-            for (req, offset) in group.iter().zip(&w.offsets) {
+            for (req, offset) in group.iter().zip(offsets) {
                 match req.kind {
                     RequestKind::Events { first, count, last_at } => {
                         let len = req.frame.len() as u32;
-                        let run = BatchLoc { first, count, len, seg: w.seg, offset: *offset };
+                        let run = BatchLoc { first, count, len, seg: w.seg, offset };
                         let head = req.head.clone();
                         let pushed = st.index.push(&req.session, run, last_at, head);
                         debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
@@ -202,7 +216,7 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
             st.pending.clear();
         }
     }
-    st.cohort.answered(group.len(), io, Instant::now());
+    st.cohort.answered(group.len(), io);
     let mut refused = Vec::new();
     let mut hand_off = false;
     let more = !st.queue.is_empty() || st.cohort.expected();
@@ -212,6 +226,7 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
         st.committer = false;
         false
     } else if !more {
+        st.cohort.forget();
         st.leading = false;
         st.committer = false;
         false
@@ -236,18 +251,20 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
     if hand_off {
         core.wake.notify_one();
     }
-    let mut answers: Vec<Answer> = match &failed {
-        None => group.into_iter().map(|req| (req, Ok(()))).collect(),
-        Some(f) => group.into_iter().map(|req| (req, Err(group_error(f)))).collect(),
+    let result = |f: &Option<IoFailure>| match f {
+        None => Ok(()),
+        Some(f) => Err(group_error(f)),
     };
-    if who == Leader::Caller && !answers.is_empty() {
-        // The caller's own request is the group's first (it found the queue empty): it answers
-        // itself, and hands the others over.
-        let (own, result) = answers.remove(0);
+    let mut group = group.into_iter();
+    // The caller's own request is the group's first (it found the queue empty): it answers
+    // itself, and hands the others over.
+    let own = if who == Leader::Caller { group.next() } else { None };
+    if group.len() > 0 {
+        let answers: Vec<Answer> = group.map(|req| (req, result(&failed))).collect();
         core.answers.give(answers);
-        own.finish(result);
-    } else {
-        core.answers.give(answers);
+    }
+    if let Some(own) = own {
+        own.finish(result(&failed));
     }
     fail_all(refused, poison.as_ref());
     go_on

@@ -11,9 +11,7 @@
 //! the end; a deletion frame drops every run collected for its session so far.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
-use super::io::IoFile;
 use super::layout::SegmentId;
 use crate::RunHead;
 
@@ -88,22 +86,15 @@ pub(crate) struct Guard {
     pub older: BTreeSet<SegmentId>,
 }
 
-/// What the index knows of one segment.
-#[derive(Debug)]
+/// What the index knows of one segment (its file is opened when needed: `files`).
+#[derive(Debug, Default)]
 pub(crate) struct SegmentInfo {
-    pub file: Arc<dyn IoFile>,
     /// Events frames here that are the current home of a live batch.
     pub live: u64,
     /// Their bytes.
     pub live_bytes: u64,
     /// Deletion frames here that must stay.
     pub guards: Vec<Guard>,
-}
-
-impl SegmentInfo {
-    fn new(file: Arc<dyn IoFile>) -> Self {
-        SegmentInfo { file, live: 0, live_bytes: 0, guards: Vec::new() }
-    }
 }
 
 /// Sessions and segments.
@@ -127,8 +118,8 @@ impl Index {
         self.sessions.get(session).map_or(0, SessionLog::tail)
     }
 
-    pub(crate) fn add_segment(&mut self, id: SegmentId, file: Arc<dyn IoFile>) {
-        self.segments.insert(id, SegmentInfo::new(file));
+    pub(crate) fn add_segment(&mut self, id: SegmentId) {
+        self.segments.insert(id, SegmentInfo::default());
     }
 
     pub(crate) fn count_live(&mut self, run: &BatchLoc, add: bool) {
@@ -266,14 +257,6 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::io::Io;
-    use crate::file::sim::SimDisk;
-
-    fn file() -> Arc<dyn IoFile> {
-        let disk = SimDisk::new();
-        disk.create_dir_all(std::path::Path::new("/d")).unwrap();
-        disk.create_new(std::path::Path::new("/d/f")).unwrap()
-    }
 
     fn run(first: u64, count: u32, seg: u64) -> BatchLoc {
         BatchLoc { first, count, len: 100, seg: SegmentId(seg), offset: 32 + first }
@@ -282,7 +265,7 @@ mod tests {
     #[test]
     fn a_batch_lands_only_at_the_tail() {
         let mut ix = Index::default();
-        ix.add_segment(SegmentId(1), file());
+        ix.add_segment(SegmentId(1));
         ix.push("s", run(0, 3, 1), 0, None).unwrap();
         assert_eq!(ix.push("s", run(4, 1, 1), 0, None), Err(3));
         assert_eq!(ix.push("t", run(1, 1, 1), 0, None), Err(0));
@@ -299,7 +282,7 @@ mod tests {
     fn a_deletion_frame_stays_while_older_frames_of_its_session_remain() {
         let mut ix = Index::default();
         for id in 1..=3 {
-            ix.add_segment(SegmentId(id), file());
+            ix.add_segment(SegmentId(id));
         }
         ix.push("s", run(0, 1, 1), 0, None).unwrap();
         ix.push("other", run(0, 1, 1), 0, None).unwrap();
@@ -325,7 +308,7 @@ mod tests {
     fn a_moved_batch_leaves_a_shadow_that_a_later_deletion_guards() {
         let mut ix = Index::default();
         for id in 1..=3 {
-            ix.add_segment(SegmentId(id), file());
+            ix.add_segment(SegmentId(id));
         }
         ix.push("s", run(0, 1, 1), 0, None).unwrap();
         ix.moved("s", 0, SegmentId(2), 500);

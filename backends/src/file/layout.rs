@@ -55,6 +55,9 @@ pub const GROUP_MAGIC: u32 = u32::from_le_bytes(*b"SJGP");
 /// Bytes of the group header: crc, magic, len, frames, synced.
 pub const GROUP_HEADER_LEN: usize = size_of::<u32>() * 4 + size_of::<u64>();
 
+/// The writer lock's file name in the journal directory.
+pub const LOCK_FILE: &str = "LOCK";
+
 /// A segment's id: the number in its file name, increasing with every new segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SegmentId(pub u64);

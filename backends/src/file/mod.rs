@@ -11,12 +11,19 @@
 //!   compare-and-set is checked against the tail including batches not yet written, so racing
 //!   appends to one session have one winner. Each request carries the completer of the future
 //!   its caller awaits or waits on: a sync caller that finds no leader writes its own group, the
-//!   committer thread the store owns writes the rest, and no thread is parked per waiting append.
+//!   committer thread the store owns writes the rest (waiting briefly for the appenders of the
+//!   last group to come back), an answer thread wakes the callers, and no thread is parked per
+//!   waiting append.
 //! - **Durability**: `Synced` acknowledges after `fdatasync` returned; `Buffered` after the write
 //!   reached the operating system. A failed write or sync poisons the store until reopened.
 //! - **One writer**: an exclusive lock on `LOCK` in the directory; a second writer gets
-//!   [`OpenError::Locked`](crate::OpenError::Locked). [`FileOptions::read_only`] takes no lock and
-//!   reads what was valid when it opened, so a journal can be inspected while it is written.
+//!   [`OpenError::Locked`](crate::OpenError::Locked). A writer whose lock file was removed or
+//!   replaced stops writing (poisoned) rather than interleave with another.
+//!   [`FileOptions::read_only`] takes no lock and reads what was valid when it opened (a
+//!   consistent set of segments, listed again while a live writer removes them), so a journal
+//!   can be inspected while it is written; [`FileStore::writer_is_live`] says whether it is.
+//! - **Open files**: the active segment and at most [`FileOptions::max_open_segments`] others,
+//!   so a journal of any number of segments opens under a small limit on open files.
 //! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
 //!   any append, its bytes kept aside first and what it held reported
 //!   ([`FileStore::torn_tail`]); damage inside acknowledged data refuses to open, naming segment
@@ -40,6 +47,7 @@
 //! - `walk`: the one walk over a segment's groups and frames, and what damage means; `heads`:
 //!   what a batch's records tell of its session's head;
 //! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
+//!   `files`: the bounded cache of open segment files;
 //! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
 //!   continuity);
 //! - `read`: reading batches back by their index entries;
@@ -61,6 +69,7 @@ mod aside;
 mod builder;
 mod cohort;
 mod commit;
+mod files;
 mod heads;
 mod index;
 #[cfg(feature = "testing")]
@@ -89,8 +98,8 @@ mod verify;
 mod walk;
 mod write;
 
+pub use layout::LOCK_FILE;
 pub use layout::SegmentId;
-pub use open::LOCK_FILE;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
 pub use torn::{TornFrame, TornTail};

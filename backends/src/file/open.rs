@@ -7,15 +7,17 @@
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::answer::Answers;
 use super::aside::set_aside;
 use super::builder::{IndexBuilder, Misfit};
+use super::files::SegmentFiles;
 use super::heads::BatchHead;
 use super::index::BatchLoc;
-use super::io::{EntryKind, Io, IoFile, IoLock};
-use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
+use super::io::{EntryKind, Io, IoFile};
+use super::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::reclaim;
 use super::segment::{IoFailure, create_segment};
@@ -25,9 +27,6 @@ use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_s
 use stepjournal_codec::{DecodeError, Limits};
 
 use crate::{OpenError, StoreError};
-
-/// The writer lock's file name in the journal directory.
-pub const LOCK_FILE: &str = "LOCK";
 
 /// What opening will change on disk, decided before anything is changed.
 #[derive(Debug)]
@@ -134,18 +133,84 @@ impl Visit for Indexer<'_> {
     }
 }
 
-/// Opens the journal; in salvage mode, a misfit found at the end of the scan makes the scan run
-/// again, stopping before it.
+/// How many times a read-only open reads the directory again when a writer changed it under the
+/// read.
+const READ_ATTEMPTS: u32 = 16;
+
+/// Opens the journal. A read-only open beside a live writer reads a consistent set of segments:
+/// see [`open_read_only`].
 pub(crate) fn open(
     io: Arc<dyn Io>,
     dir: &Path,
     options: FileOptions,
 ) -> Result<OpenedStore, OpenError> {
     options.validate()?;
+    if options.read_only {
+        return open_read_only(io, dir, options);
+    }
+    match open_once(io, dir, options)? {
+        Some(opened) => Ok(opened),
+        // Only a read-only scan reports a changed directory (a writer holds the lock).
+        None => Err(changing(dir, None)),
+    }
+}
+
+/// A read-only open, which takes no lock, races the writer's rotation and compaction: a
+/// segment listed may be removed before it is read (its live batches moved by compaction to a
+/// segment the listing does not hold), and the newest segment is being written while it is
+/// read. So the scan starts again, from a new listing, whenever a listed segment is gone; and a
+/// refusal that a race can cause (damage, batches that do not fit) is reported only once it is
+/// found twice in a row, or when no writer holds the lock (the directory is then still).
+fn open_read_only(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    options: FileOptions,
+) -> Result<OpenedStore, OpenError> {
+    let mut last: Option<String> = None;
+    for _ in 0..READ_ATTEMPTS {
+        let e = match open_once(Arc::clone(&io), dir, options) {
+            Ok(Some(opened)) => return Ok(opened),
+            Ok(None) => continue,
+            Err(
+                e @ (OpenError::Store(StoreError::Corrupt { .. }) | OpenError::NotASegment { .. }),
+            ) => e,
+            Err(e) => return Err(e),
+        };
+        let text = e.to_string();
+        let writer = io.lock_is_held(&dir.join(LOCK_FILE)).unwrap_or(true);
+        if !writer || last.as_deref() == Some(text.as_str()) {
+            return Err(e);
+        }
+        last = Some(text);
+    }
+    Err(changing(dir, last))
+}
+
+/// The journal in `dir` kept changing under every attempt to read it.
+fn changing(dir: &Path, last: Option<String>) -> OpenError {
+    let found = last.map(|l| format!("; the last attempt found: {l}")).unwrap_or_default();
+    let e = io::Error::new(
+        io::ErrorKind::Interrupted,
+        format!(
+            "its segments changed under each of {READ_ATTEMPTS} attempts to read them (a live \
+             writer rotating or compacting){found}"
+        ),
+    );
+    io_error(format!("reading the journal directory {}", dir.display()))(e)
+}
+
+/// One scan of the directory; in salvage mode, a misfit found at the end of the scan makes the
+/// scan run again, stopping before it. `None`: read-only, and a listed segment was gone.
+fn open_once(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    options: FileOptions,
+) -> Result<Option<OpenedStore>, OpenError> {
     let mut stop = None;
     loop {
         match open_at(Arc::clone(&io), dir, options, stop.as_ref())? {
-            Opened::Store(opened) => return Ok(*opened),
+            Opened::Store(opened) => return Ok(Some(*opened)),
+            Opened::Changed => return Ok(None),
             Opened::Misfit(m) => {
                 let earlier =
                     stop.as_ref().is_none_or(|s: &Misfit| (m.seg, m.offset) < (s.seg, s.offset));
@@ -171,7 +236,6 @@ pub(crate) fn open(
 /// found at the newest segment's end (cut unless read-only).
 pub(crate) struct OpenedStore {
     pub core: Core,
-    pub dir_lock: Option<Box<dyn IoLock>>,
     pub torn: Option<TornTail>,
 }
 
@@ -179,6 +243,9 @@ enum Opened {
     Store(Box<OpenedStore>),
     /// Sessions do not fit together; nothing was changed on disk.
     Misfit(Misfit),
+    /// Read-only: a segment listed was gone when it was read (the writer removed it; its live
+    /// batches may be in a segment the listing does not hold).
+    Changed,
 }
 
 fn open_at(
@@ -220,6 +287,7 @@ fn open_at(
         names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
 
+    let files = SegmentFiles::new(Arc::clone(&io), &dir, read_only, options.max_open_segments);
     let mut builder = IndexBuilder::default();
     let mut asides: Vec<Aside> = Vec::new();
     let mut torn: Option<TornTail> = None;
@@ -229,7 +297,6 @@ fn open_at(
     let mut kept: Option<Newest> = None;
     // Every entry is looked at before any is opened (opening a named pipe would wait for a
     // writer): one that is not a regular file is refused, whatever else is found.
-    let mut gone = Vec::new();
     for &id in &ids {
         let path = dir.join(id.file_name());
         match io
@@ -237,8 +304,7 @@ fn open_at(
             .map_err(io_error(format!("looking at segment {}", path.display())))?
         {
             Some(EntryKind::File) => {}
-            // Removed by the writer since the listing: it held nothing live.
-            None if read_only => gone.push(id),
+            None if read_only => return Ok(Opened::Changed),
             None => {
                 let e = io::Error::new(io::ErrorKind::NotFound, "removed since it was listed");
                 return Err(io_error(format!("opening segment {}", path.display()))(e));
@@ -249,7 +315,6 @@ fn open_at(
             }
         }
     }
-    ids.retain(|id| !gone.contains(id));
 
     for (k, &id) in ids.iter().enumerate() {
         let path = dir.join(id.file_name());
@@ -257,13 +322,16 @@ fn open_at(
             actions.push(Repair::Remove { id });
             continue;
         }
-        let file = match io.open(&path, read_only) {
+        // Opened through the cache, which keeps it open while it has room (a journal of few
+        // segments stays open whole) and closes others when the process is at its limit.
+        let file = match files.get(id) {
             Ok(f) => f,
-            // Removed by the writer since the listing: it held nothing live.
-            Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if read_only && e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Opened::Changed);
+            }
             Err(e) => return Err(io_error(format!("opening segment {}", path.display()))(e)),
         };
-        builder.add_segment(id, Arc::clone(&file));
+        builder.add_segment(id);
         let last = k + 1 == ids.len();
         let mut indexer = Indexer { builder: &mut builder, seg: id, stop, limits: &options.limits };
         let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
@@ -360,11 +428,12 @@ fn open_at(
             None => {
                 let id = SegmentId(ids.last().map_or(1, |l| l.0 + 1));
                 let file = create_segment(&*io, &dir, id).map_err(failure)?;
-                index.add_segment(id, Arc::clone(&file));
+                index.add_segment(id);
                 Active::new(id, file, SEGMENT_HEADER_LEN as u64)
             }
         };
         active = Some(a.id);
+        files.put(a.id, Arc::clone(&a.file), true);
         writer.active = Some(a);
     }
 
@@ -376,11 +445,14 @@ fn open_at(
         wake: Condvar::new(),
         cohort_back: Condvar::new(),
         answers: Answers::default(),
+        files,
+        frame_hint: AtomicUsize::new(64),
+        dir_lock,
         writer: Mutex::new(writer),
         counters: Counters::default(),
     };
     if !read_only {
         reclaim(&core).map_err(failure)?;
     }
-    Ok(Opened::Store(Box::new(OpenedStore { core, dir_lock, torn })))
+    Ok(Opened::Store(Box::new(OpenedStore { core, torn })))
 }

@@ -28,6 +28,7 @@ pub struct FileOptions {
     pub(crate) on_corruption: OnCorruption,
     pub(crate) read_only: bool,
     pub(crate) limits: Limits,
+    pub(crate) max_open_segments: usize,
 }
 
 impl Default for FileOptions {
@@ -39,6 +40,7 @@ impl Default for FileOptions {
             on_corruption: OnCorruption::Refuse,
             read_only: false,
             limits: Limits::default(),
+            max_open_segments: 32,
         }
     }
 }
@@ -48,7 +50,8 @@ pub const MIN_SEGMENT_SIZE: u64 = 4096;
 
 impl FileOptions {
     /// The defaults: 64 MiB segments, groups of up to 4 MiB, 1 MiB of zeros ahead of the data,
-    /// [`OnCorruption::Refuse`], read and write, [`Limits::default`].
+    /// [`OnCorruption::Refuse`], read and write, [`Limits::default`], 32 sealed segments kept
+    /// open.
     pub fn new() -> Self {
         Self::default()
     }
@@ -90,6 +93,15 @@ impl FileOptions {
         self
     }
 
+    /// How many segment files other than the active one are kept open for reads (default 32, at
+    /// least 1): the least recently read is closed past it, so a journal of any number of
+    /// segments opens under a small limit on open files. Opening one that finds the process at
+    /// its limit closes half of those open and keeps the bound lower from then on.
+    pub fn max_open_segments(mut self, files: usize) -> Self {
+        self.max_open_segments = files;
+        self
+    }
+
     /// Size limits for records and batches (default [`Limits::default`]).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -110,6 +122,9 @@ impl FileOptions {
                 self.max_group_bytes,
                 u32::MAX / 2
             ));
+        }
+        if self.max_open_segments == 0 {
+            return bad("max_open_segments must be at least 1".to_owned());
         }
         if self.limits.max_record == 0 || self.limits.max_batch < self.limits.max_record {
             return bad(format!(

@@ -47,7 +47,8 @@ pub(crate) struct Request {
     pub sync: bool,
     /// The session's head once the batch lands, when the batch changes it.
     pub head: Option<RunHead>,
-    pub reply: Reply,
+    /// Whom to answer (taken when answered; a request dropped unanswered answers on drop).
+    reply: Option<Reply>,
 }
 
 impl Request {
@@ -67,7 +68,7 @@ impl Request {
             frame,
             sync: ack.durability >= Durability::Synced,
             head,
-            reply: Reply::Append { completer, ack },
+            reply: Some(Reply::Append { completer, ack }),
         }
     }
 
@@ -83,13 +84,18 @@ impl Request {
             frame,
             sync: true,
             head: None,
-            reply: Reply::Delete { completer },
+            reply: Some(Reply::Delete { completer }),
         }
     }
 
     /// Answers the caller: its group was written (`Ok`), or how it failed.
-    pub(crate) fn finish(self, result: Result<(), GroupError>) {
-        match self.reply {
+    pub(crate) fn finish(mut self, result: Result<(), GroupError>) {
+        self.answer(result);
+    }
+
+    fn answer(&mut self, result: Result<(), GroupError>) {
+        let Some(reply) = self.reply.take() else { return };
+        match reply {
             Reply::Append { completer, ack } => {
                 let answer = match result {
                     Ok(()) => Ok(ack),
@@ -123,10 +129,21 @@ impl Request {
     }
 }
 
-/// What a future resolves to if the store drops its request without answering it (a bug: every
-/// path answers). Never a hang.
-pub(crate) fn dropped_unanswered() -> StoreError {
-    StoreError::Poisoned {
-        first_failure: "the file store's group committer went away without answering".to_owned(),
+impl Drop for Request {
+    /// A request dropped unanswered (a bug: every path answers, a leader that panics included)
+    /// still answers: never a hang. Its message is made only here.
+    fn drop(&mut self) {
+        if self.reply.is_some() {
+            let first_failure =
+                "the file store's group committer went away without answering".to_owned();
+            self.answer(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
+        }
     }
+}
+
+/// What a future resolves to if its completer is dropped without completing: never, since the
+/// request holding it answers even when dropped; so nothing is made for it (a message would be
+/// made for every append).
+pub(crate) fn never_unanswered() -> StoreError {
+    StoreError::Poisoned { first_failure: String::new() }
 }

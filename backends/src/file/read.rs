@@ -1,39 +1,74 @@
 //! Reading a session's batches back by their index entries, for the store's reads and for
 //! [`VerifyReport::read_session`](super::VerifyReport::read_session): batches close together in
 //! one segment are read with one `pread`, and each is checked against what the index says of it
-//! before its records are handed on.
+//! before its records are handed on. Segment files come from the cache of open files, one at a
+//! time, so a session spread over more segments than the process may open files still reads.
 
+use std::io;
 use std::path::Path;
-use std::sync::Arc;
 
 use stepjournal_codec::batch::{Frame, FrameKind, HEADER_LEN as FRAME_HEADER_LEN};
 use stepjournal_codec::record::RecordRef;
 use stepjournal_codec::{DecodeError, Limits};
 
+use super::files::SegmentFiles;
 use super::index::BatchLoc;
-use super::io::IoFile;
+use super::layout::SegmentId;
 use crate::StoreError;
 
-/// Reads `runs` (batches of `session` in order, each with its segment's file) from the journal
-/// in `dir`, handing each record, with its batch and its offset in the segment, to `each`.
+/// Why a read stopped.
+#[derive(Debug)]
+pub(crate) enum ReadFailure {
+    /// A segment the index names is gone: removed (its batches moved by compaction) after the
+    /// index was read.
+    Gone { seg: SegmentId, source: io::Error },
+    /// The bytes could not be read, or are damaged.
+    Store(StoreError),
+}
+
+impl From<StoreError> for ReadFailure {
+    fn from(e: StoreError) -> Self {
+        ReadFailure::Store(e)
+    }
+}
+
+/// Reads `runs` (batches of `session` in order) from the journal in `dir`, through `files`,
+/// handing each record, with its batch and its offset in the segment, to `each`.
 pub(crate) fn read_batches(
     dir: &Path,
+    files: &SegmentFiles,
     limits: &Limits,
     session: &str,
-    runs: &[(BatchLoc, Arc<dyn IoFile>)],
+    runs: &[BatchLoc],
     mut each: impl FnMut(&BatchLoc, RecordRef<'_>, u64) -> Result<(), DecodeError>,
-) -> Result<(), StoreError> {
+) -> Result<(), ReadFailure> {
     /// The most bytes between two batches read together.
     const MAX_GAP: u64 = 64 << 10;
     /// The most bytes one read spans.
     const MAX_SPAN: u64 = 1 << 20;
     let mut buf = Vec::new();
     let mut i = 0;
-    while let Some((head, file)) = runs.get(i) {
+    let mut open = None;
+    while let Some(head) = runs.get(i) {
+        let file = match &open {
+            Some((seg, file)) if *seg == head.seg => std::sync::Arc::clone(file),
+            _ => {
+                let file = files.get(head.seg).map_err(|source| {
+                    if source.kind() == io::ErrorKind::NotFound {
+                        return ReadFailure::Gone { seg: head.seg, source };
+                    }
+                    let path = dir.join(head.seg.file_name());
+                    let context = format!("opening segment {}", path.display());
+                    ReadFailure::Store(StoreError::Io { context, source })
+                })?;
+                open = Some((head.seg, std::sync::Arc::clone(&file)));
+                file
+            }
+        };
         let start = head.offset;
         let mut end = head.offset + u64::from(head.len);
         let mut j = i + 1;
-        while let Some((r, _)) = runs.get(j) {
+        while let Some(r) = runs.get(j) {
             let r_end = r.offset + u64::from(r.len);
             if r.seg != head.seg
                 || r.offset < end
@@ -55,7 +90,7 @@ pub(crate) fn read_batches(
             ),
             source,
         })?;
-        for (run, _) in runs.get(i..j).unwrap_or_default() {
+        for run in runs.get(i..j).unwrap_or_default() {
             let at = (run.offset - start) as usize;
             let bytes = buf.get(at..at + run.len as usize).unwrap_or_default();
             check_batch(bytes, run, session, limits, &mut each).map_err(|source| {

@@ -3,7 +3,6 @@
 //! segment removed). Each removal is made durable before the index forgets the segment.
 
 use std::io;
-use std::sync::Arc;
 
 use stepjournal_codec::batch::Frame;
 
@@ -41,6 +40,7 @@ fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
         IoFailure::new(format!("syncing directory {} after removing {id}", core.dir.display()), e)
     })?;
     lock(&core.state).index.forget(id);
+    core.files.forget(id);
     Ok(())
 }
 
@@ -48,8 +48,12 @@ fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
 /// segment holds nothing live and the next round removes it.
 fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<(), IoFailure> {
     let path = core.segment_path(id);
-    let file = lock(&core.state).index.segments.get(&id).map(|s| Arc::clone(&s.file));
-    let Some(file) = file else { return Ok(()) };
+    if !lock(&core.state).index.segments.contains_key(&id) {
+        return Ok(());
+    }
+    let file = core.files.get(id).map_err(|e| {
+        IoFailure::new(format!("opening segment {} to compact it", path.display()), e)
+    })?;
     let mut frames = Vec::with_capacity(live.len());
     for (session, run) in live {
         let at = format!("segment {} at byte {}", path.display(), run.offset);
@@ -91,14 +95,15 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<()
         }
         let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
         let w = write_frames(core, &refs, k == last)?;
+        placed.extend(w.offsets(refs.iter().map(|f| f.len())).map(|o| (w.seg, o)));
         if let Some(f) = w.new_segment {
             new_segments.push((w.seg, f));
         }
-        placed.extend(w.offsets.iter().map(|o| (w.seg, *o)));
     }
     let mut st = lock(&core.state);
     for (seg, file) in new_segments {
-        st.index.add_segment(seg, file);
+        st.index.add_segment(seg);
+        core.files.put(seg, file, true);
         st.active = Some(seg);
     }
     for ((session, run), (seg, offset)) in live.iter().zip(placed) {

@@ -11,11 +11,12 @@ use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis
 
 use super::commit::{run_committer, submit};
 use super::index::{BatchLoc, SessionLog};
-use super::io::{Io, IoFile, IoLock, RealIo};
-use super::open::{LOCK_FILE, OpenedStore, open};
+use super::io::{Io, RealIo};
+use super::layout::LOCK_FILE;
+use super::open::{OpenedStore, open};
 use super::options::FileOptions;
-use super::queue::{Request, RequestKind, dropped_unanswered};
-use super::read::read_batches;
+use super::queue::{Request, RequestKind, never_unanswered};
+use super::read::{ReadFailure, read_batches};
 use super::state::{Core, Pending, lock};
 use super::torn::TornTail;
 use crate::{
@@ -57,8 +58,6 @@ pub struct FileStore {
     threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
-    /// The writer lock on the directory (None when read-only).
-    _dir_lock: Option<Box<dyn IoLock>>,
 }
 
 impl FileStore {
@@ -89,7 +88,7 @@ impl FileStore {
         dir: &Path,
         options: FileOptions,
     ) -> Result<FileStore, OpenError> {
-        let OpenedStore { core, dir_lock, torn } = open(io, dir, options)?;
+        let OpenedStore { core, torn } = open(io, dir, options)?;
         let core = Arc::new(core);
         let threads = if options.read_only {
             None
@@ -120,7 +119,7 @@ impl FileStore {
             };
             Some((commit, answer))
         };
-        Ok(FileStore { core, threads, torn, _dir_lock: dir_lock })
+        Ok(FileStore { core, threads, torn })
     }
 
     /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
@@ -191,6 +190,29 @@ impl FileStore {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
     }
 
+    /// A read-only store reads the directory again, as a new open would, and holds the journal
+    /// as it is now: its writer removed a segment this store had not kept open (compaction moved
+    /// that segment's batches to a segment this store did not know).
+    fn read_directory_again(&self) -> Result<(), StoreError> {
+        let core = &self.core;
+        let fresh = match open(Arc::clone(&core.io), &core.dir, core.options) {
+            Ok(OpenedStore { core, .. }) => core,
+            Err(OpenError::Store(e)) => return Err(e),
+            Err(other) => {
+                let context = format!("reading the journal directory {} again", core.dir.display());
+                return Err(StoreError::Io {
+                    context,
+                    source: std::io::Error::other(other.to_string()),
+                });
+            }
+        };
+        let Core { state, files, .. } = fresh;
+        let index = state.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).index;
+        lock(&core.state).index = index;
+        core.files.adopt(files);
+        Ok(())
+    }
+
     /// Checks and encodes an append, and queues it unless it is refused at once. With
     /// `may_lead` (the sync API) the caller writes the group itself when no one leads.
     fn submit_append(
@@ -207,13 +229,15 @@ impl FileStore {
         if self.core.options.read_only {
             return StoreFuture::ready(Err(self.read_only_error().into()));
         }
-        let mut frame = Vec::with_capacity(64 + events.len() * 64);
+        let hint = self.core.frame_hint.load(Ordering::Relaxed);
+        let mut frame = Vec::with_capacity(64 + events.len().saturating_mul(hint));
         if let Err(e) =
             batch::encode_into(&mut frame, session, expected, events, &self.core.options.limits)
         {
             let session = session.clone();
             return StoreFuture::ready(Err(AppendError::Encode { session, source: Box::new(e) }));
         }
+        self.core.frame_hint.store(frame.len().div_ceil(events.len()), Ordering::Relaxed);
         let count = events.len() as u32;
         let next = expected.add(u64::from(count));
         let mut st = lock(&self.core.state);
@@ -243,7 +267,7 @@ impl FileStore {
                 st.pending.insert(session.as_str().to_owned(), p);
             }
         }
-        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered().into()));
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
         let ack = AppendAck { first: expected, next, durability };
         let last_at = events.last().map_or(0, |e| e.at.get());
         let kind = RequestKind::Events { first: expected.get(), count, last_at };
@@ -309,41 +333,64 @@ impl JournalStore for FileStore {
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
+        /// How many times a read starts again after compaction removed a segment it was about
+        /// to read (its batches are then elsewhere: the index says where, or, for a read-only
+        /// store, the directory read again).
+        const RETRIES: u32 = 8;
         let range = range.start.get()..range.end.get();
-        let runs: Vec<(BatchLoc, Arc<dyn IoFile>)> = {
-            let st = lock(&self.core.state);
-            st.check_poison()?;
-            let Some(log) = st.index.sessions.get(session.as_str()) else {
-                return Ok(Vec::new());
-            };
-            let mut runs = Vec::new();
-            for run in log.overlapping(range.start, range.end) {
-                let Some(seg) = st.index.segments.get(&run.seg) else {
+        let mut tries = 0;
+        loop {
+            let runs: Vec<BatchLoc> = {
+                let st = lock(&self.core.state);
+                st.check_poison()?;
+                let Some(log) = st.index.sessions.get(session.as_str()) else {
+                    return Ok(Vec::new());
+                };
+                let runs = log.overlapping(range.start, range.end);
+                if let Some(run) = runs.iter().find(|r| !st.index.segments.contains_key(&r.seg)) {
                     return Err(StoreError::Corrupt {
                         context: format!("session {session} seq {}", run.first),
                         source: DecodeError::Malformed {
                             reason: format!("segment {} is missing", run.seg),
                         },
                     });
-                };
-                runs.push((*run, Arc::clone(&seg.file)));
-            }
-            runs
-        };
-        let mut out = Vec::new();
-        read_batches(
-            &self.core.dir,
-            &self.core.options.limits,
-            session.as_str(),
-            &runs,
-            |_, r, _| {
-                if range.contains(&r.seq.get()) {
-                    out.push(r.to_record()?);
                 }
-                Ok(())
-            },
-        )?;
-        Ok(out)
+                runs.to_vec()
+            };
+            let mut out = Vec::new();
+            let read = read_batches(
+                &self.core.dir,
+                &self.core.files,
+                &self.core.options.limits,
+                session.as_str(),
+                &runs,
+                |_, r, _| {
+                    if range.contains(&r.seq.get()) {
+                        out.push(r.to_record()?);
+                    }
+                    Ok(())
+                },
+            );
+            match read {
+                Ok(()) => return Ok(out),
+                Err(ReadFailure::Store(e)) => return Err(e),
+                Err(ReadFailure::Gone { .. }) if tries < RETRIES => {
+                    tries += 1;
+                    if self.is_read_only() {
+                        self.read_directory_again()?;
+                    }
+                }
+                Err(ReadFailure::Gone { seg, source }) => {
+                    let path = self.core.dir.join(seg.file_name());
+                    let context = format!(
+                        "opening segment {}: it was removed each time it was about to be read \
+                         (compaction by a writer moving batches faster than they are read)",
+                        path.display()
+                    );
+                    return Err(StoreError::Io { context, source });
+                }
+            }
+        }
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
@@ -374,7 +421,7 @@ impl JournalStore for FileStore {
         }
         let p = Pending { tail: 0, head: Some(RunHead::default()) };
         st.pending.insert(session.as_str().to_owned(), p);
-        let (future, completer) = StoreFuture::pending_or(Err(dropped_unanswered()));
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
         submit(&self.core, st, Request::delete(session.as_str(), frame, completer), true);
         future.wait()
     }

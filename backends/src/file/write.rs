@@ -5,20 +5,33 @@
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::io::IoFile;
-use super::layout::{GROUP_HEADER_LEN, GroupHeader, SEGMENT_HEADER_LEN, SegmentId};
+use super::layout::{GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Writer, lock};
 
 /// Where a group went.
 pub(crate) struct Written {
     pub seg: SegmentId,
-    /// Each request's frame offset in `seg`.
-    pub offsets: Vec<u64>,
+    /// The first frame's offset in `seg`; the others follow it back to back.
+    pub body_at: u64,
     /// A segment the group started.
     pub new_segment: Option<Arc<dyn IoFile>>,
+    /// How long the write (and the sync) took.
+    pub took: Duration,
+}
+
+impl Written {
+    /// Each frame's offset in `seg`, given the frames' lengths in order.
+    pub(crate) fn offsets(&self, lens: impl Iterator<Item = usize>) -> impl Iterator<Item = u64> {
+        lens.scan(self.body_at, |at, len| {
+            let offset = *at;
+            *at += len as u64;
+            Some(offset)
+        })
+    }
 }
 
 /// Writes `frames` as one group at the end of the active segment (starting a new segment
@@ -28,32 +41,41 @@ pub(crate) fn write_frames(
     frames: &[&[u8]],
     sync: bool,
 ) -> Result<Written, IoFailure> {
+    let started = Instant::now();
     let mut w = lock(&core.writer);
-    let Writer { active, buf } = &mut *w;
+    let Writer { active, buf, zeros, lock_checked } = &mut *w;
     let Some(a) = active.as_mut() else {
         let e = io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
         return Err(IoFailure::new(format!("appending to {}", core.dir.display()), e));
     };
+    check_lock(core, lock_checked, sync, started)?;
     let body: usize = frames.iter().map(|f| f.len()).sum();
     let total = (GROUP_HEADER_LEN + body) as u64;
     let mut new_segment = None;
     if a.len > SEGMENT_HEADER_LEN as u64 && a.len + total > core.options.segment_size {
         new_segment = Some(rotate(core, a)?);
     }
-    preallocate(core, a, a.len + total)?;
+    preallocate(core, a, zeros, a.len + total)?;
     buf.clear();
+    buf.reserve(GROUP_HEADER_LEN + body);
     buf.resize(GROUP_HEADER_LEN, 0);
-    let mut offsets = Vec::with_capacity(frames.len());
     for f in frames {
-        offsets.push(a.len + buf.len() as u64);
         buf.extend_from_slice(f);
     }
     let header = GroupHeader { len: body as u32, frames: frames.len() as u32, synced: a.synced };
     header.encode_into(buf);
-    let path = core.segment_path(a.id);
+    let body_at = a.len + GROUP_HEADER_LEN as u64;
+    // The segment's path is built only for a message: formatting it cost a third of a buffered
+    // append's instructions.
+    let id = a.id;
+    let path = || core.segment_path(id);
     a.file.write_all_at(buf, a.len).map_err(|e| {
-        let what =
-            format!("writing {} bytes at byte {} of segment {}", buf.len(), a.len, path.display());
+        let what = format!(
+            "writing {} bytes at byte {} of segment {}",
+            buf.len(),
+            a.len,
+            path().display()
+        );
         IoFailure::after_write(what, e)
     })?;
     a.len += buf.len() as u64;
@@ -63,24 +85,66 @@ pub(crate) fn write_frames(
     core.counters.groups.fetch_add(1, Ordering::Relaxed);
     core.counters.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
     if sync {
-        let started = Instant::now();
+        let syncing = Instant::now();
         a.file.sync_data().map_err(|e| {
-            IoFailure::after_write(format!("fdatasync of segment {}", path.display()), e)
+            IoFailure::after_write(format!("fdatasync of segment {}", path().display()), e)
         })?;
-        core.counters.synced(started.elapsed());
+        core.counters.synced(syncing.elapsed());
         a.synced = a.len;
         a.check();
     }
     if buf.capacity() > 2 * core.options.max_group_bytes as usize {
         *buf = Vec::new();
     }
-    Ok(Written { seg: a.id, offsets, new_segment })
+    Ok(Written { seg: a.id, body_at, new_segment, took: started.elapsed() })
+}
+
+/// How long groups without a sync go on without looking at the lock file again.
+pub(crate) const LOCK_CHECK_EVERY: Duration = Duration::from_millis(1);
+
+/// Refuses to write once the lock file is no longer the file this writer locked (removed, or
+/// replaced: another writer may have locked a new one and be writing): the store stops rather
+/// than interleave its groups with another writer's. Looked at before every group that syncs (a
+/// `stat`, next to an `fdatasync`), and at least every [`LOCK_CHECK_EVERY`] otherwise.
+fn check_lock(
+    core: &Core,
+    checked: &mut Option<Instant>,
+    sync: bool,
+    now: Instant,
+) -> Result<(), IoFailure> {
+    let Some(dir_lock) = &core.dir_lock else { return Ok(()) };
+    if !sync && checked.is_some_and(|at| now.saturating_duration_since(at) < LOCK_CHECK_EVERY) {
+        return Ok(());
+    }
+    let path = || core.dir.join(LOCK_FILE);
+    match dir_lock.is_current() {
+        Ok(true) => {
+            *checked = Some(now);
+            Ok(())
+        }
+        Ok(false) => {
+            let e = io::Error::other(
+                "it was removed or replaced: another writer may have opened the journal",
+            );
+            let what = format!(
+                "the lock file {} is no longer the file this writer locked, so writing stopped",
+                path().display()
+            );
+            Err(IoFailure::new(what, e))
+        }
+        Err(e) => Err(IoFailure::new(format!("looking at the lock file {}", path().display()), e)),
+    }
 }
 
 /// Makes sure the file holds at least `need` bytes: when the data would pass the zeros
 /// already there, writes `preallocate` more bytes of zeros (never past the segment size
 /// unless one group needs it) and syncs them.
-fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), IoFailure> {
+fn preallocate(
+    core: &Core,
+    a: &mut Active,
+    zeros: &mut Vec<u8>,
+    need: u64,
+) -> Result<(), IoFailure> {
     let step = core.options.preallocate;
     if step == 0 || need <= a.allocated {
         return Ok(());
@@ -88,8 +152,14 @@ fn preallocate(core: &Core, a: &mut Active, need: u64) -> Result<(), IoFailure> 
     let target =
         need.max(a.allocated.max(a.len).saturating_add(step).min(core.options.segment_size));
     let path = core.segment_path(a.id);
-    let zeros = vec![0u8; (target - a.allocated) as usize];
-    a.file.write_all_at(&zeros, a.allocated).map_err(|e| {
+    // Zeroed once and kept: filling a megabyte of zeros again for every extension showed in a
+    // buffered append's instructions.
+    let n = (target - a.allocated) as usize;
+    if zeros.len() < n {
+        zeros.resize(n, 0);
+    }
+    let zeros = zeros.get(..n).unwrap_or_default();
+    a.file.write_all_at(zeros, a.allocated).map_err(|e| {
         let what = format!(
             "writing {} bytes of zeros at byte {} of segment {}",
             zeros.len(),

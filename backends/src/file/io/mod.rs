@@ -90,7 +90,12 @@ impl std::fmt::Display for EntryKind {
 }
 
 /// A held exclusive lock; dropping it releases the lock.
-pub trait IoLock: Send + Sync + Debug {}
+pub trait IoLock: Send + Sync + Debug {
+    /// Whether the file locked is still the one at the path it was locked by. A lock file
+    /// removed (or replaced) under its holder lets another process lock a new file at that path:
+    /// the holder's lock no longer keeps anyone out.
+    fn is_current(&self) -> io::Result<bool>;
+}
 
 /// The directory operations the file backend needs.
 pub trait Io: Send + Sync + Debug + 'static {
@@ -118,7 +123,8 @@ pub trait Io: Send + Sync + Debug + 'static {
 
     /// Takes an exclusive lock on the file at `path`, creating it if needed, without waiting.
     /// `Ok(None)` when another holder has it (a holder that only looks, as
-    /// [`lock_is_held`](Self::lock_is_held) does, is waited out briefly).
+    /// [`lock_is_held`](Self::lock_is_held) does, is waited out briefly). The lock returned is on
+    /// the file at `path` when it was taken ([`IoLock::is_current`]).
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>>;
 
     /// Whether someone holds the exclusive lock on the file at `path`, found without creating

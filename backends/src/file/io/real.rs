@@ -2,8 +2,8 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
-use std::os::unix::fs::{FileExt, FileTypeExt};
-use std::path::Path;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{EntryKind, Io, IoFile, IoLock};
@@ -42,9 +42,25 @@ impl IoFile for RealFile {
 struct RealLock {
     // The lock is held while the file is open; closing it releases the lock.
     _file: File,
+    path: PathBuf,
+    /// The locked file's device and inode.
+    id: (u64, u64),
 }
 
-impl IoLock for RealLock {}
+/// A file's device and inode.
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    (meta.dev(), meta.ino())
+}
+
+impl IoLock for RealLock {
+    fn is_current(&self) -> io::Result<bool> {
+        match std::fs::metadata(&self.path) {
+            Ok(meta) => Ok(file_id(&meta) == self.id),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
 
 impl Io for RealIo {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
@@ -110,13 +126,32 @@ impl Io for RealIo {
 
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>> {
         /// How many times a lock held only shared (by a reader asking whether a writer is live,
-        /// for microseconds) is tried again.
+        /// for microseconds), or a lock file replaced while it was being locked, is tried again.
         const TRIES: u32 = 200;
-        let file =
+        let mut file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         for _ in 0..TRIES {
             match file.try_lock() {
-                Ok(()) => return Ok(Some(Box::new(RealLock { _file: file }))),
+                Ok(()) => {
+                    let lock = RealLock {
+                        id: file_id(&file.metadata()?),
+                        _file: file,
+                        path: path.to_path_buf(),
+                    };
+                    if lock.is_current()? {
+                        return Ok(Some(Box::new(lock)));
+                    }
+                    // The file was removed or replaced between opening and locking it: the lock
+                    // keeps no one out. Lock the file at the path now.
+                    drop(lock);
+                    file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(path)?;
+                    continue;
+                }
                 Err(TryLockError::WouldBlock) => {}
                 Err(TryLockError::Error(e)) => return Err(e),
             }
@@ -129,7 +164,10 @@ impl Io for RealIo {
             }
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
-        Ok(None)
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "the lock file kept being replaced or looked at while it was being locked",
+        ))
     }
 
     fn lock_is_held(&self, path: &Path) -> io::Result<bool> {

@@ -102,13 +102,26 @@ impl IoFile for SimFile {
 struct SimLock {
     disk: SimDisk,
     path: PathBuf,
+    /// Which lock file at `path` it holds (see [`SimDisk::replace_lock_file`]).
+    generation: u64,
 }
 
-impl IoLock for SimLock {}
+impl IoLock for SimLock {
+    fn is_current(&self) -> io::Result<bool> {
+        let state = self.disk.lock();
+        if state.crashed {
+            return Err(power_lost());
+        }
+        Ok(state.locks.get(&self.path) == Some(&self.generation))
+    }
+}
 
 impl Drop for SimLock {
     fn drop(&mut self) {
-        self.disk.lock().locks.remove(&self.path);
+        let mut state = self.disk.lock();
+        if state.locks.get(&self.path) == Some(&self.generation) {
+            state.locks.remove(&self.path);
+        }
     }
 }
 
@@ -207,13 +220,18 @@ impl Io for SimDisk {
         if !state.dirs.contains(dir) {
             return Err(not_found(dir));
         }
-        Ok(state
+        let names = state
             .dir
             .keys()
             .chain(state.specials.keys())
             .filter(|p| p.parent() == Some(dir))
             .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_owned))
-            .collect())
+            .collect();
+        drop(state);
+        if let Some(then) = self.take_after_list() {
+            then();
+        }
+        Ok(names)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
@@ -245,7 +263,7 @@ impl Io for SimDisk {
         if state.crashed {
             return Err(power_lost());
         }
-        Ok(state.locks.contains(path))
+        Ok(state.locks.contains_key(path))
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn IoLock>>> {
@@ -253,10 +271,13 @@ impl Io for SimDisk {
         if state.crashed {
             return Err(power_lost());
         }
-        if !state.locks.insert(path.to_path_buf()) {
+        if state.locks.contains_key(path) {
             return Ok(None);
         }
+        state.lock_generation += 1;
+        let generation = state.lock_generation;
+        state.locks.insert(path.to_path_buf(), generation);
         drop(state);
-        Ok(Some(Box::new(SimLock { disk: self.clone(), path: path.to_path_buf() })))
+        Ok(Some(Box::new(SimLock { disk: self.clone(), path: path.to_path_buf(), generation })))
     }
 }

@@ -19,7 +19,7 @@ mod disk;
 
 use super::io::EntryKind;
 #[cfg(doc)]
-use super::io::{Io, IoFile};
+use super::io::{Io, IoFile, IoLock};
 
 /// The kinds of operation the disk counts (reads, listings and locks are not counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,7 +141,10 @@ struct State {
     forbidden: BTreeSet<PathBuf>,
     /// Every operation not yet synced, in the order issued.
     pending: Vec<Op>,
-    locks: BTreeSet<PathBuf>,
+    /// Locks held, by path: which lock file at the path each holds (a new one when the file is
+    /// replaced).
+    locks: BTreeMap<PathBuf, u64>,
+    lock_generation: u64,
     ops: u64,
     crash_at: Option<u64>,
     crashed: bool,
@@ -155,12 +158,17 @@ struct State {
     log: Option<Vec<(OpKind, PathBuf)>>,
 }
 
+/// Something to do right after a listing (see [`SimDisk::after_next_list`]).
+type Hook = Box<dyn FnOnce() + Send>;
+
 /// A simulated disk. Cloning gives another handle to the same disk.
 #[derive(Clone, Default)]
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
     /// Wakes syncs held at the gate, and those waiting for them to be held.
     gate: Arc<Condvar>,
+    /// Run once, by the caller of the next [`Io::list`], after the listing is taken.
+    after_list: Arc<Mutex<Option<Hook>>>,
 }
 
 impl std::fmt::Debug for SimDisk {
@@ -225,6 +233,25 @@ impl SimDisk {
     /// process may not read would. It survives crashes.
     pub fn forbid_open(&self, path: &Path) {
         self.lock().forbidden.insert(path.to_path_buf());
+    }
+
+    /// Runs `then` right after the next [`Io::list`] takes its listing, before the listing is
+    /// returned (on the lister's thread, the disk not locked): a test puts another writer's
+    /// directory operations between a reader's listing and its opening of what it listed.
+    pub fn after_next_list(&self, then: impl FnOnce() + Send + 'static) {
+        *self.after_list.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(then));
+    }
+
+    /// Takes the hook set by [`SimDisk::after_next_list`].
+    fn take_after_list(&self) -> Option<Hook> {
+        self.after_list.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Removes the lock file at `path` under its holder, as `rm LOCK` would: the holder keeps a
+    /// lock on a file no longer there ([`IoLock::is_current`] says so), and the next
+    /// [`Io::try_lock`] of `path` locks a new file.
+    pub fn replace_lock_file(&self, path: &Path) {
+        self.lock().locks.remove(path);
     }
 
     /// Holds every [`IoFile::sync_data`] from now on until [`SimDisk::release_syncs`]: a test
@@ -368,7 +395,11 @@ impl SimDisk {
             next.dir.insert(path.clone(), *ino);
         }
         next.dir_synced = next.dir.clone();
-        SimDisk { state: Arc::new(Mutex::new(next)), gate: Arc::default() }
+        SimDisk {
+            state: Arc::new(Mutex::new(next)),
+            gate: Arc::default(),
+            after_list: Arc::default(),
+        }
     }
 
     /// A power loss in which every unsynced operation happened to land.
@@ -394,7 +425,11 @@ impl SimDisk {
             pending: state.pending.clone(),
             ..State::default()
         };
-        SimDisk { state: Arc::new(Mutex::new(next)), gate: Arc::default() }
+        SimDisk {
+            state: Arc::new(Mutex::new(next)),
+            gate: Arc::default(),
+            after_list: Arc::default(),
+        }
     }
 
     /// A power loss in which nothing unsynced survives.

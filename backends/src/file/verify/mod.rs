@@ -33,11 +33,13 @@ use stepjournal_codec::batch::Frame;
 use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 
 use super::builder::{Built, IndexBuilder, MisfitKind};
+use super::files::SegmentFiles;
 use super::heads::BatchHead;
 use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile, RealIo};
 use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
-use super::read::read_batches;
+use super::options::FileOptions;
+use super::read::{ReadFailure, read_batches};
 use super::torn::TornTail;
 use super::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
 use crate::StoreError;
@@ -62,6 +64,8 @@ pub struct LocatedRecord {
 pub struct VerifyReport {
     dir: PathBuf,
     limits: Limits,
+    /// The segment files, opened again (a few at a time) for `read_session`.
+    files: SegmentFiles,
     /// Every segment file checked, with its length when the check began.
     pub segments: Vec<(PathBuf, u64)>,
     /// Bytes of segment files checked.
@@ -94,9 +98,9 @@ impl VerifyReport {
         let Some(ordered) = self.built.sessions.get(session.as_str()) else {
             return Ok(Vec::new());
         };
-        let mut runs = Vec::with_capacity(ordered.log.runs.len());
-        for run in &ordered.log.runs {
-            let Some(seg) = self.built.segments().get(&run.seg) else {
+        let runs = &ordered.log.runs;
+        for run in runs {
+            if !self.built.segments().contains_key(&run.seg) {
                 return Err(StoreError::Corrupt {
                     context: format!(
                         "segment {} at byte {}",
@@ -107,16 +111,33 @@ impl VerifyReport {
                         reason: "the segment is no longer open".into(),
                     },
                 });
-            };
-            runs.push((*run, Arc::clone(&seg.file)));
+            }
         }
         let mut out = Vec::new();
-        read_batches(&self.dir, &self.limits, session.as_str(), &runs, |run, r, offset| {
-            let record = r.to_record()?;
-            out.push(LocatedRecord { record, segment: self.dir.join(run.seg.file_name()), offset });
-            Ok(())
-        })?;
-        Ok(out)
+        let read = read_batches(
+            &self.dir,
+            &self.files,
+            &self.limits,
+            session.as_str(),
+            runs,
+            |run, r, offset| {
+                let record = r.to_record()?;
+                let segment = self.dir.join(run.seg.file_name());
+                out.push(LocatedRecord { record, segment, offset });
+                Ok(())
+            },
+        );
+        match read {
+            Ok(()) => Ok(out),
+            Err(ReadFailure::Store(e)) => Err(e),
+            Err(ReadFailure::Gone { seg, source }) => Err(StoreError::Io {
+                context: format!(
+                    "opening segment {}: removed since the check (a live writer compacted it)",
+                    self.dir.join(seg.file_name()).display()
+                ),
+                source,
+            }),
+        }
     }
 }
 
@@ -152,12 +173,43 @@ pub fn verify_dir_with(
     verify_through(io, dir, limits, progress)
 }
 
+/// How many times the check starts again, from a new listing, when a live writer removed a
+/// listed segment before it was read.
+const ATTEMPTS: u32 = 16;
+
+/// Checks the journal; beside a live writer, a segment listed and removed before it was read
+/// (compaction moved its live batches, perhaps to a segment the listing does not hold) makes the
+/// check start again from a new listing, so a race is never reported as a gap.
 fn verify_through(
     io: Arc<dyn Io>,
     dir: &Path,
     limits: &Limits,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport, StoreError> {
+    for _ in 0..ATTEMPTS {
+        if let Some(report) = verify_once(Arc::clone(&io), dir, limits, progress)? {
+            return Ok(report);
+        }
+    }
+    Err(StoreError::Io {
+        context: format!("checking the journal directory {}", dir.display()),
+        source: std::io::Error::new(
+            std::io::ErrorKind::Interrupted,
+            format!(
+                "its segments changed under each of {ATTEMPTS} attempts to read them (a live \
+                 writer rotating or compacting)"
+            ),
+        ),
+    })
+}
+
+/// One check from one listing; `None` when a listed segment was gone before it was read.
+fn verify_once(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    limits: &Limits,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Option<VerifyReport>, StoreError> {
     let names = io.list(dir).map_err(|source| StoreError::Io {
         context: format!("listing the journal directory {}", dir.display()),
         source,
@@ -165,20 +217,22 @@ fn verify_through(
     let mut ids: Vec<SegmentId> =
         names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
-    // Each entry named like a segment: opened, or the problem that kept it from being read.
+    // Each entry named like a segment: its length (opened, and closed again: a journal may hold
+    // more segments than the process may open files), or the problem that kept it from being
+    // read.
     let mut entries = Vec::new();
     for id in &ids {
         let path = dir.join(id.file_name());
         match open_entry(&*io, &path) {
-            Ok(Some(file)) => entries.push((*id, Ok(file))),
-            // Removed since the listing (compaction by a live writer): it held nothing live.
-            Ok(None) => {}
+            Ok(Some(opened)) => entries.push((*id, Ok(opened.len))),
+            // Removed since the listing, by a live writer.
+            Ok(None) => return Ok(None),
             Err(problem) => entries.push((*id, Err(finding(&path, 0, problem)))),
         }
     }
-    let opened: Vec<(SegmentId, &Opened)> =
-        entries.iter().filter_map(|(id, e)| e.as_ref().ok().map(|f| (*id, f))).collect();
-    let total: u64 = opened.iter().map(|(_, o)| o.len).sum();
+    let opened: Vec<(SegmentId, u64)> =
+        entries.iter().filter_map(|(id, e)| e.as_ref().ok().map(|len| (*id, *len))).collect();
+    let total: u64 = opened.iter().map(|(_, len)| len).sum();
     let mut checker = Checker {
         findings: Vec::new(),
         builder: IndexBuilder::default(),
@@ -196,17 +250,26 @@ fn verify_through(
         .map(|(id, _)| *id);
     for (id, entry) in &entries {
         let path = dir.join(id.file_name());
-        let Opened { file, len } = match entry {
-            Ok(opened) => opened,
+        let len = match entry {
+            Ok(len) => len,
             Err(f) => {
                 checker.findings.push(f.clone());
                 continue;
             }
         };
-        checker.builder.add_segment(*id, Arc::clone(file));
+        let file = match open_entry(&*io, &path) {
+            Ok(Some(opened)) => opened.file,
+            // Removed since it was first looked at, by a live writer.
+            Ok(None) => return Ok(None),
+            Err(problem) => {
+                checker.findings.push(finding(&path, 0, problem));
+                continue;
+            }
+        };
+        checker.builder.add_segment(*id);
         let frames = Frames { path: &path, seg: *id, limits };
         let mut seg = SegmentCheck { checker: &mut checker, frames, progress: &mut *progress };
-        match walk_segment(&**file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
+        match walk_segment(&*file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
             Ok(walk) => {
                 if let Some(t) = &walk.torn {
                     let mut f = damage_finding(&path, &t.damage);
@@ -222,16 +285,17 @@ fn verify_through(
         checker.done = checker.done.saturating_add(*len);
         progress(checker.done, total);
     }
-    let segments = opened.iter().map(|(id, o)| (dir.join(id.file_name()), o.len)).collect();
+    let segments = opened.iter().map(|(id, len)| (dir.join(id.file_name()), *len)).collect();
     let (built, findings) = checker.finish(dir);
-    Ok(VerifyReport {
+    Ok(Some(VerifyReport {
         dir: dir.to_path_buf(),
         limits: *limits,
+        files: SegmentFiles::new(io, dir, true, FileOptions::new().max_open_segments),
         segments,
         bytes: total,
         findings,
         built,
-    })
+    }))
 }
 
 /// A segment file opened for the check, with its length then.
