@@ -155,7 +155,7 @@ fn append(dir: PathBuf, segment: u64, sessions: usize, churn: bool) -> ExitCode 
         writeln!(out, "{s} {}", ack.next).unwrap();
         out.flush().unwrap();
         if churn {
-            let temp = stepjournal_codec::SessionId::from(format!("temp-{i}").as_str());
+            let temp = stepjournal_codec::SessionId::new(format!("temp-{i}").as_str()).unwrap();
             let e = [Stamped::at(UnixMillis(i), stepjournal_tests::sample::oversized(600))];
             store.append(&temp, stepjournal_codec::Seq(0), &e, Durability::Buffered).unwrap();
             store.delete(&temp).unwrap();
