@@ -83,6 +83,7 @@ mod layout;
 mod open;
 mod options;
 mod queue;
+mod race;
 mod read;
 mod reclaim;
 mod segment;

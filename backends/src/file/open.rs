@@ -135,7 +135,7 @@ impl Visit for Indexer<'_> {
 
 /// How many times a read-only open reads the directory again when a writer changed it under the
 /// read.
-const READ_ATTEMPTS: u32 = 16;
+const READ_ATTEMPTS: u32 = super::race::ATTEMPTS;
 
 /// Opens the journal. A read-only open beside a live writer reads a consistent set of segments:
 /// see [`open_read_only`].
@@ -167,7 +167,8 @@ fn open_read_only(
     options: FileOptions,
 ) -> Result<OpenedStore, OpenError> {
     let mut last: Option<String> = None;
-    for _ in 0..READ_ATTEMPTS {
+    for attempt in 0..READ_ATTEMPTS {
+        super::race::pause(attempt);
         let e = match open_once(Arc::clone(&io), dir, options) {
             Ok(Some(opened)) => return Ok(opened),
             Ok(None) => continue,

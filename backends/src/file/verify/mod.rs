@@ -175,7 +175,7 @@ pub fn verify_dir_with(
 
 /// How many times the check starts again, from a new listing, when a live writer removed a
 /// listed segment before it was read.
-const ATTEMPTS: u32 = 16;
+const ATTEMPTS: u32 = super::race::ATTEMPTS;
 
 /// Checks the journal; beside a live writer, a segment listed and removed before it was read
 /// (compaction moved its live batches, perhaps to a segment the listing does not hold) makes the
@@ -186,7 +186,8 @@ fn verify_through(
     limits: &Limits,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport, StoreError> {
-    for _ in 0..ATTEMPTS {
+    for attempt in 0..ATTEMPTS {
+        super::race::pause(attempt);
         if let Some(report) = verify_once(Arc::clone(&io), dir, limits, progress)? {
             return Ok(report);
         }
