@@ -14,8 +14,8 @@ usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
        stepjournal-bench --count OP N [--dir DIR]
 
   --quick      short runs and a small journal (under a minute; CI runs it)
-  --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, open,
-               recovery, reads, compaction (rows whose baseline is not run show no ratio to it)
+  --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, drive,
+               open, recovery, reads, compaction (rows whose baseline is not run show no ratio to it)
   --dir DIR    run in a new directory stepjournal-bench-<pid> under DIR, removed at the end
                (default: the current directory)
   --json FILE  write every row, with all its ratios, as JSON to FILE
@@ -45,8 +45,8 @@ pub struct Args {
 }
 
 /// The parts `--only` can name.
-pub const PARTS: [&str; 8] =
-    ["synced", "raw", "buffered", "writer", "open", "recovery", "reads", "compaction"];
+pub const PARTS: [&str; 9] =
+    ["synced", "raw", "buffered", "writer", "drive", "open", "recovery", "reads", "compaction"];
 
 /// The operations `--count` can do.
 pub const COUNT_OPS: [&str; 4] = ["encode", "decode", "fold", "append"];
@@ -166,6 +166,11 @@ impl WorkDir {
             (true, false) => 64 << 20,
             (true, true) => 16 << 20,
         }
+    }
+
+    /// How many sessions the tool executor's rows run at once on the file backend.
+    pub fn drive_sessions(&self) -> usize {
+        if self.quick { 1_000 } else { 10_000 }
     }
 
     /// How many sessions the recovery rows recover.

@@ -14,6 +14,7 @@ mod cache;
 mod cohort;
 mod compaction;
 mod count;
+mod drive;
 mod file;
 mod fold;
 mod open;
@@ -92,7 +93,7 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 9] = [
+    let parts: [(&str, Workloads); 10] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
         ("buffered", buffered::rows),
@@ -100,6 +101,7 @@ fn run(args: &args::Args) -> Result<(), String> {
         ("open", open::rows),
         ("reads", reads::rows),
         ("recovery", fold::rows),
+        ("drive", drive::rows),
         ("recovery", recovery::rows),
         ("compaction", compaction::rows),
     ];

@@ -33,7 +33,7 @@ use crate::table::{Compare, Latency, Row, Section, Table};
 const CALLS: usize = 4;
 /// Appends per step: the reply with its dispatch ids, one attempt and one result per call, the
 /// commit.
-const APPENDS_PER_STEP: u64 = 2 + 2 * CALLS as u64;
+pub(crate) const APPENDS_PER_STEP: u64 = 2 + 2 * CALLS as u64;
 
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     for (backend, sessions) in [(Backend::File, 1usize), (Backend::File, 64), (Backend::Memory, 1)]
@@ -119,7 +119,7 @@ fn key(backend: Backend, sessions: usize, mode: Mode) -> String {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
+pub(crate) enum Backend {
     /// The file backend, `Synced`.
     File,
     /// The memory store: no I/O.
@@ -143,7 +143,7 @@ impl Backend {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     /// The same batches through `JournalStore::append`.
     Raw,
     /// Through the session writer.
@@ -159,7 +159,7 @@ impl Mode {
     }
 }
 
-fn calls() -> Vec<Call> {
+pub(crate) fn calls() -> Vec<Call> {
     (0..CALLS)
         .map(|i| Call {
             call: CallId::from(format!("c{i}").as_str()),
@@ -174,13 +174,13 @@ fn calls() -> Vec<Call> {
         .collect()
 }
 
-fn output() -> RawJson {
+pub(crate) fn output() -> RawJson {
     RawJson::parse(r#"{"results":["Chez Nous","La Table","Bistro 9"],"took_ms":41}"#)
         .unwrap_or_default()
 }
 
 /// The writer's workload (or the raw appends of its batches) on a journal of its own in `dir`.
-fn contender(
+pub(crate) fn contender(
     dir: &Path,
     backend: Backend,
     sessions: usize,

@@ -244,7 +244,7 @@ pub fn run_child(args: &DemoChildArgs, out: &mut dyn Write) -> Result<(), CliErr
     search.output_chunk("searching flights to LIS").map_err(write_error("c1's output"))?;
     let found = json!({"flights": [{"flight": "TP 1351", "departs": "09:00", "seat": "14C"}]});
     let found = RawJson::from_value(&found).unwrap_or_default();
-    search.finish(found, false).map_err(write_error("finishing c1"))?;
+    search.finish(found, false).map_err(|e| write_error("finishing c1")(*e.error))?;
     let preference = step.start_body(&CallId::from("c2")).map_err(write_error("starting c2"))?;
     preference.output_chunk("saving seat preference: aisle").map_err(write_error("c2's output"))?;
     let email = step.start_body(&CallId::from("c3")).map_err(write_error("starting c3"))?;
@@ -504,7 +504,7 @@ fn rerun(step: &Step, call: &CallId, tool: &str, out: &mut dyn Write) -> Result<
         body.idempotency_key()
     );
     let saved = RawJson::from_value(&json!({"saved": true})).unwrap_or_default();
-    body.finish(saved, false).map_err(write_error(format!("finishing {call}")))?;
+    body.finish(saved, false).map_err(|e| write_error(format!("finishing {call}"))(*e.error))?;
     writeln!(out, "{line}")?;
     Ok(())
 }

@@ -84,6 +84,37 @@ pub struct Call {
     pub sequential: bool,
 }
 
+impl Call {
+    /// A call of `tool` with these arguments, as the model made it: kind `tool`, replay
+    /// `unsafe` (FORMAT.md's defaults), no group, not sequential. A writer that knows the tools
+    /// (the `stepjournal` crate's `Tools`) sets the kind and the policy from its registry when
+    /// the reply is made; [`in_group`](Self::in_group) and [`in_sequence`](Self::in_sequence)
+    /// place it.
+    pub fn new(call: impl Into<CallId>, tool: impl Into<ToolName>, args: RawJson) -> Self {
+        Call {
+            call: call.into(),
+            tool: tool.into(),
+            args,
+            kind: CallKind::default(),
+            replay: Replay::default(),
+            group: None,
+            sequential: false,
+        }
+    }
+
+    /// The call in the concurrency group `group`.
+    pub fn in_group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// The call in the reply's sequential chain.
+    pub fn in_sequence(mut self) -> Self {
+        self.sequential = true;
+        self
+    }
+}
+
 impl Serialize for Call {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if serializer.is_human_readable() {

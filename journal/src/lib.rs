@@ -19,17 +19,22 @@
 //! | `schema` | on | [`registry::SchemaRegistry`]: tool arguments checked against JSON Schemas (the `jsonschema` crate). Without it, supply your own [`recovery::ToolRegistry`]. |
 //! | `sqlite` | off | the SQLite backend (`rusqlite`, bundled: no system library needed) |
 //! | `postgres` | off | the PostgreSQL backend (`postgres`) |
+//! | `tracing` | off | `tracing` spans: `run` (session, run, entry), `step` (session, step) around [`Step::drive`], `body` (session, call, dispatch, attempt) around each handler |
 //!
 //! The memory and file backends are always there.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
+pub mod drive;
 #[cfg(feature = "schema")]
 pub mod registry;
+pub mod tools;
 pub mod writer;
 
+pub use drive::{AnswerError, DriveError, DriveOptions, RecoverOptions, Recovered, StepOutcome};
 pub use stepjournal_backends as backends;
 pub use stepjournal_codec as codec;
 pub use stepjournal_recovery as recovery;
+pub use tools::{CallCtx, ToolError, Tools};
 pub use writer::{Body, Journal, JournalOptions, Reply, Run, Step};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.

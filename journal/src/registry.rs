@@ -35,12 +35,59 @@ pub enum RegistryError {
     },
 }
 
-enum Schema {
+/// A tool's input schema, compiled once.
+pub(crate) enum Schema {
     /// No `input_schema`: any arguments pass.
     Any,
     Compiled(Box<jsonschema::Validator>),
     /// The schema does not compile: every argument fails (the careful side).
     Broken(String),
+}
+
+impl Schema {
+    /// `input_schema` compiled (`None`: any arguments pass).
+    pub(crate) fn compile(input_schema: Option<&Value>) -> Self {
+        match input_schema {
+            None => Schema::Any,
+            Some(schema) => match jsonschema::options().build(schema) {
+                Ok(validator) => Schema::Compiled(Box::new(validator)),
+                Err(e) => Schema::Broken(e.to_string()),
+            },
+        }
+    }
+
+    /// Checks `args` against the schema: the first three errors, each with where it is.
+    pub(crate) fn check(&self, args: &RawJson) -> ArgsCheck {
+        match self {
+            Schema::Any => ArgsCheck::Pass,
+            Schema::Broken(e) => ArgsCheck::Fail {
+                reason: format!("the input schema does not compile ({e}), so no argument can pass"),
+            },
+            Schema::Compiled(validator) => {
+                let value = match args.to_value() {
+                    Ok(value) => value,
+                    Err(e) => {
+                        return ArgsCheck::Fail {
+                            reason: format!("the arguments cannot be read as JSON: {e}"),
+                        };
+                    }
+                };
+                let errors: Vec<String> = validator
+                    .iter_errors(&value)
+                    .take(3)
+                    .map(|e| {
+                        let at = e.instance_path().to_string();
+                        if at.is_empty() { e.to_string() } else { format!("{e} at {at}") }
+                    })
+                    .collect();
+                if errors.is_empty() {
+                    ArgsCheck::Pass
+                } else {
+                    ArgsCheck::Fail { reason: errors.join("; ") }
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Schema {
@@ -75,14 +122,7 @@ impl SchemaRegistry {
 
     /// Adds (or replaces) a tool. `input_schema` `None` lets any arguments pass.
     pub fn insert(&mut self, tool: ToolName, replay: Replay, input_schema: Option<&Value>) {
-        let schema = match input_schema {
-            None => Schema::Any,
-            Some(schema) => match jsonschema::options().build(schema) {
-                Ok(validator) => Schema::Compiled(Box::new(validator)),
-                Err(e) => Schema::Broken(e.to_string()),
-            },
-        };
-        self.tools.insert(tool, Tool { replay, schema });
+        self.tools.insert(tool, Tool { replay, schema: Schema::compile(input_schema) });
     }
 
     /// Reads FORMAT.md's `tools` object: tool name to `{ "replay": "safe" | "unsafe",
@@ -144,35 +184,7 @@ impl ToolRegistry for SchemaRegistry {
         let Some(entry) = self.tools.get(tool) else {
             return ArgsCheck::Fail { reason: format!("tool `{tool}` is not in the registry") };
         };
-        match &entry.schema {
-            Schema::Any => ArgsCheck::Pass,
-            Schema::Broken(e) => ArgsCheck::Fail {
-                reason: format!("the input schema does not compile ({e}), so no argument can pass"),
-            },
-            Schema::Compiled(validator) => {
-                let value = match args.to_value() {
-                    Ok(value) => value,
-                    Err(e) => {
-                        return ArgsCheck::Fail {
-                            reason: format!("the arguments cannot be read as JSON: {e}"),
-                        };
-                    }
-                };
-                let errors: Vec<String> = validator
-                    .iter_errors(&value)
-                    .take(3)
-                    .map(|e| {
-                        let at = e.instance_path().to_string();
-                        if at.is_empty() { e.to_string() } else { format!("{e} at {at}") }
-                    })
-                    .collect();
-                if errors.is_empty() {
-                    ArgsCheck::Pass
-                } else {
-                    ArgsCheck::Fail { reason: errors.join("; ") }
-                }
-            }
-        }
+        entry.schema.check(args)
     }
 }
 

@@ -75,7 +75,7 @@ fn a_store_failure_after_the_save_pairs_the_open_calls_ends_failed_and_retry_rec
     let before = events(&*store, &session()).len();
 
     store.fault_in(1, Fault::Fail);
-    let err = b1.finish(json("1"), false).unwrap_err();
+    let err = *b1.finish(json("1"), false).unwrap_err().error;
     let WriteError::Store { then, .. } = &err else { panic!("{err:?}") };
     assert_eq!(*then, AfterFailure::EndedFailed);
     assert!(err.to_string().contains("injected write failure"), "{err}");
@@ -98,7 +98,7 @@ fn a_store_failure_after_the_save_pairs_the_open_calls_ends_failed_and_retry_rec
     assert_eq!(*outcome, RunOutcome::Failed);
     assert!(error.as_deref().unwrap().contains("injected write failure"));
     assert!(matches!(run.status(), RunStatus::Ended { outcome: RunOutcome::Failed, .. }));
-    let late = b2.finish(json("2"), false).unwrap_err();
+    let late = *b2.finish(json("2"), false).unwrap_err().error;
     assert!(matches!(late, WriteError::Ended { outcome: RunOutcome::Failed, .. }), "{late:?}");
     assert_eq!(events(&*store, &session()).len(), log.len(), "nothing after the run ended");
 
@@ -128,11 +128,11 @@ fn a_poisoned_store_breaks_the_run_and_reopening_then_wake_recovers() {
         let (run, step, b1, b2) = three_calls_two_running(&journal);
         let tail = run.tail();
         store.fault_in(1, Fault::Poison);
-        let err = b1.finish(json("1"), false).unwrap_err();
+        let err = *b1.finish(json("1"), false).unwrap_err().error;
         assert!(matches!(err, WriteError::Store { then: AfterFailure::Unwritable, .. }), "{err:?}");
         assert!(err.to_string().contains("reopen the store"), "{err}");
         assert!(matches!(run.status(), RunStatus::Broken { .. }), "{:?}", run.status());
-        let late = b2.finish(json("2"), false).unwrap_err();
+        let late = *b2.finish(json("2"), false).unwrap_err().error;
         assert!(matches!(late, WriteError::Broken { .. }), "{late:?}");
         assert!(matches!(step.commit().unwrap_err(), WriteError::Broken { .. }));
         assert_eq!(run.tail(), tail, "nothing was written");
@@ -156,7 +156,7 @@ fn a_failure_whose_own_write_fails_leaves_the_run_broken_and_wake_recovers() {
     let tail = run.tail();
     store.fault_in(1, Fault::Fail);
     store.fault_in(2, Fault::Fail);
-    let err = b1.finish(json("1"), false).unwrap_err();
+    let err = *b1.finish(json("1"), false).unwrap_err().error;
     assert!(matches!(err, WriteError::Store { then: AfterFailure::Unwritable, .. }), "{err:?}");
     assert!(matches!(run.status(), RunStatus::Broken { .. }));
     assert_eq!(store.tail(&session()).unwrap(), tail);
@@ -174,7 +174,7 @@ fn a_run_the_runtime_fails_pairs_its_open_calls_and_retry_recovers() {
     assert!(
         matches!(log.last(), Some(Event::RunEnded(RunEnded { outcome: RunOutcome::Failed, error: Some(e), .. })) if e.contains("provider"))
     );
-    assert!(matches!(b2.finish(json("2"), false).unwrap_err(), WriteError::Ended { .. }));
+    assert!(matches!(*b2.finish(json("2"), false).unwrap_err().error, WriteError::Ended { .. }));
     let run =
         journal.begin_run(&session(), Entry::Retry { checkpoint: None, message: None }).unwrap();
     recover_and_finish(&run);

@@ -61,5 +61,5 @@ pub use state::{
     Resolution, ResultRecord, RewindRecord, RunEndRecord, RunRecord, SessionState,
     SuspensionRecord, fold, fold_owned, reason_blocks,
 };
-pub use transcript::{TranscriptItem, transcript};
+pub use transcript::{TranscriptItem, answers_of, transcript};
 pub use verify::{Finding, Problem, verify};

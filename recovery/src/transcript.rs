@@ -3,6 +3,7 @@
 use stepjournal_codec::{Call, CallId, PairReason, RawJson, Seq, StepNo};
 
 use crate::SessionState;
+use crate::state::ReplyRecord;
 use crate::state::Resolution;
 
 /// One item of what the model is shown.
@@ -75,6 +76,41 @@ pub enum TranscriptItem {
     },
 }
 
+/// The answers the model is shown for `reply`'s calls, in reply order: each call's result,
+/// client answer, denial or counting pairing (a call with nothing that resolves it shows
+/// nothing). The items [`transcript`] shows after the reply.
+pub fn answers_of(state: &SessionState, reply: &ReplyRecord) -> Vec<TranscriptItem> {
+    let mut items = Vec::new();
+    for record in state.calls_of(reply) {
+        let call = record.id().clone();
+        match record.resolution() {
+            Some(Resolution::Result(r)) => items.push(TranscriptItem::ToolResult {
+                seq: r.seq,
+                call,
+                output: r.output.clone(),
+                is_error: r.is_error,
+            }),
+            Some(Resolution::ClientAnswer(a)) => items.push(TranscriptItem::ClientAnswer {
+                seq: a.seq,
+                call,
+                output: a.output.clone(),
+            }),
+            Some(Resolution::ApprovalDenied(a)) => {
+                items.push(TranscriptItem::ApprovalDenied { seq: a.seq, call })
+            }
+            Some(Resolution::Paired(p)) => items.push(TranscriptItem::Paired {
+                seq: p.seq,
+                call,
+                reason: p.reason,
+                message: p.message.clone(),
+                partial: p.partial.clone(),
+            }),
+            None => {}
+        }
+    }
+    items
+}
+
 /// What the model is shown, in log order: messages, replies (each followed by its calls' results
 /// or pairings, in reply order), and aborted model answers marked aborted. Voided pairings are
 /// dropped; a call with nothing that resolves it yet shows nothing.
@@ -103,35 +139,7 @@ pub fn transcript(state: &SessionState) -> Vec<TranscriptItem> {
                     text: reply.text.clone(),
                     calls: calls.iter().map(|c| c.call().clone()).collect(),
                 });
-                for record in calls {
-                    let call = record.id().clone();
-                    match record.resolution() {
-                        Some(Resolution::Result(r)) => items.push(TranscriptItem::ToolResult {
-                            seq: r.seq,
-                            call,
-                            output: r.output.clone(),
-                            is_error: r.is_error,
-                        }),
-                        Some(Resolution::ClientAnswer(a)) => {
-                            items.push(TranscriptItem::ClientAnswer {
-                                seq: a.seq,
-                                call,
-                                output: a.output.clone(),
-                            })
-                        }
-                        Some(Resolution::ApprovalDenied(a)) => {
-                            items.push(TranscriptItem::ApprovalDenied { seq: a.seq, call })
-                        }
-                        Some(Resolution::Paired(p)) => items.push(TranscriptItem::Paired {
-                            seq: p.seq,
-                            call,
-                            reason: p.reason,
-                            message: p.message.clone(),
-                            partial: p.partial.clone(),
-                        }),
-                        None => {}
-                    }
-                }
+                items.extend(answers_of(state, reply));
             }
         } else if let Some(a) = aborts.next() {
             items.push(TranscriptItem::Aborted { seq: a.seq, partial: a.partial.clone() });

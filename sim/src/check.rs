@@ -59,7 +59,9 @@ pub struct History {
 ///   once the session `ended`) has one in `recovery::transcript`.
 /// - Nothing acknowledged is lost: every acknowledged append is in the log where it landed.
 /// - The order rules hold: when a body's `attempt_started` was appended, every call it is
-///   behind (same group, or both sequential) was resolved, neither paired in doubt nor denied.
+///   behind (same group, or both sequential) was resolved, neither paired in doubt nor denied;
+///   and the ledger never shows a body start before the body whose result resolved a call it
+///   is behind had ended.
 /// - Nothing runs after a redirect or a stop closed its step (log, and ledger order).
 /// - A fenced writer's writes were refused and are not in the log.
 /// - `recovery::verify` finds nothing.
@@ -245,6 +247,33 @@ fn runs_once(call: &Call) -> bool {
     call.replay == Replay::Unsafe && call.kind != CallKind::RemoteAgent
 }
 
+/// A body of `call` starting (in ledger order): each call it is behind whose result resolved
+/// it must have had the body that produced that result end first, if the ledger saw that body
+/// start.
+fn check_ahead_ended(
+    state: &SessionState,
+    (step, call, attempt): (StepNo, &CallId, Attempt),
+    started: &HashSet<(StepNo, &CallId, Attempt)>,
+    ended: &HashSet<(StepNo, &CallId, Attempt)>,
+    out: &mut Vec<Violation>,
+) {
+    let Some(reply) = state.replies().iter().find(|r| r.step == step) else { return };
+    let calls = state.calls_of(reply);
+    let Some(index) = calls.iter().position(|c| c.id() == call) else { return };
+    for (ahead, _lane) in behind(&calls, index) {
+        let Some(result) = ahead.results().next() else { continue };
+        let key = (step, ahead.id(), result.attempt);
+        if started.contains(&key) && !ended.contains(&key) {
+            out.push(Violation::StartedBeforeAheadEnded {
+                call: call.clone(),
+                attempt,
+                ahead: ahead.id().clone(),
+                ahead_attempt: result.attempt,
+            });
+        }
+    }
+}
+
 fn check_ledger(history: &History, state: &SessionState, out: &mut Vec<Violation>) {
     let calls = calls_by_step(state);
     let max = history.config.max_bodies();
@@ -253,6 +282,7 @@ fn check_ledger(history: &History, state: &SessionState, out: &mut Vec<Violation
     let mut effects: BTreeMap<(StepNo, &CallId, &DispatchId), BTreeSet<Attempt>> = BTreeMap::new();
     let mut dispatches: BTreeMap<(StepNo, &CallId), BTreeSet<&DispatchId>> = BTreeMap::new();
     let mut closed: HashMap<StepNo, &'static str> = HashMap::new();
+    let mut ended: HashSet<(StepNo, &CallId, Attempt)> = HashSet::new();
     for entry in &history.ledger {
         if let (Some((step, call)), Some(dispatch)) = (entry.call(), entry.dispatch()) {
             dispatches.entry((step, call)).or_default().insert(dispatch);
@@ -260,6 +290,7 @@ fn check_ledger(history: &History, state: &SessionState, out: &mut Vec<Violation
         match entry {
             LedgerEntry::BodyStarted { step, call, dispatch, attempt } => {
                 started.insert((*step, call, *attempt));
+                check_ahead_ended(state, (*step, call, *attempt), &started, &ended, out);
                 *bodies.entry((*step, call)).or_default().entry(dispatch).or_default() += 1;
                 if let Some(entry) = closed.get(step) {
                     out.push(Violation::StartedAfterClose {
@@ -287,6 +318,9 @@ fn check_ledger(history: &History, state: &SessionState, out: &mut Vec<Violation
                     });
                 }
                 effects.entry((*step, call, dispatch)).or_default().insert(*attempt);
+            }
+            LedgerEntry::BodyEnded { step, call, attempt, .. } => {
+                ended.insert((*step, call, *attempt));
             }
             LedgerEntry::ChildStarted { .. } => {}
             LedgerEntry::StepClosed { step, entry } => {

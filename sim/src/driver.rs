@@ -23,13 +23,14 @@ use super::run::StepRunner;
 use super::script::{Script, ScriptCall};
 use super::store::{AckLog, FaultStore};
 use super::tools::ToolSet;
+use super::via_drive::Executor;
 use super::violation::Violation;
 
 /// The time of a simulation's first append: 2023-11-14T22:13:20Z.
 const START: UnixMillis = UnixMillis(1_700_000_000_000);
 
 /// How a run of the simulation ended, short of a fault.
-enum End {
+pub(crate) enum End {
     /// The session is over (completed or stopped).
     Over(RunOutcome),
     /// The run suspended for client answers or approvals: a `wake` follows.
@@ -41,17 +42,19 @@ enum End {
 
 /// One simulation's state across the runs, crashes and reopenings.
 pub(crate) struct Sim<'a> {
-    world: World<'a>,
+    pub(crate) world: World<'a>,
     medium: &'a mut dyn Medium,
-    session: SessionId,
-    registry: Arc<MemoryRegistry>,
+    pub(crate) session: SessionId,
+    pub(crate) registry: Arc<MemoryRegistry>,
     ids: Arc<SequentialIds>,
     /// Every run's time: it moves on by 1 ms per append from the same start, so the same
     /// simulation writes the same bytes.
     clock: Arc<SteppingClock>,
     acked: AckLog,
     /// How many runs were begun (at most the bound `runs_until_over` sets).
-    runs: u32,
+    pub(crate) runs: u32,
+    /// Set when the steps are run by the tool executor (`drive`) instead of step by step.
+    pub(crate) executor: Option<Executor>,
 }
 
 impl<'a> Sim<'a> {
@@ -60,6 +63,7 @@ impl<'a> Sim<'a> {
         tools: &'a ToolSet,
         case: &'a Case,
         medium: &'a mut dyn Medium,
+        through_drive: bool,
     ) -> Result<Self, ScriptError> {
         if let Some(call) = script.repeated_call() {
             return Err(ScriptError::RepeatedCall { call: call.clone() });
@@ -75,8 +79,10 @@ impl<'a> Sim<'a> {
                 return Err(ScriptError::Companion { call: call.id.clone() });
             }
         }
+        let world = World::new(script, tools, case);
+        let executor = through_drive.then(|| Executor::new(script, tools, &world));
         Ok(Sim {
-            world: World::new(script, tools, case),
+            world,
             medium,
             // A constant id that keeps the session-id rule.
             session: SessionId::from_stored("sim-session"),
@@ -85,6 +91,7 @@ impl<'a> Sim<'a> {
             clock: Arc::new(SteppingClock::new(START, Duration::from_millis(1))),
             acked: Arc::new(Mutex::new(Vec::new())),
             runs: 0,
+            executor,
         })
     }
 
@@ -138,7 +145,12 @@ impl<'a> Sim<'a> {
                 return None;
             }
             self.runs += 1;
-            match self.drive(entry, zombie.take()) {
+            let ran = if self.executor.is_some() {
+                self.drive_through_executor(entry)
+            } else {
+                self.drive(entry, zombie.take())
+            };
+            match ran {
                 Ok(End::Over(outcome)) => return Some(outcome),
                 Ok(End::Suspended) => entry = Entry::Wake,
                 Ok(End::Stuck) => {
@@ -204,7 +216,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn halt(&mut self, doing: impl Display, error: impl Display) -> Halt {
+    pub(crate) fn halt(&mut self, doing: impl Display, error: impl Display) -> Halt {
         self.world.halt(doing, error)
     }
 
@@ -270,7 +282,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn options(&self) -> JournalOptions {
+    pub(crate) fn options(&self) -> JournalOptions {
         JournalOptions::new()
             .ids(self.ids.clone())
             .clock(self.clock.clone())
@@ -324,7 +336,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn stuck(&mut self, run: &Run) -> Result<End, Halt> {
+    pub(crate) fn stuck(&mut self, run: &Run) -> Result<End, Halt> {
         let why = "a remote sub-agent whose child was never attached has no body left \
                    (max_bodies) to start it through";
         self.world
@@ -335,7 +347,7 @@ impl<'a> Sim<'a> {
     }
 
     /// The call as the model makes it: its policy is the tool's.
-    fn call_of(&self, call: &ScriptCall) -> Call {
+    pub(crate) fn call_of(&self, call: &ScriptCall) -> Call {
         let replay = self.world.tools.get(call.tool.as_str()).map(|t| t.replay).unwrap_or_default();
         Call {
             call: call.id.clone(),
@@ -349,7 +361,12 @@ impl<'a> Sim<'a> {
     }
 
     /// Begins a run through `entry`; a refused `retry` wakes instead.
-    fn begin(&mut self, journal: &Journal, store: &FaultStore, entry: Entry) -> Result<Run, Halt> {
+    pub(crate) fn begin(
+        &mut self,
+        journal: &Journal,
+        store: &FaultStore,
+        entry: Entry,
+    ) -> Result<Run, Halt> {
         let kind = entry.kind_str();
         let before = store.inner().tail(&self.session).ok();
         match journal.begin_run(&self.session, entry.clone()) {

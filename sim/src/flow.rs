@@ -129,6 +129,11 @@ impl Schedule {
         );
     }
 
+    /// A schedule with no fault: what the world holds while it lends its own out.
+    pub(crate) fn idle() -> Self {
+        Schedule { pending: VecDeque::new(), armed: None, fired: 0, total: 0, bodies_since: 0 }
+    }
+
     /// Arms the next fault (dropping none: the armed one has fired), counting appends and
     /// bodies from now.
     fn arm_next(&mut self) {

@@ -35,6 +35,17 @@ pub enum LedgerEntry {
         /// took the session over).
         late: bool,
     },
+    /// A body's tool returned its result: the executor records it next (`tool_result`).
+    BodyEnded {
+        /// The step of the call's reply.
+        step: StepNo,
+        /// The call.
+        call: CallId,
+        /// The dispatch id the body was handed.
+        dispatch: DispatchId,
+        /// Its attempt.
+        attempt: Attempt,
+    },
     /// A remote sub-agent's child was asked to start, keyed on the dispatch id (the remote
     /// side starts one child per dispatch id, however often it is asked).
     ChildStarted {
@@ -61,6 +72,7 @@ impl LedgerEntry {
     pub fn call(&self) -> Option<(StepNo, &CallId)> {
         match self {
             LedgerEntry::BodyStarted { step, call, .. }
+            | LedgerEntry::BodyEnded { step, call, .. }
             | LedgerEntry::Effect { step, call, .. }
             | LedgerEntry::ChildStarted { step, call, .. } => Some((*step, call)),
             LedgerEntry::StepClosed { .. } => None,
@@ -71,6 +83,7 @@ impl LedgerEntry {
     pub fn dispatch(&self) -> Option<&DispatchId> {
         match self {
             LedgerEntry::BodyStarted { dispatch, .. }
+            | LedgerEntry::BodyEnded { dispatch, .. }
             | LedgerEntry::Effect { dispatch, .. }
             | LedgerEntry::ChildStarted { dispatch, .. } => Some(dispatch),
             LedgerEntry::StepClosed { .. } => None,

@@ -29,7 +29,9 @@
 //! committed; the run ends once the script is done.
 //!
 //! [`check`] states the invariants; [`simulate`] returns a [`Report`] with every violation
-//! found, the trace of what happened, the log and the ledger.
+//! found, the trace of what happened, the log and the ledger. [`simulate_through_drive`] runs
+//! the same simulation with every step carried out by the tool executor (`Step::drive`), as a
+//! runtime built on `stepjournal::Tools` runs it.
 //!
 //! ```
 //! use stepjournal_sim::{
@@ -58,6 +60,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 mod check;
+mod drive_tools;
 mod driver;
 mod fault;
 mod flow;
@@ -72,6 +75,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 mod tools;
+mod via_drive;
 mod violation;
 
 pub use check::{FencedWrite, History, check};
@@ -95,5 +99,23 @@ pub fn simulate(
     case: &Case,
     medium: &mut dyn Medium,
 ) -> Result<Report, ScriptError> {
-    Ok(driver::Sim::new(script, tools, case, medium)?.run())
+    Ok(driver::Sim::new(script, tools, case, medium, false)?.run())
+}
+
+/// [`simulate`], with each step run by the tool executor (`Step::drive`, `Run::drive`) as a
+/// runtime built on it would: every tool runs as the default [`LedgerTool`] (one output chunk,
+/// then its effect; a remote sub-agent's child started once per dispatch id) through
+/// `stepjournal::Tools` handlers; the executor orders the calls (groups, the sequential chain)
+/// and runs the rest concurrently; client calls and approvals always suspend the run, and
+/// their answers are written through `Journal::answer_client` / `decide_approval`, whose woken
+/// runs are driven on. Body faults fire at the same points: the handler stops there, and the
+/// process dies, the runtime fails the run, or the run is abandoned and the body goes on late
+/// (its late output and result must be refused).
+pub fn simulate_through_drive(
+    script: &Script,
+    tools: &ToolSet,
+    case: &Case,
+    medium: &mut dyn Medium,
+) -> Result<Report, ScriptError> {
+    Ok(driver::Sim::new(script, tools, case, medium, true)?.run())
 }

@@ -218,6 +218,12 @@ impl<'w, 'a> StepRunner<'w, 'a> {
         drop(ctx);
         let interrupted = match result {
             Ok(out) => {
+                self.world.ledger.record(LedgerEntry::BodyEnded {
+                    step: number,
+                    call: call.id.clone(),
+                    dispatch: body.dispatch().clone(),
+                    attempt: body.attempt(),
+                });
                 body.finish(out.output, out.is_error)
                     .map_err(|e| self.halt(format!("finishing a body of {}", call.id), e))?;
                 return Ok(Flow::Next);
@@ -277,7 +283,7 @@ impl<'w, 'a> StepRunner<'w, 'a> {
         self.expect_fenced(&id, "output_chunk", chunk)?;
         let output = RawJson::from_value(&serde_json::json!({ "late": id.as_str() }))
             .unwrap_or_else(|_| RawJson::null());
-        let result = body.finish(output.clone(), false);
+        let result = body.finish(output.clone(), false).map_err(WriteError::from);
         self.world.notes.fenced(FencedWrite {
             call: id.clone(),
             attempt,

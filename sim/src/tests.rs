@@ -104,10 +104,21 @@ fn good() -> (Vec<Event>, Vec<LedgerEntry>) {
     let ledger = vec![
         started("c1", "d-1", 1),
         effect("c1", "d-1", 1),
+        ended("c1", "d-1", 1),
         started("c2", "d-2", 1),
         effect("c2", "d-2", 1),
+        ended("c2", "d-2", 1),
     ];
     (events, ledger)
+}
+
+fn ended(c: &str, dispatch: &str, a: u32) -> LedgerEntry {
+    LedgerEntry::BodyEnded {
+        step: StepNo(1),
+        call: id(c),
+        dispatch: d(dispatch),
+        attempt: Attempt(a),
+    }
 }
 
 fn history(events: Vec<Event>, ledger: Vec<LedgerEntry>) -> History {
@@ -141,6 +152,23 @@ fn violations(h: &History) -> Vec<Violation> {
 fn a_correct_history_breaks_nothing() {
     let (events, ledger) = good();
     assert_eq!(violations(&history(events, ledger)), Vec::new());
+}
+
+#[test]
+fn a_body_started_before_the_body_ahead_of_it_in_its_group_ended_is_reported() {
+    let (events, mut ledger) = good();
+    // c1's body ends only after c2's started: they overlapped.
+    let end = ledger.remove(2);
+    ledger.insert(3, end);
+    assert_eq!(
+        violations(&history(events, ledger)),
+        [Violation::StartedBeforeAheadEnded {
+            call: id("c2"),
+            attempt: Attempt(1),
+            ahead: id("c1"),
+            ahead_attempt: Attempt(1),
+        }]
+    );
 }
 
 #[test]

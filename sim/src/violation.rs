@@ -120,6 +120,22 @@ pub enum Violation {
         /// What the log holds there.
         found: Option<EventKind>,
     },
+    /// The ledger shows a body started before the body whose result resolved a call it is
+    /// behind had ended: they overlapped, which the order rule forbids.
+    #[error(
+        "call `{call}` started attempt {attempt} before attempt {ahead_attempt} of `{ahead}`, \
+         which it is behind and whose result resolved it, had ended (ledger order)"
+    )]
+    StartedBeforeAheadEnded {
+        /// The call.
+        call: CallId,
+        /// Its attempt.
+        attempt: Attempt,
+        /// The call it is behind.
+        ahead: CallId,
+        /// The attempt of `ahead` whose result resolved it.
+        ahead_attempt: Attempt,
+    },
     /// A body started while a call it is behind was unresolved, or after that call's effect was
     /// put in doubt or denied.
     #[error(

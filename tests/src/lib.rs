@@ -6,6 +6,7 @@ pub mod arb;
 pub mod checks;
 pub mod conformance;
 pub mod file_fixture;
+pub mod media;
 pub mod protocol_gen;
 pub mod sample;
 pub mod watchdog;

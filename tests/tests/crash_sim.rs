@@ -116,6 +116,26 @@ const PATHS: [(&str, &str); 8] = [
     ("a suspension", "suspended for"),
 ];
 
+/// Paths the suites through the tool executor must exercise (its trace says them its own way).
+const DRIVE_PATHS: [(&str, &str); 8] = [
+    ("a late body's writes fenced", "late writes of"),
+    ("a crash inside a body", "crash inside a body"),
+    ("a run the runtime failed", "failed the run inside a body"),
+    ("a store failure", "the store failed an append"),
+    ("a retry", "begins: retry"),
+    ("a step closed by a redirect", "closed by a redirect"),
+    ("a stop", "begins: stop"),
+    ("a suspension", "suspended for"),
+];
+
+/// A simulator entry point: step by step ([`simulate`]) or through the tool executor.
+type Simulate = fn(
+    &Script,
+    &ToolSet,
+    &Case,
+    &mut dyn Medium,
+) -> Result<stepjournal_sim::Report, stepjournal_sim::ScriptError>;
+
 /// Runs `cases` generated simulations on the media `medium` makes, asserting every invariant,
 /// that at least `min_fired` of the scripts had a fault fire, and that every path of [`PATHS`]
 /// was taken.
@@ -124,6 +144,21 @@ const PATHS: [(&str, &str); 8] = [
 /// (a random seed made "at least `min_fired`" fail about one run in ten); `PROPTEST_RNG_SEED`
 /// picks another seed, to explore further by hand.
 fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
+    run_suite_with(simulate, &PATHS, cases, min_fired, medium)
+}
+
+/// [`run_suite`] with each step run by the tool executor (`Step::drive`).
+fn run_suite_through_drive(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
+    run_suite_with(stepjournal_sim::simulate_through_drive, &DRIVE_PATHS, cases, min_fired, medium)
+}
+
+fn run_suite_with(
+    simulate: Simulate,
+    paths: &[(&str, &str); 8],
+    cases: u32,
+    min_fired: u32,
+    medium: impl Fn() -> Box<dyn Medium>,
+) {
     let seed = match Config::default().rng_seed {
         RngSeed::Random => RngSeed::Fixed(0x5eed_c0de),
         chosen => chosen,
@@ -140,7 +175,7 @@ fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
         ..Config::default()
     };
     let fired = AtomicU32::new(0);
-    let taken: [AtomicU32; PATHS.len()] = Default::default();
+    let taken: [AtomicU32; 8] = Default::default();
     let ran = AtomicU32::new(0);
     let tools = tools();
     let mut runner = TestRunner::new(config);
@@ -151,7 +186,7 @@ fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
         if report.faults_fired > 0 {
             fired.fetch_add(1, Ordering::Relaxed);
         }
-        for ((_, needle), n) in PATHS.iter().zip(&taken) {
+        for ((_, needle), n) in paths.iter().zip(&taken) {
             if report.trace.iter().any(|l| l.contains(needle)) {
                 n.fetch_add(1, Ordering::Relaxed);
             }
@@ -166,7 +201,7 @@ fn run_suite(cases: u32, min_fired: u32, medium: impl Fn() -> Box<dyn Medium>) {
     assert!(ran >= cases, "only {ran} of {cases} simulations ran");
     eprintln!("{ran} simulations, {fired} with a fault that fired");
     assert!(fired >= min_fired, "only {fired} of {ran} simulations had a fault fire");
-    for ((path, _), n) in PATHS.iter().zip(&taken) {
+    for ((path, _), n) in paths.iter().zip(&taken) {
         let n = n.load(Ordering::Relaxed);
         eprintln!("  {path}: {n}");
         assert!(n > 0, "no simulation took this path: {path}");
@@ -179,43 +214,22 @@ fn generated_scripts_with_crashes_keep_every_invariant_on_the_memory_store() {
 }
 
 #[test]
+fn generated_scripts_with_crashes_keep_every_invariant_through_drive_on_the_memory_store() {
+    run_suite_through_drive(400, 340, || Box::new(MemoryMedium::new()));
+}
+
+#[test]
+fn generated_scripts_with_crashes_keep_every_invariant_through_drive_on_a_simulated_disk() {
+    run_suite_through_drive(200, 170, || Box::new(SimDiskMedium::new()));
+}
+
+#[test]
 fn generated_scripts_with_crashes_keep_every_invariant_on_the_file_backend_on_a_simulated_disk() {
     run_suite(200, 170, || Box::new(SimDiskMedium::new()));
 }
 
 #[cfg(feature = "sqlite")]
-mod sqlite {
-    use std::path::PathBuf;
-    use std::sync::Arc;
-
-    use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
-    use stepjournal_backends::{JournalStore, OpenError};
-    use stepjournal_sim::Medium;
-
-    /// SQLite on a temporary file: a crash drops the handle; committed transactions survive it.
-    struct SqliteMedium {
-        _dir: tempfile::TempDir,
-        path: PathBuf,
-    }
-
-    impl Medium for SqliteMedium {
-        fn name(&self) -> String {
-            "sqlite".to_owned()
-        }
-
-        fn open(&mut self) -> Result<Arc<dyn JournalStore>, OpenError> {
-            Ok(Arc::new(SqliteStore::open(&self.path, SqliteOptions::default())?))
-        }
-
-        fn crash(&mut self, _seed: u64) {}
-    }
-
-    #[test]
-    fn generated_scripts_with_crashes_keep_every_invariant_on_sqlite() {
-        super::run_suite(80, 64, || {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("journal.sqlite");
-            Box::new(SqliteMedium { _dir: dir, path })
-        });
-    }
+#[test]
+fn generated_scripts_with_crashes_keep_every_invariant_on_sqlite() {
+    run_suite(80, 64, || Box::new(stepjournal_tests::media::sqlite::SqliteMedium::new()));
 }

@@ -93,8 +93,10 @@ fn late_body_is_refused_after_a_new_run(
     let by_run2 = |f: &Fence| matches!(f, Fence::RunStarted { run, .. } if run == run2.id());
     assert_fenced(b1.output_chunk("late output"), by_run2);
     assert_fenced(b2.output_chunk("late output"), by_run2);
-    assert_fenced(b1.finish(RawJson::parse(r#""run 1""#).unwrap(), false), by_run2);
-    assert_fenced(b2.finish(RawJson::parse(r#""charged by run 1""#).unwrap(), false), by_run2);
+    let late = b1.finish(RawJson::parse(r#""run 1""#).unwrap(), false);
+    assert_fenced(late.map_err(WriteError::from), by_run2);
+    let late = b2.finish(RawJson::parse(r#""charged by run 1""#).unwrap(), false);
+    assert_fenced(late.map_err(WriteError::from), by_run2);
     assert_fenced(step1.commit().map(|_| ()), by_run2);
     assert_fenced(run1.end(RunOutcome::Completed), by_run2);
     assert_eq!(first.tail(&session()).unwrap(), tail, "nothing of run 1 landed");
@@ -148,7 +150,8 @@ fn late_body_is_refused_after_a_stop(first: Arc<dyn JournalStore>, second: Arc<d
 
     let by_stop = |f: &Fence| matches!(f, Fence::RunEnded { run, outcome: RunOutcome::Stopped, .. } if run == run1.id());
     assert_fenced(b2.output_chunk("late output"), by_stop);
-    assert_fenced(b2.finish(RawJson::parse(r#""charged""#).unwrap(), false), by_stop);
+    let late = b2.finish(RawJson::parse(r#""charged""#).unwrap(), false);
+    assert_fenced(late.map_err(WriteError::from), by_stop);
     assert_fenced(run1.end(RunOutcome::Completed), by_stop);
     assert_eq!(first.tail(&session()).unwrap(), tail, "nothing of run 1 landed");
 

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use stepjournal_codec::{Attempt, CallId, DispatchId, Event, OutputChunk, RawJson, ToolResult};
 
 use super::shared::Shared;
-use super::{Refusal, WriteError};
+use super::trace::{Span, body_span};
+use super::wait::block_on;
+use super::{CancelSignal, FinishError, Recorded, Refusal, WriteError};
 
 /// One body of a call: its `attempt_started` is durable. Made only by
 /// [`Step::start_body`](super::Step::start_body), which starts a new attempt, and
@@ -26,10 +28,18 @@ use super::{Refusal, WriteError};
 #[must_use = "a body that is dropped leaves its call without a result"]
 pub struct Body {
     shared: Arc<Shared>,
+    /// Which body it is: shared with its twin (small to move, cheap to hand to the tool).
+    me: Arc<Which>,
+}
+
+/// A body's identity.
+#[derive(Debug)]
+struct Which {
     call: CallId,
     dispatch: DispatchId,
     attempt: Attempt,
     key: String,
+    span: Span,
 }
 
 impl Body {
@@ -40,60 +50,142 @@ impl Body {
         attempt: Attempt,
     ) -> Self {
         let key = format!("{}:{}", shared.session, dispatch);
-        Body { shared, call, dispatch, attempt, key }
+        let span = body_span(&shared.span, &shared.session, &call, &dispatch, attempt);
+        Body { shared, me: Arc::new(Which { call, dispatch, attempt, key, span }) }
     }
 
     /// The call.
     pub fn call(&self) -> &CallId {
-        &self.call
+        &self.me.call
     }
 
     /// The call's dispatch id: the same on every attempt and every entry.
     pub fn dispatch(&self) -> &DispatchId {
-        &self.dispatch
+        &self.me.dispatch
     }
 
     /// This body's attempt: 1, 2, ... (bodies started before it + 1).
     pub fn attempt(&self) -> Attempt {
-        self.attempt
+        self.me.attempt
+    }
+
+    /// The run's cancel signal: fires once the run can no longer write (a newer run or a stop
+    /// fenced it, it ended): this body's writes are refused from then on, so stop the work.
+    pub fn signal(&self) -> CancelSignal {
+        self.shared.cancel.clone()
+    }
+
+    /// The body's span (`body`, carrying the session, the call, its dispatch id and attempt;
+    /// nothing without the `tracing` feature): run the tool's work in it.
+    pub fn span(&self) -> &Span {
+        &self.me.span
+    }
+
+    /// The session.
+    pub fn session(&self) -> &stepjournal_codec::SessionId {
+        &self.shared.session
+    }
+
+    /// A second handle on this body, for output written while the first finishes it (the tool
+    /// executor's `CallCtx`).
+    pub(crate) fn twin(&self) -> Body {
+        Body { shared: self.shared.clone(), me: self.me.clone() }
+    }
+
+    /// The clock the run stamps its appends with.
+    pub(crate) fn clock(&self) -> &std::sync::Arc<dyn super::Clock> {
+        &self.shared.clock
     }
 
     /// The idempotency key to hand an external service: `session:dispatch`.
     pub fn idempotency_key(&self) -> &str {
-        &self.key
+        &self.me.key
     }
 
     /// Commits output the body produced while running (`output_chunk`), durably. If the run is
     /// lost, recovery hands the chunks of the last attempt to the model as the call's
     /// `partial` output.
     pub fn output_chunk(&self, text: impl Into<String>) -> Result<(), WriteError> {
+        block_on(self.output_chunk_async(text))
+    }
+
+    /// [`output_chunk`](Self::output_chunk), awaited.
+    pub async fn output_chunk_async(&self, text: impl Into<String>) -> Result<(), WriteError> {
         let text = text.into();
         self.append(|call, attempt| {
             Event::OutputChunk(OutputChunk { call, attempt, text: text.clone() })
         })
+        .await
     }
 
     /// Ends the body with its result (`tool_result`), durably; `is_error` when the tool
     /// reported an error. Refused if the call was resolved meanwhile ([`Refusal::Resolved`]).
-    pub fn finish(self, output: RawJson, is_error: bool) -> Result<(), WriteError> {
-        self.append(|call, attempt| {
-            Event::ToolResult(ToolResult {
-                call,
-                attempt,
-                output: output.clone(),
-                is_error,
-                metadata: None,
-            })
-        })
+    ///
+    /// When the result is not recorded (refused, too large to encode, the store failed), the
+    /// body comes back in the [`FinishError`], so the runtime can still record an error result
+    /// through it (a run that was fenced or ended refuses that too).
+    pub fn finish(self, output: RawJson, is_error: bool) -> Result<(), FinishError> {
+        block_on(self.finish_async(output, is_error))
     }
 
-    fn append(&self, event: impl Fn(CallId, Attempt) -> Event) -> Result<(), WriteError> {
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            if inner.state.call(&self.call).is_some_and(|r| r.is_resolved()) {
-                return Err(Refusal::Resolved { call: self.call.clone() });
-            }
-            Ok((vec![event(self.call.clone(), self.attempt)], ()))
-        })
+    /// [`finish`](Self::finish), awaited.
+    pub async fn finish_async(self, output: RawJson, is_error: bool) -> Result<(), FinishError> {
+        let written = self
+            .append(|call, attempt| {
+                Event::ToolResult(ToolResult {
+                    call,
+                    attempt,
+                    output: output.clone(),
+                    is_error,
+                    metadata: None,
+                })
+            })
+            .await;
+        written.map_err(|error| FinishError { body: self, error: Box::new(error) })
+    }
+
+    /// [`finish`](Self::finish) with a size limit: an output whose JSON text is over
+    /// `max_bytes` is not kept; an error result saying so is recorded instead (the model learns
+    /// the tool ran and that its output was too large).
+    pub fn finish_capped(
+        self,
+        output: RawJson,
+        is_error: bool,
+        max_bytes: usize,
+    ) -> Result<Recorded, FinishError> {
+        block_on(self.finish_capped_async(output, is_error, max_bytes))
+    }
+
+    /// [`finish_capped`](Self::finish_capped), awaited.
+    pub async fn finish_capped_async(
+        self,
+        output: RawJson,
+        is_error: bool,
+        max_bytes: usize,
+    ) -> Result<Recorded, FinishError> {
+        let bytes = output.get().len();
+        if bytes <= max_bytes {
+            return self.finish_async(output, is_error).await.map(|()| Recorded::Output);
+        }
+        let said = serde_json::json!({
+            "error": format!(
+                "the tool's output was {bytes} bytes, over the limit of {max_bytes} bytes: it was \
+                 not kept"
+            )
+        });
+        let output = RawJson::from_value(&said).unwrap_or_else(|_| RawJson::null());
+        self.finish_async(output, true).await.map(|()| Recorded::OverLimit { bytes, max_bytes })
+    }
+
+    async fn append(&self, event: impl Fn(CallId, Attempt) -> Event) -> Result<(), WriteError> {
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                if inner.state.call(&self.me.call).is_some_and(|r| r.is_resolved()) {
+                    return Err(Refusal::Resolved { call: self.me.call.clone() });
+                }
+                Ok((vec![event(self.me.call.clone(), self.me.attempt)], ()))
+            })
+            .await
     }
 }

@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-use stepjournal_backends::{AppendError, StoreError};
+use stepjournal_backends::{AppendError, Lease, StoreError};
 use stepjournal_codec::{
-    Attempt, CallId, CallKind, PairReason, RunId, RunOutcome, Seq, SessionId, StepNo,
+    Attempt, CallId, CallKind, PairReason, RunId, RunOutcome, Seq, SessionId, StepNo, ToolName,
 };
 use stepjournal_recovery::ValidationError;
 use stepjournal_recovery::order::Lane;
@@ -127,6 +127,50 @@ pub enum BeginError {
         /// How many rounds were made.
         attempts: u32,
     },
+    /// The journal is shutting down ([`Journal::shutdown`](super::Journal::shutdown)): it takes
+    /// no new work. Nothing was written.
+    #[error("the journal is shutting down: no run of session `{session}` was begun")]
+    ShuttingDown {
+        /// The session.
+        session: SessionId,
+    },
+    /// Another owner's run holds a live lease on the session (a recovery never fences a live
+    /// run). Nothing was written; it is that owner's to finish, or to recover once its lease
+    /// lapses.
+    #[error(
+        "session `{session}` is run by `{}` (run `{}`, lease live until {} ms): nothing was \
+         written", .lease.owner, .lease.run, .lease.expires.get()
+    )]
+    LeaseHeld {
+        /// The session.
+        session: SessionId,
+        /// The live lease.
+        lease: Lease,
+    },
+    /// The store failed taking the session's lease. Nothing was written.
+    #[error("cannot take the lease of session `{session}`: {source}")]
+    Lease {
+        /// The session.
+        session: SessionId,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+}
+
+impl BeginError {
+    /// The session the entry was for.
+    pub fn session(&self) -> Option<&SessionId> {
+        match self {
+            BeginError::Refused(_) => None,
+            BeginError::Read { session, .. }
+            | BeginError::Append { session, .. }
+            | BeginError::Contended { session, .. }
+            | BeginError::ShuttingDown { session }
+            | BeginError::LeaseHeld { session, .. }
+            | BeginError::Lease { session, .. } => Some(session),
+        }
+    }
 }
 
 /// What became of a run after a store failure ([`WriteError::Store`]).
@@ -239,6 +283,41 @@ pub enum WriteError {
         run: RunId,
         /// How many rounds were made.
         attempts: u32,
+    },
+}
+
+/// Why [`Body::finish`](super::Body::finish) recorded no result, with the body handed back:
+/// the call stays open, and the runtime can still record a result through it (an error result
+/// saying what went wrong, one that fits under the size limit).
+#[derive(Debug, thiserror::Error)]
+#[error("the result of call `{}` (attempt {}) was not recorded: {error}", .body.call(), .body.attempt())]
+pub struct FinishError {
+    /// The body, to finish again.
+    pub body: super::Body,
+    /// Why the result was not recorded (boxed: the body is carried back beside it).
+    #[source]
+    pub error: Box<WriteError>,
+}
+
+impl From<FinishError> for WriteError {
+    /// The error alone (the body is dropped: its call stays open for recovery to decide).
+    fn from(e: FinishError) -> Self {
+        *e.error
+    }
+}
+
+/// What [`Body::finish_capped`](super::Body::finish_capped) recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recorded {
+    /// The output, as given.
+    Output,
+    /// An error result saying the output was over the limit (the output was not kept).
+    OverLimit {
+        /// The output's size, in bytes of JSON text.
+        bytes: usize,
+        /// The limit it was over.
+        max_bytes: usize,
     },
 }
 
@@ -494,6 +573,29 @@ pub enum Refusal {
         step: StepNo,
         /// The unresolved calls, in reply order.
         calls: Vec<CallId>,
+    },
+    /// The model called a tool the registry does not have; the reply was not committed. Tell
+    /// the model the tool does not exist and ask again.
+    #[error("call `{call}` names tool `{tool}`, which is not registered: the reply is refused")]
+    UnknownTool {
+        /// The call.
+        call: CallId,
+        /// The tool it names.
+        tool: ToolName,
+    },
+    /// A call's arguments fail its tool's input schema; the reply was not committed. Tell the
+    /// model why and ask again.
+    #[error(
+        "the arguments of call `{call}` fail tool `{tool}`'s input schema ({reason}): the reply \
+         is refused"
+    )]
+    InvalidArguments {
+        /// The call.
+        call: CallId,
+        /// Its tool.
+        tool: ToolName,
+        /// What the schema check said.
+        reason: String,
     },
     /// `end(suspended)`: a run suspends through [`Step::suspend`](super::Step::suspend), which
     /// names the calls it waits for.

@@ -9,7 +9,12 @@ use stepjournal_recovery::{
     Config, NewRun, Plan, SessionState, ToolRegistry, TranscriptItem, plan, transcript,
 };
 
+use super::cancel::CancelSignal;
+use super::hub::Counters;
+use super::owner::{Ownership, Took};
 use super::shared::{Inner, OpenStep, Shared, fence_of};
+use super::trace::run_span;
+use super::wait::block_on;
 use super::{BeginError, JournalOptions, Run, RunStatus};
 
 /// The session writer: the API a runtime embeds. It makes the save-first protocol the only
@@ -17,12 +22,15 @@ use super::{BeginError, JournalOptions, Run, RunStatus};
 /// through the [`Step`](super::Step) a durable reply returned, and every append of a run is a
 /// compare-and-set that fences late writers.
 ///
-/// Cheap to clone (three `Arc`s and the options); share one per store.
+/// Cheap to clone (`Arc`s and the options); every clone is the same journal, with the same
+/// live runs, leases and counters. Share one per store and process.
 #[derive(Clone)]
 pub struct Journal {
-    store: Arc<dyn JournalStore>,
+    pub(crate) store: Arc<dyn JournalStore>,
     registry: Arc<dyn ToolRegistry + Send + Sync>,
-    options: JournalOptions,
+    pub(crate) options: JournalOptions,
+    /// The runs live here, their leases and the keeper; shared by every clone.
+    pub(crate) own: Arc<Ownership>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -45,7 +53,18 @@ impl Journal {
         registry: Arc<dyn ToolRegistry + Send + Sync>,
         options: JournalOptions,
     ) -> Self {
-        Journal { store, registry, options }
+        let own = Ownership::new(options.owner.clone(), options.lease_ttl);
+        Journal { store, registry, options, own }
+    }
+
+    /// The run of `session` begun through this journal and still open, if any.
+    pub fn open_run(&self, session: &SessionId) -> Option<Run> {
+        self.own.open_run(session)
+    }
+
+    /// The owner of the runs this journal begins ([`JournalOptions::owner`]).
+    pub fn owner(&self) -> &stepjournal_backends::OwnerId {
+        &self.own.owner
     }
 
     /// The store.
@@ -87,24 +106,83 @@ impl Journal {
     /// A refused entry (the plan's `validation_error`) returns [`BeginError::Refused`] and writes
     /// nothing.
     pub fn begin_run(&self, session: &SessionId, entry: Entry) -> Result<Run, BeginError> {
+        block_on(self.begin_run_async(session, entry))
+    }
+
+    /// [`begin_run`](Self::begin_run), awaited: the same reads and compare-and-set append, made
+    /// on the completion-based path.
+    pub async fn begin_run_async(
+        &self,
+        session: &SessionId,
+        entry: Entry,
+    ) -> Result<Run, BeginError> {
+        self.begin(session, entry, true).await
+    }
+
+    /// Begins a run; `force` replaces another owner's live lease (an explicit entry), else a
+    /// live lease refuses it ([`BeginError::LeaseHeld`]: a recovery never fences a live run).
+    pub(crate) async fn begin(
+        &self,
+        session: &SessionId,
+        entry: Entry,
+        force: bool,
+    ) -> Result<Run, BeginError> {
+        if self.own.is_shutting_down() {
+            return Err(BeginError::ShuttingDown { session: session.clone() });
+        }
         let ids = &self.options.ids;
         let new_run = NewRun {
             run: ids.run_id(),
             entry: entry.clone(),
             commit_checkpoint: ids.checkpoint_id(),
         };
+        let stop = matches!(entry, Entry::Stop);
+        // The lease first: a run begins owned. A stop begins no run.
+        let leased = if stop {
+            false
+        } else {
+            let took = self.own.take(&self.store, session, &new_run.run, force);
+            match took.map_err(|source| BeginError::Lease { session: session.clone(), source })? {
+                Took::Held(leased) => leased,
+                Took::Refused(lease) => {
+                    return Err(BeginError::LeaseHeld { session: session.clone(), lease });
+                }
+            }
+        };
+        let run_id = new_run.run.clone();
+        match self.append_entry(session, new_run).await {
+            Ok(run) => {
+                if stop {
+                    self.own.stopped(session);
+                } else {
+                    Counters::count(&self.own.hub.counters.runs_begun);
+                    self.own.register(session, &run, leased);
+                }
+                Ok(run)
+            }
+            Err(e) => {
+                if leased {
+                    self.own.release(&*self.store, session, &run_id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads, folds and plans the entry, and appends the plan's batch at the tail read, again
+    /// on each conflict.
+    async fn append_entry(&self, session: &SessionId, new_run: NewRun) -> Result<Run, BeginError> {
         let read_error = |source| BeginError::Read { session: session.clone(), source };
         // A batch whose append's outcome was unknown: where it was to land, and its plan. The
         // next read tells whether it landed.
         let mut unknown: Option<(Seq, Plan, AppendError)> = None;
         let mut round = 0;
         loop {
-            let records = match self.store.read_all(session) {
+            let records = match self.store.read_async(session, Seq(0)..Seq(u64::MAX)).await {
                 Ok(records) => records,
+                // A store that cannot be read cannot tell whether the unknown batch landed.
                 Err(e) => {
                     return Err(match unknown.take() {
-                        // The outcome cannot be learned (a poisoned store does not read): it
-                        // stays unknown, and that is what is reported.
                         Some((_, _, source)) => {
                             BeginError::Append { session: session.clone(), source }
                         }
@@ -136,7 +214,9 @@ impl Journal {
             let at = self.options.clock.now();
             let stamped: Vec<Stamped> =
                 plan.appends.iter().cloned().map(|e| Stamped::at(at, e)).collect();
-            match self.store.append(session, tail, &stamped, self.options.durability) {
+            let answer =
+                self.store.append_async(session, tail, &stamped, self.options.durability).await;
+            match answer {
                 Ok(_) => {
                     let mut records = records;
                     records.extend(stamped.into_iter().enumerate().map(|(i, s)| Record {
@@ -161,7 +241,12 @@ impl Journal {
     /// run (in this process or another) is fenced by the `run_ended stopped`: its bodies'
     /// results are refused from now on. Returns the plan that was applied.
     pub fn stop(&self, session: &SessionId) -> Result<Plan, BeginError> {
-        Ok(self.begin_run(session, Entry::Stop)?.plan().clone())
+        block_on(self.stop_async(session))
+    }
+
+    /// [`stop`](Self::stop), awaited.
+    pub async fn stop_async(&self, session: &SessionId) -> Result<Plan, BeginError> {
+        Ok(self.begin_run_async(session, Entry::Stop).await?.plan().clone())
     }
 
     /// The run whose entry's batch (`plan.appends`) landed at `at` in `records` (the session's
@@ -226,14 +311,21 @@ impl Journal {
         let shared = Shared {
             store: self.store.clone(),
             session: session.clone(),
-            run,
+            run: run.clone(),
             durability: self.options.durability,
             config: self.options.config,
             ids: self.options.ids.clone(),
             clock: self.options.clock.clone(),
             append_attempts: self.options.append_attempts,
-            inner: Mutex::new(Inner { tail, state, status, step }),
+            turn: futures_util::lock::Mutex::new(()),
+            view: Mutex::new(Inner { tail, state, status, step }),
+            cancel: CancelSignal::new(),
+            hub: self.own.hub.clone(),
+            span: run_span(session, &run, new_run.entry.kind_str()),
         };
+        if shared.view().status != RunStatus::Open {
+            shared.cancel.fire();
+        }
         Run::new(Arc::new(shared), new_run.entry, plan, at)
     }
 }

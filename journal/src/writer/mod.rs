@@ -26,24 +26,48 @@
 //!   the run pairs each open call and ends `failed` (a `retry` recovers); when it does not, the
 //!   run is broken (reopen the store; a `wake` recovers).
 //!
+//! - **Async, and sync as a wait on it**: every operation that appends has an async twin named
+//!   with `_async` ([`Journal::begin_run_async`], [`Run::commit_reply_async`],
+//!   [`Step::start_body_async`], [`Body::finish_async`], ...). There is one implementation, the
+//!   async one, which awaits the store's completion-based path
+//!   ([`JournalStore::append_async`](stepjournal_backends::JournalStore::append_async)); the sync
+//!   method waits on it on the calling thread. The futures are `Send`, need no particular
+//!   executor (nothing here names tokio), and a task waiting for a store's answer holds no
+//!   thread. A run's appends are serialized by an async lock; reading its view ([`Run::status`],
+//!   [`Run::with_state`]) never waits for an append. Call the sync API from threads, not from
+//!   inside an async task: it blocks the thread it is called on.
+//!
 //! `docs/embedding.md` walks through a runtime's loop; `examples/agent_loop.rs` is one, compiled.
 
+mod append;
 mod body;
+mod cancel;
 mod clock;
 mod error;
+mod hub;
 mod ids;
 mod journal;
 mod options;
+mod owner;
 mod refuse;
 mod run;
 mod shared;
+mod startup;
 mod step;
+mod trace;
+mod wait;
 
 pub use body::Body;
+pub use cancel::{CancelSignal, Cancelled};
 pub use clock::{Clock, FixedClock, SteppingClock, SystemClock};
-pub use error::{AfterFailure, BeginError, Fence, Order, Refusal, RunStatus, WriteError};
+pub use error::{
+    AfterFailure, BeginError, Fence, FinishError, Order, Recorded, Refusal, RunStatus, WriteError,
+};
 pub use ids::{IdSource, SequentialIds, UniqueIds};
 pub use journal::Journal;
 pub use options::JournalOptions;
 pub use run::{Reply, Run};
+pub use startup::{JournalMetrics, Shutdown};
 pub use step::Step;
+pub use trace::Span;
+pub(crate) use trace::{in_span, step_span};

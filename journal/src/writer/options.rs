@@ -1,12 +1,14 @@
 //! [`JournalOptions`]: the writer's settings, each with a documented default.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use stepjournal_backends::Durability;
+use stepjournal_backends::{Durability, OwnerId};
 use stepjournal_recovery::Config;
 
 use super::clock::{Clock, SystemClock};
 use super::ids::{IdSource, UniqueIds};
+use super::owner::default_owner;
 
 /// The writer's settings. Build with [`JournalOptions::new`] (the defaults) and the setters.
 ///
@@ -18,6 +20,8 @@ use super::ids::{IdSource, UniqueIds};
 /// | [`clock`](Self::clock) | [`SystemClock`]: the system's wall clock |
 /// | [`begin_attempts`](Self::begin_attempts) | 16 |
 /// | [`append_attempts`](Self::append_attempts) | 16 |
+/// | [`owner`](Self::owner) | `host:pid:random` |
+/// | [`lease_ttl`](Self::lease_ttl) | 30 s |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     pub(crate) durability: Durability,
@@ -26,6 +30,8 @@ pub struct JournalOptions {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) begin_attempts: u32,
     pub(crate) append_attempts: u32,
+    pub(crate) owner: OwnerId,
+    pub(crate) lease_ttl: Duration,
 }
 
 impl JournalOptions {
@@ -37,6 +43,9 @@ impl JournalOptions {
     /// [`WriteError::Contended`](super::WriteError::Contended).
     pub const DEFAULT_APPEND_ATTEMPTS: u32 = 16;
 
+    /// The default time a run's lease lasts unless renewed.
+    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
     /// The defaults (see the table above).
     pub fn new() -> Self {
         JournalOptions {
@@ -46,6 +55,8 @@ impl JournalOptions {
             clock: Arc::new(SystemClock),
             begin_attempts: Self::DEFAULT_BEGIN_ATTEMPTS,
             append_attempts: Self::DEFAULT_APPEND_ATTEMPTS,
+            owner: default_owner(),
+            lease_ttl: Self::DEFAULT_LEASE_TTL,
         }
     }
 
@@ -90,6 +101,22 @@ impl JournalOptions {
     /// not fence the run. Default 16; at least 1 (0 is taken as 1).
     pub fn append_attempts(mut self, attempts: u32) -> Self {
         self.append_attempts = attempts.max(1);
+        self
+    }
+
+    /// Who owns the runs this journal begins: the holder of their leases on a store several
+    /// processes share. Default `host:pid:random`, different for every journal made; give each
+    /// process its own.
+    pub fn owner(mut self, owner: OwnerId) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// How long a run's lease lasts unless renewed (the keeper renews every third of it).
+    /// Default 30 s: a crashed process's runs are recoverable elsewhere that long after it
+    /// died. At least 1 ms (0 is taken as 1 ms).
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl.max(Duration::from_millis(1));
         self
     }
 }

@@ -4,13 +4,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use stepjournal_codec::{
-    Call, CallId, DispatchId, DispatchMinted, Entry, Event, RawJson, ReplyCommitted, RunEnded,
-    RunId, RunOutcome, Seq, SessionId, StepNo,
+    Call, CallId, DispatchId, DispatchMinted, Entry, Event, ModelAborted, RawJson, ReplyCommitted,
+    RunEnded, RunId, RunOutcome, Seq, SessionId, StepNo,
 };
 use stepjournal_recovery::{Plan, SessionState, TranscriptItem, transcript};
 
 use super::shared::{OpenStep, Shared};
-use super::{Refusal, RunStatus, Step, WriteError};
+use super::wait::block_on;
+use super::{CancelSignal, Refusal, RunStatus, Span, Step, WriteError};
 
 /// A model reply to commit: its text and its calls, in the order the model gave them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub struct Reply {
     /// The calls; their ids must be unique within the reply.
     pub calls: Vec<Call>,
     /// The provider's metadata for the reply (model, usage, reasoning blocks), opaque JSON kept
-    /// with it; none by default.
+    /// with it (format version 2); none by default.
     pub metadata: Option<RawJson>,
 }
 
@@ -58,17 +59,55 @@ impl Reply {
 ///
 /// `Run` is `Send + Sync`; its handles ([`Step`], [`Body`](super::Body)) may be moved to other
 /// threads, and their appends are serialized with the run's.
-#[derive(Debug)]
+///
+/// `Run` is cheap to clone (two `Arc`s): every clone is the same run, its appends serialized
+/// with the others'.
+#[derive(Debug, Clone)]
 pub struct Run {
     shared: Arc<Shared>,
+    begun: Arc<Begun>,
+}
+
+/// A run held without keeping it alive: the journal's list of its live runs.
+#[derive(Debug, Clone)]
+pub(crate) struct WeakRun {
+    shared: std::sync::Weak<Shared>,
+    begun: std::sync::Weak<Begun>,
+}
+
+impl WeakRun {
+    /// The run, while a handle of it is alive.
+    pub(crate) fn upgrade(&self) -> Option<Run> {
+        Some(Run { shared: self.shared.upgrade()?, begun: self.begun.upgrade()? })
+    }
+
+    /// Whether the run can still write: a handle of it is alive and it is open.
+    pub(crate) fn is_open(&self) -> bool {
+        self.shared.upgrade().is_some_and(|s| s.view().status == RunStatus::Open)
+    }
+
+    /// The run's cancel signal, while a handle of it is alive.
+    pub(crate) fn signal(&self) -> Option<CancelSignal> {
+        self.shared.upgrade().map(|s| s.cancel.clone())
+    }
+}
+
+/// How the run began: what never changes once it did.
+#[derive(Debug)]
+struct Begun {
     entry: Entry,
     plan: Plan,
-    begun_at: Seq,
+    at: Seq,
 }
 
 impl Run {
     pub(crate) fn new(shared: Arc<Shared>, entry: Entry, plan: Plan, begun_at: Seq) -> Self {
-        Run { shared, entry, plan, begun_at }
+        Run { shared, begun: Arc::new(Begun { entry, plan, at: begun_at }) }
+    }
+
+    /// The run, held without keeping it alive.
+    pub(crate) fn downgrade(&self) -> WeakRun {
+        WeakRun { shared: Arc::downgrade(&self.shared), begun: Arc::downgrade(&self.begun) }
     }
 
     /// The run's id. For a `stop`, the id of the run it stopped (a stop begins no run).
@@ -83,46 +122,60 @@ impl Run {
 
     /// The entry the run began through.
     pub fn entry(&self) -> &Entry {
-        &self.entry
+        &self.begun.entry
     }
 
     /// The entry's plan, as applied: every call of the saved step with its action and rule, and
     /// the events the entry appended.
     pub fn plan(&self) -> &Plan {
-        &self.plan
+        &self.begun.plan
     }
 
     /// Where the entry's batch begins in the log (`run_started`, or for `stop` its first event).
     pub fn begun_at(&self) -> Seq {
-        self.begun_at
+        self.begun.at
     }
 
     /// Where the run stands: open, ended, fenced, or broken by a store failure.
     pub fn status(&self) -> RunStatus {
-        self.shared.lock().status.clone()
+        self.shared.view().status.clone()
+    }
+
+    /// The run's cancel signal: fires once the run can no longer write (fenced by a newer run
+    /// or a stop, ended, broken). Hand it to work the run started.
+    pub fn signal(&self) -> CancelSignal {
+        self.shared.cancel.clone()
+    }
+
+    /// The run's span (`run`, carrying the session, the run and its entry; nothing without the
+    /// `tracing` feature).
+    pub fn span(&self) -> &Span {
+        &self.shared.span
     }
 
     /// The session's tail as the run last saw it.
     pub fn tail(&self) -> Seq {
-        self.shared.lock().tail
+        self.shared.view().tail
     }
 
     /// The step the run has open, if any: the saved step its entry recovered (act on the
     /// plan's actions through it), or the step of the reply it committed last. `None` once the
     /// step is committed, and for a run that redirected or stopped (the entry closed the step).
     pub fn step(&self) -> Option<Step> {
-        let inner = self.shared.lock();
+        let inner = self.shared.view();
         inner.step.as_ref().map(|s| Step::new(self.shared.clone(), s.number, s.checkpoint.clone()))
     }
 
     /// Runs `f` on the session as the run sees it (folded up to [`tail`](Self::tail)).
+    ///
+    /// The run's view is locked while `f` runs: `f` must not call the run's handles.
     pub fn with_state<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
-        f(&self.shared.lock().state)
+        f(&self.shared.view().state)
     }
 
     /// What the model is shown now, as the run sees the session.
     pub fn transcript(&self) -> Vec<TranscriptItem> {
-        transcript(&self.shared.lock().state)
+        transcript(&self.shared.view().state)
     }
 
     /// Commits the model's reply: appends `reply_committed` (the step's append checkpoint) and
@@ -134,6 +187,12 @@ impl Run {
     /// Refused ([`WriteError::Refused`], nothing written) when the reply names a call id twice
     /// ([`Refusal::RepeatedCall`]) or a step is still open ([`Refusal::StepOpen`]).
     pub fn commit_reply(&self, reply: Reply) -> Result<Step, WriteError> {
+        block_on(self.commit_reply_async(reply))
+    }
+
+    /// [`commit_reply`](Self::commit_reply), awaited: the same append, made on the
+    /// completion-based path (no thread waits while the store syncs).
+    pub async fn commit_reply_async(&self, reply: Reply) -> Result<Step, WriteError> {
         let mut seen = HashSet::with_capacity(reply.calls.len());
         if let Some(call) = reply.calls.iter().find(|c| !seen.insert(&c.call)) {
             return Err(Refusal::RepeatedCall { call: call.call.clone() }.into());
@@ -141,35 +200,40 @@ impl Run {
         let ids = &self.shared.ids;
         let checkpoint = ids.checkpoint_id();
         let dispatches: Vec<DispatchId> = reply.calls.iter().map(|_| ids.dispatch_id()).collect();
-        let mut inner = self.shared.lock();
-        let step = self.shared.append(&mut inner, |inner| {
-            if let Some(open) = &inner.step {
-                return Err(Refusal::StepOpen { step: open.number });
-            }
-            let step = inner
-                .state
-                .last_reply()
-                .map_or(StepNo(1), |r| StepNo(r.step.get().saturating_add(1)));
-            let mut events = Vec::with_capacity(reply.calls.len() + 1);
-            events.push(Event::ReplyCommitted(ReplyCommitted {
-                step,
-                checkpoint: checkpoint.clone(),
-                text: reply.text.clone(),
-                calls: reply.calls.clone(),
-                metadata: reply.metadata.clone(),
-            }));
-            events.extend(reply.calls.iter().zip(&dispatches).map(|(c, d)| {
-                Event::DispatchMinted(DispatchMinted { call: c.call.clone(), dispatch: d.clone() })
-            }));
-            Ok((events, step))
-        })?;
-        inner.step = Some(OpenStep {
+        let mut writer = self.shared.write().await;
+        let step = writer
+            .append(|inner| {
+                if let Some(open) = &inner.step {
+                    return Err(Refusal::StepOpen { step: open.number });
+                }
+                let step = inner
+                    .state
+                    .last_reply()
+                    .map_or(StepNo(1), |r| StepNo(r.step.get().saturating_add(1)));
+                let mut events = Vec::with_capacity(reply.calls.len() + 1);
+                events.push(Event::ReplyCommitted(ReplyCommitted {
+                    step,
+                    checkpoint: checkpoint.clone(),
+                    text: reply.text.clone(),
+                    calls: reply.calls.clone(),
+                    metadata: reply.metadata.clone(),
+                }));
+                events.extend(reply.calls.iter().zip(&dispatches).map(|(c, d)| {
+                    Event::DispatchMinted(DispatchMinted {
+                        call: c.call.clone(),
+                        dispatch: d.clone(),
+                    })
+                }));
+                Ok((events, step))
+            })
+            .await?;
+        writer.view().step = Some(OpenStep {
             number: step,
             checkpoint: checkpoint.clone(),
             plan: HashMap::new(),
             started: HashMap::new(),
         });
-        drop(inner);
+        drop(writer);
         Ok(Step::new(self.shared.clone(), step, checkpoint))
     }
 
@@ -182,20 +246,27 @@ impl Run {
     /// - `suspended`: refused ([`Refusal::UseSuspend`]); a run suspends through
     ///   [`Step::suspend`], which names the calls it waits for.
     pub fn end(&self, outcome: RunOutcome) -> Result<(), WriteError> {
+        block_on(self.end_async(outcome))
+    }
+
+    /// [`end`](Self::end), awaited.
+    pub async fn end_async(&self, outcome: RunOutcome) -> Result<(), WriteError> {
         match outcome {
-            RunOutcome::Failed => return self.fail(None),
+            RunOutcome::Failed => return self.fail_async(None).await,
             RunOutcome::Suspended => return Err(Refusal::UseSuspend.into()),
             _ => {}
         }
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            if let Some(open) = &inner.step {
-                return Err(Refusal::StepOpen { step: open.number });
-            }
-            let end = RunEnded { run: self.shared.run.clone(), outcome, error: None };
-            Ok((vec![Event::RunEnded(end)], ()))
-        })?;
-        inner.status = RunStatus::Ended { outcome, error: None };
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                if let Some(open) = &inner.step {
+                    return Err(Refusal::StepOpen { step: open.number });
+                }
+                let end = RunEnded { run: self.shared.run.clone(), outcome, error: None };
+                Ok((vec![Event::RunEnded(end)], ()))
+            })
+            .await?;
+        writer.view().status = RunStatus::Ended { outcome, error: None };
         Ok(())
     }
 
@@ -205,8 +276,35 @@ impl Run {
     /// where nothing could have), in the same batch. A later `retry` entry (no message) rewinds
     /// those pairings and recovers the step.
     pub fn fail(&self, error: Option<String>) -> Result<(), WriteError> {
-        let mut inner = self.shared.lock();
-        self.shared.fail(&mut inner, error)
+        block_on(self.fail_async(error))
+    }
+
+    /// [`fail`](Self::fail), awaited.
+    pub async fn fail_async(&self, error: Option<String>) -> Result<(), WriteError> {
+        self.shared.write().await.fail(error).await
+    }
+
+    /// Records that a model request was cut off (`model_aborted`), with the partial answer it
+    /// gave: the transcript keeps it, marked aborted, and the run goes on (ask the model again,
+    /// or end the run). Refused while a step is open ([`Refusal::StepOpen`]): a cut-off request
+    /// comes between steps, where its reply would have been.
+    pub fn model_aborted(&self, partial: impl Into<String>) -> Result<(), WriteError> {
+        block_on(self.model_aborted_async(partial))
+    }
+
+    /// [`model_aborted`](Self::model_aborted), awaited.
+    pub async fn model_aborted_async(&self, partial: impl Into<String>) -> Result<(), WriteError> {
+        let partial = partial.into();
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                if let Some(open) = &inner.step {
+                    return Err(Refusal::StepOpen { step: open.number });
+                }
+                let event = ModelAborted { partial: partial.clone() };
+                Ok((vec![Event::ModelAborted(event)], ()))
+            })
+            .await
     }
 
     /// The calls of the open step not yet resolved, in reply order.

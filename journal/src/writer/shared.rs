@@ -1,18 +1,22 @@
 //! What a run's handles share: the run's view of its session (the tail it last saw and the state
-//! folded up to it) behind one lock, and the compare-and-set append that fences late writers.
+//! folded up to it) and the turn that serializes the run's writes. The compare-and-set append
+//! that fences late writers is in [`append`](super::append).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use stepjournal_backends::{AppendError, Durability, JournalStore, StoreError};
+use stepjournal_backends::{Durability, JournalStore};
 use stepjournal_codec::{
     Attempt, CallId, CallKind, CheckpointId, Event, PairReason, Paired, Record, RunEnded, RunId,
     RunOutcome, Seq, SessionId, Stamped, StepNo,
 };
 use stepjournal_recovery::{ApprovalState, CallPlan, Config, SessionState};
 
+use super::cancel::CancelSignal;
 use super::clock::Clock;
-use super::{AfterFailure, Fence, IdSource, Refusal, RunStatus, WriteError};
+use super::hub::{Counters, Hub};
+use super::trace::Span;
+use super::{Fence, IdSource, RunStatus, WriteError};
 
 /// The step a run has open: the reply it committed, or the saved step its entry recovered.
 #[derive(Debug)]
@@ -26,8 +30,9 @@ pub(crate) struct OpenStep {
     pub(crate) started: HashMap<CallId, Attempt>,
 }
 
-/// The run's view of its session. Guarded by [`Shared::inner`]: every append of the run is made
-/// with it held, so the run's appends are serialized and each is a compare-and-set at `tail`.
+/// The run's view of its session, in [`Shared::view`]. Changed only by the holder of the run's
+/// turn ([`Shared::turn`]): the run's appends are serialized and each is a compare-and-set at
+/// `tail`.
 #[derive(Debug)]
 pub(crate) struct Inner {
     /// The session's tail as the run last saw it. Invariant: `state.len() == tail`.
@@ -52,7 +57,24 @@ pub(crate) struct Shared {
     pub(crate) ids: Arc<dyn IdSource>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) append_attempts: u32,
-    pub(crate) inner: Mutex<Inner>,
+    /// The run's turn to write: held by the handle that appends, from the build of its batch
+    /// through the store's answer to the change of the view that follows, so the run's writes
+    /// are serialized. An async lock: it is held across the store's `.await`, and a task waiting
+    /// for it parks no thread.
+    pub(crate) turn: futures_util::lock::Mutex<()>,
+    /// The run's view. Invariant: changed only by the holder of `turn`; locked only briefly,
+    /// never across an `.await`, so reading it (a run's status, its state) never waits for an
+    /// append.
+    pub(crate) view: Mutex<Inner>,
+    /// Fired once the run can no longer write (see [`CancelSignal`]): by the writer when its
+    /// turn ends with the run no longer open, by the journal when a stop or a lost lease
+    /// fences it from outside.
+    pub(crate) cancel: CancelSignal,
+    /// The journal's notices and counters: told when the run can no longer write.
+    pub(crate) hub: Arc<Hub>,
+    /// The run's span (`run`; nothing without the `tracing` feature): every append of the run
+    /// is made in it.
+    pub(crate) span: Span,
 }
 
 impl std::fmt::Debug for Shared {
@@ -65,41 +87,10 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// How an append loop failed.
-enum AppendFailure {
-    /// The run may not write, or the protocol forbids it: report as is.
-    Write(WriteError),
-    /// The store failed: the run's failure path decides what becomes of it.
-    Store(AppendError),
-}
-
-impl From<WriteError> for AppendFailure {
-    fn from(e: WriteError) -> Self {
-        AppendFailure::Write(e)
-    }
-}
-
-/// A batch whose append's outcome was unknown: it may still be found at `at`.
-struct Pending<T> {
-    at: Seq,
-    batch: Vec<Stamped>,
-    out: T,
-}
-
-/// What reading the events appended since the run's tail found.
-enum CaughtUp<T> {
-    /// The pending batch is there: it landed.
-    Landed(T),
-    /// Other writers' events, none of which fences the run, are folded and the tail moved on;
-    /// or nothing was there. A pending batch is handed back while it can still land (nothing
-    /// was at its place).
-    Moved(Option<Pending<T>>),
-}
-
 impl Inner {
     /// Checks the invariants written on the fields (in debug builds): they hold whenever the
-    /// lock is free.
-    fn debug_check(&self) {
+    /// view is unlocked.
+    pub(crate) fn debug_check(&self) {
         debug_assert_eq!(self.state.len(), self.tail.get(), "the state is folded up to the tail");
         debug_assert!(
             self.step.is_none()
@@ -112,35 +103,26 @@ impl Inner {
     }
 }
 
+impl Drop for Shared {
+    /// The run's last handle is gone: the journal learns it (its lease is released).
+    fn drop(&mut self) {
+        self.hub.notify();
+    }
+}
+
 impl Shared {
-    /// The run's view, locked. A panic elsewhere while it was held leaves it as consistent as
-    /// any append left it (the state only changes after an append landed), so it is taken back.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+    /// The run's view, locked, to read it (or, for the holder of the run's turn, to change it
+    /// after an append). Never held across an `.await`. A panic elsewhere while it was held
+    /// leaves it as consistent as any append left it (the state only changes after an append
+    /// landed), so it is taken back.
+    pub(crate) fn view(&self) -> MutexGuard<'_, Inner> {
+        let inner = self.view.lock().unwrap_or_else(|p| p.into_inner());
         inner.debug_check();
         inner
     }
 
-    /// Appends the events `build` makes from the run's view as one compare-and-set batch at the
-    /// tail the run last saw, and returns what `build` returned with them.
-    ///
-    /// `build` runs again after every conflict with the state caught up, so its checks see what
-    /// other writers added; it must mint nothing itself (ids are minted before, so a batch whose
-    /// outcome was unknown can be recognised when it turns up). On a store failure the run's
-    /// failure path runs (see [`Shared::fail_after_store_error`]).
-    pub(crate) fn append<T>(
-        &self,
-        inner: &mut Inner,
-        build: impl FnMut(&Inner) -> Result<(Vec<Event>, T), Refusal>,
-    ) -> Result<T, WriteError> {
-        match self.append_loop(inner, build) {
-            Ok(out) => Ok(out),
-            Err(AppendFailure::Write(e)) => Err(e),
-            Err(AppendFailure::Store(source)) => Err(self.fail_after_store_error(inner, source)),
-        }
-    }
-
-    fn status_allows_write(&self, inner: &Inner) -> Result<(), WriteError> {
+    /// Whether the run may still write: its error if it ended, was fenced or broke.
+    pub(crate) fn writable(&self, inner: &Inner) -> Result<(), WriteError> {
         match &inner.status {
             RunStatus::Open => Ok(()),
             RunStatus::Ended { outcome, error } => Err(WriteError::Ended {
@@ -155,150 +137,10 @@ impl Shared {
         }
     }
 
-    fn fenced(&self, by: Fence) -> WriteError {
+    /// The error of a write this fence refused (counted).
+    pub(crate) fn fenced(&self, by: Fence) -> WriteError {
+        Counters::count(&self.hub.counters.fenced_writes_refused);
         WriteError::Fenced { session: self.session.clone(), run: self.run.clone(), by }
-    }
-
-    fn append_loop<T>(
-        &self,
-        inner: &mut Inner,
-        mut build: impl FnMut(&Inner) -> Result<(Vec<Event>, T), Refusal>,
-    ) -> Result<T, AppendFailure> {
-        let mut pending: Option<Pending<T>> = None;
-        for _ in 0..self.append_attempts {
-            self.status_allows_write(inner)?;
-            let (events, out) = build(inner).map_err(|r| AppendFailure::Write(r.into()))?;
-            debug_assert!(!events.is_empty(), "every operation appends at least one event");
-            let at = self.clock.now();
-            let batch: Vec<Stamped> = events.into_iter().map(|e| Stamped::at(at, e)).collect();
-            match self.store.append(&self.session, inner.tail, &batch, self.durability) {
-                Ok(ack) => {
-                    apply(inner, &batch);
-                    debug_assert_eq!(inner.tail, ack.next, "the store's tail follows the batch");
-                    return Ok(out);
-                }
-                Err(AppendError::Conflict { .. }) => match self.catch_up(inner, pending.take())? {
-                    CaughtUp::Landed(out) => return Ok(out),
-                    CaughtUp::Moved(still) => pending = still,
-                },
-                Err(e @ AppendError::OutcomeUnknown { .. }) => {
-                    // Not found now, it may still land at its place: the next attempt, made at
-                    // the same tail with the same events (the build is deterministic), then
-                    // conflicts on it and recognises it.
-                    let unknown = Pending { at: inner.tail, batch, out };
-                    match self.catch_up(inner, Some(unknown)) {
-                        Ok(CaughtUp::Landed(out)) => return Ok(out),
-                        Ok(CaughtUp::Moved(still)) => pending = still,
-                        // The store cannot be read either (a poisoned store): the outcome stays
-                        // unknown, and that is what is reported.
-                        Err(AppendFailure::Store(_)) => return Err(AppendFailure::Store(e)),
-                        Err(f) => return Err(f),
-                    }
-                }
-                Err(e @ (AppendError::Encode { .. } | AppendError::EmptyBatch)) => {
-                    return Err(AppendFailure::Write(WriteError::Encode {
-                        run: self.run.clone(),
-                        source: e,
-                    }));
-                }
-                Err(e) => return Err(AppendFailure::Store(e)),
-            }
-        }
-        Err(AppendFailure::Write(WriteError::Contended {
-            session: self.session.clone(),
-            run: self.run.clone(),
-            attempts: self.append_attempts,
-        }))
-    }
-
-    /// Reads what was appended since the run's tail. A `pending` batch found at its place
-    /// landed; any `run_started` or `run_ended` among the rest fences the run; the rest is
-    /// folded and the tail moves past it.
-    fn catch_up<T>(
-        &self,
-        inner: &mut Inner,
-        mut pending: Option<Pending<T>>,
-    ) -> Result<CaughtUp<T>, AppendFailure> {
-        let records = self
-            .store
-            .read(&self.session, inner.tail..Seq(u64::MAX))
-            .map_err(|e| AppendFailure::Store(AppendError::Store(e)))?;
-        if let Some(p) = &pending
-            && p.at == inner.tail
-            && records.len() >= p.batch.len()
-            && records.iter().zip(&p.batch).all(|(r, s)| r.event == s.event)
-            && let Some(p) = pending.take()
-        {
-            apply(inner, &p.batch);
-            return Ok(CaughtUp::Landed(p.out));
-        }
-        if records.is_empty() {
-            let actual =
-                self.store.tail(&self.session).map_err(|e| AppendFailure::Store(e.into()))?;
-            if actual < inner.tail {
-                let by = Fence::LogShrank { expected: inner.tail, actual };
-                inner.status = RunStatus::Fenced(by.clone());
-                return Err(AppendFailure::Write(self.fenced(by)));
-            }
-        }
-        for record in records {
-            if record.seq != inner.tail {
-                return Err(AppendFailure::Store(AppendError::Store(StoreError::Backend {
-                    backend: "journal",
-                    context: format!(
-                        "reading session `{}` from seq {} returned seq {}",
-                        self.session, inner.tail, record.seq
-                    ),
-                    source: "the store broke its contract: sequence numbers are not dense".into(),
-                })));
-            }
-            let fence = fence_of(&record);
-            if let Some(by) = fence {
-                inner.status = RunStatus::Fenced(by.clone());
-                return Err(AppendFailure::Write(self.fenced(by)));
-            }
-            inner.state.apply(&record.event);
-            inner.tail = record.seq.next();
-        }
-        inner.debug_check();
-        // A pending batch can land only at its place, and only while nothing else is there.
-        Ok(CaughtUp::Moved(pending.filter(|p| p.at == inner.tail)))
-    }
-
-    /// The failure path after the store failed on an append: if the store still accepts
-    /// writes, pair each open call of the step and end the run `failed` naming the error;
-    /// otherwise (poisoned, or that write fails too) the run is broken. Returns the error to
-    /// report.
-    fn fail_after_store_error(&self, inner: &mut Inner, source: AppendError) -> WriteError {
-        let error = source.to_string();
-        let then = if source.is_poisoned() {
-            AfterFailure::Unwritable
-        } else {
-            match self
-                .append_loop(inner, |inner| Ok((failure_events(self, inner, Some(&error)), ())))
-            {
-                Ok(()) => AfterFailure::EndedFailed,
-                Err(_) => AfterFailure::Unwritable,
-            }
-        };
-        match then {
-            AfterFailure::EndedFailed => {
-                inner.status = RunStatus::Ended { outcome: RunOutcome::Failed, error: Some(error) };
-            }
-            _ => {
-                if inner.status == RunStatus::Open {
-                    inner.status = RunStatus::Broken { error };
-                }
-            }
-        }
-        WriteError::Store { session: self.session.clone(), run: self.run.clone(), source, then }
-    }
-
-    /// Ends the run `failed` naming `error`, pairing each open call of its step first.
-    pub(crate) fn fail(&self, inner: &mut Inner, error: Option<String>) -> Result<(), WriteError> {
-        self.append(inner, |inner| Ok((failure_events(self, inner, error.as_deref()), ())))?;
-        inner.status = RunStatus::Ended { outcome: RunOutcome::Failed, error };
-        Ok(())
     }
 }
 
@@ -318,7 +160,7 @@ pub(crate) fn fence_of(record: &Record) -> Option<Fence> {
 }
 
 /// Folds a batch that landed at the run's tail.
-fn apply(inner: &mut Inner, batch: &[Stamped]) {
+pub(crate) fn apply(inner: &mut Inner, batch: &[Stamped]) {
     for stamped in batch {
         inner.state.apply(&stamped.event);
     }
@@ -327,7 +169,7 @@ fn apply(inner: &mut Inner, batch: &[Stamped]) {
 }
 
 /// The batch that ends a run `failed`: a pairing for each open call, then `run_ended`.
-fn failure_events(shared: &Shared, inner: &Inner, error: Option<&str>) -> Vec<Event> {
+pub(crate) fn failure_events(shared: &Shared, inner: &Inner, error: Option<&str>) -> Vec<Event> {
     let mut events = pairings_of_open_calls(inner);
     events.push(Event::RunEnded(RunEnded {
         run: shared.run.clone(),

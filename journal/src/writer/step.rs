@@ -7,11 +7,12 @@ use stepjournal_codec::{
     ClientAnswer, DispatchId, DispatchMinted, Event, PairReason, Paired, RawJson, RunEnded,
     RunOutcome, SessionId, StepCommit, StepNo, Suspended,
 };
-use stepjournal_recovery::{ApprovalState, CallPlan};
+use stepjournal_recovery::{ApprovalState, CallPlan, SessionState};
 
 use super::refuse::{self, Reattach, Seen};
-use super::shared::{Inner, Shared, running_bodies};
-use super::{Body, Refusal, RunStatus, WriteError};
+use super::shared::{Shared, running_bodies};
+use super::wait::block_on;
+use super::{Body, CancelSignal, Refusal, RunStatus, Span, WriteError};
 
 /// The handle of an open step: the reply that opened it is durable (it was committed by
 /// [`Run::commit_reply`](super::Run::commit_reply), or it is the saved step a recovered run
@@ -29,6 +30,16 @@ use super::{Body, Refusal, RunStatus, WriteError};
 /// // A run has no way to start a body: only a Step, which a durable reply returns, does.
 /// fn body_before_its_reply(run: &Run, call: &CallId) -> Body {
 ///     run.start_body(call).unwrap()
+/// }
+/// ```
+///
+/// The async API is the same path, and holds the same way:
+///
+/// ```compile_fail,E0599
+/// use stepjournal::writer::{Body, Run};
+/// use stepjournal_codec::CallId;
+/// async fn body_before_its_reply(run: &Run, call: &CallId) -> Body {
+///     run.start_body_async(call).await.unwrap()
 /// }
 /// ```
 ///
@@ -62,15 +73,32 @@ impl Step {
         &self.shared.session
     }
 
+    /// The run's cancel signal (see [`Run::signal`](super::Run::signal)).
+    pub fn signal(&self) -> CancelSignal {
+        self.shared.cancel.clone()
+    }
+
+    /// Runs `f` on the session as the run sees it.
+    ///
+    /// The run's view is locked while `f` runs: `f` must not call the run's handles.
+    pub fn with_state<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
+        f(&self.shared.view().state)
+    }
+
+    /// The run's span (see [`Run::span`](super::Run::span)).
+    pub fn run_span(&self) -> &Span {
+        &self.shared.span
+    }
+
     /// Whether the step is still open.
     pub fn is_open(&self) -> bool {
-        let inner = self.shared.lock();
+        let inner = self.shared.view();
         inner.status == RunStatus::Open && Seen::of(&inner, self.number).step().is_ok()
     }
 
     /// The reply's calls, in reply order.
     pub fn calls(&self) -> Vec<Call> {
-        let inner = self.shared.lock();
+        let inner = self.shared.view();
         match Seen::of(&inner, self.number).reply() {
             Ok(reply) => inner.state.calls_of(reply).iter().map(|c| c.call().clone()).collect(),
             Err(_) => Vec::new(),
@@ -79,26 +107,26 @@ impl Step {
 
     /// The call's dispatch id, once minted.
     pub fn dispatch(&self, call: &CallId) -> Option<DispatchId> {
-        let inner = self.shared.lock();
+        let inner = self.shared.view();
         inner.state.call(call).filter(|r| r.step() == self.number)?.dispatch().cloned()
     }
 
     /// The entry's decision for the call, for a recovered step (`None` for a step this run
     /// committed).
     pub fn action(&self, call: &CallId) -> Option<CallPlan> {
-        let inner = self.shared.lock();
+        let inner = self.shared.view();
         inner.step.as_ref().filter(|s| s.number == self.number)?.plan.get(call).cloned()
     }
 
     /// Whether the call is resolved (a result, a client answer, a denied approval, a pairing).
     pub fn is_resolved(&self, call: &CallId) -> bool {
-        let inner = self.shared.lock();
+        let inner = self.shared.view();
         inner.state.call(call).filter(|r| r.step() == self.number).is_some_and(|r| r.is_resolved())
     }
 
     /// The calls not yet resolved, in reply order.
     pub fn open_calls(&self) -> Vec<CallId> {
-        let inner = self.shared.lock();
+        let inner = self.shared.view();
         Seen::of(&inner, self.number).open_calls()
     }
 
@@ -125,33 +153,40 @@ impl Step {
     /// In a recovered step, a call the plan runs (`Action::Run { attempt, .. }`) starts exactly
     /// that attempt, with the same dispatch id as every earlier attempt.
     pub fn start_body(&self, call: &CallId) -> Result<Body, WriteError> {
+        block_on(self.start_body_async(call))
+    }
+
+    /// [`start_body`](Self::start_body), awaited.
+    pub async fn start_body_async(&self, call: &CallId) -> Result<Body, WriteError> {
         let number = self.number;
         let max = self.shared.config.max_bodies();
         let ids = self.shared.ids.clone();
         let mut minted: Option<DispatchId> = None;
-        let mut inner = self.shared.lock();
-        let (dispatch, attempt) = self.shared.append(&mut inner, |inner| {
-            let start = refuse::start_body(Seen::of(inner, number), call, max)?;
-            let mut events = Vec::with_capacity(2);
-            let dispatch = match start.dispatch {
-                Some(d) => d,
-                None => {
-                    let d = minted.get_or_insert_with(|| ids.dispatch_id()).clone();
-                    events.push(Event::DispatchMinted(DispatchMinted {
-                        call: call.clone(),
-                        dispatch: d.clone(),
-                    }));
-                    d
-                }
-            };
-            let attempt = start.attempt;
-            events.push(Event::AttemptStarted(AttemptStarted { call: call.clone(), attempt }));
-            Ok((events, (dispatch, attempt)))
-        })?;
-        if let Some(step) = inner.step.as_mut() {
+        let mut writer = self.shared.write().await;
+        let (dispatch, attempt) = writer
+            .append(|inner| {
+                let start = refuse::start_body(Seen::of(inner, number), call, max)?;
+                let mut events = Vec::with_capacity(2);
+                let dispatch = match start.dispatch {
+                    Some(d) => d,
+                    None => {
+                        let d = minted.get_or_insert_with(|| ids.dispatch_id()).clone();
+                        events.push(Event::DispatchMinted(DispatchMinted {
+                            call: call.clone(),
+                            dispatch: d.clone(),
+                        }));
+                        d
+                    }
+                };
+                let attempt = start.attempt;
+                events.push(Event::AttemptStarted(AttemptStarted { call: call.clone(), attempt }));
+                Ok((events, (dispatch, attempt)))
+            })
+            .await?;
+        if let Some(step) = writer.view().step.as_mut() {
             step.started.insert(call.clone(), attempt);
         }
-        drop(inner);
+        drop(writer);
         Ok(Body::new(self.shared.clone(), call.clone(), dispatch, attempt))
     }
 
@@ -192,32 +227,22 @@ impl Step {
     /// Refused with the run's own error when the run can no longer write
     /// ([`WriteError::Ended`], [`WriteError::Fenced`], [`WriteError::Broken`]).
     pub fn reattach(&self, call: &CallId) -> Result<Body, WriteError> {
+        block_on(self.reattach_async(call))
+    }
+
+    /// [`reattach`](Self::reattach), awaited.
+    pub async fn reattach_async(&self, call: &CallId) -> Result<Body, WriteError> {
         let number = self.number;
-        let mut inner = self.shared.lock();
-        self.writable(&inner)?;
+        let writer = self.shared.write().await;
+        let mut inner = writer.view();
+        self.shared.writable(&inner)?;
         let Reattach { dispatch, attempt } = refuse::reattach(Seen::of(&inner, number), call)?;
         if let Some(step) = inner.step.as_mut() {
             step.started.insert(call.clone(), attempt);
         }
         drop(inner);
+        drop(writer);
         Ok(Body::new(self.shared.clone(), call.clone(), dispatch, attempt))
-    }
-
-    /// Whether the run may still write: its error if it ended, was fenced or broke.
-    fn writable(&self, inner: &Inner) -> Result<(), WriteError> {
-        let run = self.shared.run.clone();
-        match &inner.status {
-            RunStatus::Open => Ok(()),
-            RunStatus::Ended { outcome, error } => {
-                Err(WriteError::Ended { run, outcome: *outcome, error: error.clone() })
-            }
-            RunStatus::Fenced(by) => Err(WriteError::Fenced {
-                session: self.shared.session.clone(),
-                run,
-                by: by.clone(),
-            }),
-            RunStatus::Broken { error } => Err(WriteError::Broken { run, error: error.clone() }),
-        }
     }
 
     /// Records the decision on an approval-gated call (`approval_decided`). Approved, its body
@@ -226,38 +251,56 @@ impl Step {
     /// Refused unless the call is of kind `approval` ([`Refusal::WrongKind`]), unresolved and
     /// undecided ([`Refusal::AlreadyDecided`]).
     pub fn approval(&self, call: &CallId, approved: bool) -> Result<(), WriteError> {
+        block_on(self.approval_async(call, approved))
+    }
+
+    /// [`approval`](Self::approval), awaited.
+    pub async fn approval_async(&self, call: &CallId, approved: bool) -> Result<(), WriteError> {
         let number = self.number;
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            let record = refuse::unresolved(Seen::of(inner, number), call)?;
-            let kind = record.kind();
-            if kind != CallKind::Approval {
-                let (what, wanted) = ("an approval decision", "kind `approval`");
-                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
-            }
-            if record.approval() != ApprovalState::Undecided {
-                return Err(Refusal::AlreadyDecided { call: call.clone() });
-            }
-            let event = ApprovalDecided { call: call.clone(), approved };
-            Ok((vec![Event::ApprovalDecided(event)], ()))
-        })
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                let record = refuse::unresolved(Seen::of(inner, number), call)?;
+                let kind = record.kind();
+                if kind != CallKind::Approval {
+                    let (what, wanted) = ("an approval decision", "kind `approval`");
+                    return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
+                }
+                if record.approval() != ApprovalState::Undecided {
+                    return Err(Refusal::AlreadyDecided { call: call.clone() });
+                }
+                let event = ApprovalDecided { call: call.clone(), approved };
+                Ok((vec![Event::ApprovalDecided(event)], ()))
+            })
+            .await
     }
 
     /// Records the client's answer to a client-executed call (`client_answer`); it resolves the
     /// call. Refused unless the call is of kind `client` ([`Refusal::WrongKind`]) and
     /// unresolved.
     pub fn client_answer(&self, call: &CallId, output: RawJson) -> Result<(), WriteError> {
+        block_on(self.client_answer_async(call, output))
+    }
+
+    /// [`client_answer`](Self::client_answer), awaited.
+    pub async fn client_answer_async(
+        &self,
+        call: &CallId,
+        output: RawJson,
+    ) -> Result<(), WriteError> {
         let number = self.number;
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            let kind = refuse::unresolved(Seen::of(inner, number), call)?.kind();
-            if kind != CallKind::Client {
-                let (what, wanted) = ("a client answer", "kind `client`");
-                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
-            }
-            let event = ClientAnswer { call: call.clone(), output: output.clone() };
-            Ok((vec![Event::ClientAnswer(event)], ()))
-        })
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                let kind = refuse::unresolved(Seen::of(inner, number), call)?.kind();
+                if kind != CallKind::Client {
+                    let (what, wanted) = ("a client answer", "kind `client`");
+                    return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
+                }
+                let event = ClientAnswer { call: call.clone(), output: output.clone() };
+                Ok((vec![Event::ClientAnswer(event)], ()))
+            })
+            .await
     }
 
     /// Records that a child was started for a remote sub-agent or companion call, under its
@@ -265,21 +308,35 @@ impl Step {
     /// Refused for other kinds ([`Refusal::WrongKind`]), a resolved call, or a call already
     /// bound to a child ([`Refusal::ChildAttached`]).
     pub fn child_attached(&self, call: &CallId, child: SessionId) -> Result<(), WriteError> {
+        block_on(self.child_attached_async(call, child))
+    }
+
+    /// [`child_attached`](Self::child_attached), awaited.
+    pub async fn child_attached_async(
+        &self,
+        call: &CallId,
+        child: SessionId,
+    ) -> Result<(), WriteError> {
         let number = self.number;
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            let record = refuse::unresolved(Seen::of(inner, number), call)?;
-            let kind = record.kind();
-            if !matches!(kind, CallKind::RemoteAgent | CallKind::Companion) {
-                let (what, wanted) = ("a child", "kind `remote_agent` or `companion`");
-                return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
-            }
-            if let Some(bound) = record.child() {
-                return Err(Refusal::ChildAttached { call: call.clone(), child: bound.clone() });
-            }
-            let event = ChildAttached { call: call.clone(), child: child.clone() };
-            Ok((vec![Event::ChildAttached(event)], ()))
-        })
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                let record = refuse::unresolved(Seen::of(inner, number), call)?;
+                let kind = record.kind();
+                if !matches!(kind, CallKind::RemoteAgent | CallKind::Companion) {
+                    let (what, wanted) = ("a child", "kind `remote_agent` or `companion`");
+                    return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
+                }
+                if let Some(bound) = record.child() {
+                    return Err(Refusal::ChildAttached {
+                        call: call.clone(),
+                        child: bound.clone(),
+                    });
+                }
+                let event = ChildAttached { call: call.clone(), child: child.clone() };
+                Ok((vec![Event::ChildAttached(event)], ()))
+            })
+            .await
     }
 
     /// Answers a call that will not run, `paired` `not_started` ("The tool did not run."): a
@@ -288,32 +345,39 @@ impl Step {
     /// ([`Refusal::MayHaveRun`]: a body started, a child was attached, or the client executes
     /// it) and for a resolved call.
     pub fn skip(&self, call: &CallId) -> Result<(), WriteError> {
+        block_on(self.skip_async(call))
+    }
+
+    /// [`skip`](Self::skip), awaited.
+    pub async fn skip_async(&self, call: &CallId) -> Result<(), WriteError> {
         let number = self.number;
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            let record = refuse::unresolved(Seen::of(inner, number), call)?;
-            let why = if record.kind() == CallKind::Client {
-                Some("the client may have run it")
-            } else if record.bodies() > 0 {
-                Some("a body of it started")
-            } else if record.child().is_some() {
-                Some("a child was attached for it")
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                return Err(Refusal::MayHaveRun { call: call.clone(), why });
-            }
-            let reason = PairReason::NotStarted;
-            let event = Paired {
-                call: call.clone(),
-                reason,
-                message: reason.model_message().to_owned(),
-                partial: String::new(),
-                rule: Some(stepjournal_recovery::rules::SKIPPED.to_owned()),
-            };
-            Ok((vec![Event::Paired(event)], ()))
-        })
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                let record = refuse::unresolved(Seen::of(inner, number), call)?;
+                let why = if record.kind() == CallKind::Client {
+                    Some("the client may have run it")
+                } else if record.bodies() > 0 {
+                    Some("a body of it started")
+                } else if record.child().is_some() {
+                    Some("a child was attached for it")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(Refusal::MayHaveRun { call: call.clone(), why });
+                }
+                let reason = PairReason::NotStarted;
+                let event = Paired {
+                    call: call.clone(),
+                    reason,
+                    message: reason.model_message().to_owned(),
+                    partial: String::new(),
+                    rule: Some(stepjournal_recovery::rules::SKIPPED.to_owned()),
+                };
+                Ok((vec![Event::Paired(event)], ()))
+            })
+            .await
     }
 
     /// Suspends the run to wait for the client's answers or approvals: appends `suspended`
@@ -324,42 +388,50 @@ impl Step {
     /// client call nor an approval call with no decision ([`Refusal::NotAwaitable`]), or is
     /// resolved; and while a body this run started has no result ([`Refusal::BodiesRunning`]).
     pub fn suspend(&self, calls: &[CallId]) -> Result<(), WriteError> {
+        block_on(self.suspend_async(calls))
+    }
+
+    /// [`suspend`](Self::suspend), awaited.
+    pub async fn suspend_async(&self, calls: &[CallId]) -> Result<(), WriteError> {
         let number = self.number;
         let run = self.shared.run.clone();
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            let seen = Seen::of(inner, number);
-            seen.step()?;
-            if calls.is_empty() {
-                return Err(Refusal::NothingToAwait);
-            }
-            for call in calls {
-                let record = refuse::unresolved(seen, call)?;
-                let awaitable = match record.kind() {
-                    CallKind::Client => true,
-                    CallKind::Approval => record.approval() == ApprovalState::Undecided,
-                    _ => false,
-                };
-                if !awaitable {
-                    let why = "it is neither a client call nor an approval call with no decision";
-                    return Err(Refusal::NotAwaitable { call: call.clone(), why });
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                let seen = Seen::of(inner, number);
+                seen.step()?;
+                if calls.is_empty() {
+                    return Err(Refusal::NothingToAwait);
                 }
-            }
-            let running = running_bodies(inner);
-            if !running.is_empty() {
-                return Err(Refusal::BodiesRunning { step: number, calls: running });
-            }
-            let events = vec![
-                Event::Suspended(Suspended { calls: calls.to_vec() }),
-                Event::RunEnded(RunEnded {
-                    run: run.clone(),
-                    outcome: RunOutcome::Suspended,
-                    error: None,
-                }),
-            ];
-            Ok((events, ()))
-        })?;
-        inner.status = RunStatus::Ended { outcome: RunOutcome::Suspended, error: None };
+                for call in calls {
+                    let record = refuse::unresolved(seen, call)?;
+                    let awaitable = match record.kind() {
+                        CallKind::Client => true,
+                        CallKind::Approval => record.approval() == ApprovalState::Undecided,
+                        _ => false,
+                    };
+                    if !awaitable {
+                        let why =
+                            "it is neither a client call nor an approval call with no decision";
+                        return Err(Refusal::NotAwaitable { call: call.clone(), why });
+                    }
+                }
+                let running = running_bodies(inner);
+                if !running.is_empty() {
+                    return Err(Refusal::BodiesRunning { step: number, calls: running });
+                }
+                let events = vec![
+                    Event::Suspended(Suspended { calls: calls.to_vec() }),
+                    Event::RunEnded(RunEnded {
+                        run: run.clone(),
+                        outcome: RunOutcome::Suspended,
+                        error: None,
+                    }),
+                ];
+                Ok((events, ()))
+            })
+            .await?;
+        writer.view().status = RunStatus::Ended { outcome: RunOutcome::Suspended, error: None };
         Ok(())
     }
 
@@ -368,20 +440,27 @@ impl Step {
     /// it, the step's handles refuse everything ([`Refusal::StepClosed`]) and the run may commit
     /// its next reply.
     pub fn commit(&self) -> Result<CheckpointId, WriteError> {
+        block_on(self.commit_async())
+    }
+
+    /// [`commit`](Self::commit), awaited.
+    pub async fn commit_async(&self) -> Result<CheckpointId, WriteError> {
         let number = self.number;
         let checkpoint = self.shared.ids.checkpoint_id();
-        let mut inner = self.shared.lock();
-        self.shared.append(&mut inner, |inner| {
-            let seen = Seen::of(inner, number);
-            seen.step()?;
-            let calls = seen.open_calls();
-            if !calls.is_empty() {
-                return Err(Refusal::OpenCalls { step: number, calls });
-            }
-            let event = StepCommit { step: number, checkpoint: checkpoint.clone() };
-            Ok((vec![Event::StepCommit(event)], ()))
-        })?;
-        inner.step = None;
+        let mut writer = self.shared.write().await;
+        writer
+            .append(|inner| {
+                let seen = Seen::of(inner, number);
+                seen.step()?;
+                let calls = seen.open_calls();
+                if !calls.is_empty() {
+                    return Err(Refusal::OpenCalls { step: number, calls });
+                }
+                let event = StepCommit { step: number, checkpoint: checkpoint.clone() };
+                Ok((vec![Event::StepCommit(event)], ()))
+            })
+            .await?;
+        writer.view().step = None;
         Ok(checkpoint)
     }
 }

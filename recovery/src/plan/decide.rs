@@ -10,7 +10,12 @@ use crate::state::{ApprovalState, CallRecord, Resolution, reason_blocks};
 use crate::{ArgsCheck, Config, ToolRegistry, rules};
 
 fn decided(record: &CallRecord<'_>, action: Action, id: &'static str, why: String) -> CallPlan {
-    CallPlan { call: record.id().clone(), action, rule: Rule { id, why } }
+    CallPlan {
+        call: record.id().clone(),
+        tool: record.call().tool.clone(),
+        action,
+        rule: Rule { id, why },
+    }
 }
 
 fn pair(reason: PairReason) -> Action {

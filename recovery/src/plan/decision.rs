@@ -1,6 +1,6 @@
 //! What becomes of one call of the saved step: its [`Action`] and the [`Rule`] that decided it.
 
-use stepjournal_codec::{Attempt, CallId, DispatchId, PairReason, SessionId};
+use stepjournal_codec::{Attempt, CallId, DispatchId, PairReason, SessionId, ToolName};
 
 /// What becomes of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +81,8 @@ pub struct Rule {
 pub struct CallPlan {
     /// The call.
     pub call: CallId,
+    /// The tool it calls (as the reply saved it): what a runtime looks its handler up by.
+    pub tool: ToolName,
     /// What becomes of it.
     pub action: Action,
     /// The rule that decided.

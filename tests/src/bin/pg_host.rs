@@ -84,7 +84,7 @@ fn main() -> std::process::ExitCode {
             say("finishing".to_owned());
             say(format!("output: {}", told(body.output_chunk("late output"))));
             let late = RawJson::parse(r#""late result""#).map_err(|e| e.to_string())?;
-            say(format!("result: {}", told(body.finish(late, false))));
+            say(format!("result: {}", told(body.finish(late, false).map_err(|e| *e.error))));
             Ok(())
         })(),
         "b" => (|| {

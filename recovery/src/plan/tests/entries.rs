@@ -266,3 +266,11 @@ fn a_second_resume_after_the_appends_pairs_nothing_again() {
     assert_eq!(append_types(&second), ["run_started"]);
     assert_eq!(log.plan(resume(), &registry()).calls.len(), 2);
 }
+
+#[test]
+fn each_call_s_decision_names_the_tool_it_calls() {
+    let plan = failed_step().plan(retry(), &registry());
+    let tools: Vec<(&str, &str)> =
+        plan.calls.iter().map(|c| (c.call.as_str(), c.tool.as_str())).collect();
+    assert_eq!(tools, [("c1", "safe_tool"), ("c2", "unsafe_tool")]);
+}

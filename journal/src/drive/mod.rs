@@ -1,0 +1,292 @@
+//! `drive`: one call runs a step by the rules. [`Step::drive`] carries out every call of the
+//! step that should run, with the [`Tools`]' handlers, and commits the step (or suspends the
+//! run for the client's answers and approvals); [`Run::drive`] does it for the step a
+//! recovered run holds.
+//!
+//! - A new call starts a body (attempt 1); in a recovered step each call is carried out as the
+//!   entry's plan says: `run` starts exactly the planned attempt under the same dispatch id,
+//!   `reattach` and `start_child` go on with the remote sub-agent's last body (no new
+//!   attempt), `reenter_child` re-enters a companion; `keep` and `pair` leave the call alone.
+//! - Within a concurrency group, and along the sequential chain, a call starts only once every
+//!   call it is behind is resolved (recovery's [`order`](stepjournal_recovery::order) rule, the
+//!   one the writer's `start_body` refuses by); a call behind one whose effect is in doubt or
+//!   that never ran is answered `not_started`. The other calls run concurrently, at most
+//!   [`DriveOptions::concurrency`] at a time, all inside the future `drive` returns (it spawns
+//!   nothing: any executor runs it).
+//! - A handler's error is recorded as an error result; a handler that panics is caught and
+//!   recorded as an error result saying so, never left as a lost call.
+//! - Client calls and approval-gated calls with no decision are waited for: once every other
+//!   call is done, the run suspends (`suspended`, `run_ended suspended`) and `drive` returns
+//!   [`StepOutcome::Suspended`]. [`Journal::answer_client`](crate::Journal::answer_client) and
+//!   [`Journal::decide_approval`](crate::Journal::decide_approval) write the answer through a
+//!   woken run, which `drive` goes on with.
+//! - Otherwise the step is committed and `drive` returns each call's answer for the model (its
+//!   result, the client's answer, the denial, or the pairing with its message and partial
+//!   output), in the transcript's order.
+
+mod answer;
+mod call;
+mod recover;
+mod schedule;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use stepjournal_codec::{CallId, CheckpointId, SessionId, StepNo};
+use stepjournal_recovery::{CallPlan, TranscriptItem, answers_of};
+
+use crate::tools::Tools;
+use crate::writer::{Run, Step, WriteError, in_span, step_span};
+pub use answer::AnswerError;
+use call::{Job, Limits, carry_out};
+pub use recover::{RecoverFailure, RecoverOptions, Recovered};
+use schedule::round;
+
+/// How [`Step::drive_with`] runs a step.
+///
+/// | setting | default |
+/// |---|---|
+/// | [`concurrency`](Self::concurrency) | 16 calls at once |
+/// | [`output_interval`](Self::output_interval) | 100 ms between two committed outputs of a call |
+/// | [`max_output_bytes`](Self::max_output_bytes) | none (the store's record limit still holds) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriveOptions {
+    concurrency: usize,
+    output_interval: Duration,
+    max_output_bytes: Option<usize>,
+}
+
+impl Default for DriveOptions {
+    fn default() -> Self {
+        DriveOptions {
+            concurrency: 16,
+            output_interval: Duration::from_millis(100),
+            max_output_bytes: None,
+        }
+    }
+}
+
+impl DriveOptions {
+    /// The defaults (see the table above).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// At most this many calls run at once (at least 1; 0 is taken as 1). Default 16.
+    pub fn concurrency(mut self, calls: usize) -> Self {
+        self.concurrency = calls.max(1);
+        self
+    }
+
+    /// A call's output ([`CallCtx::output`](crate::tools::CallCtx::output)) is committed at
+    /// most once per this interval, by the journal's clock. Default 100 ms.
+    pub fn output_interval(mut self, interval: Duration) -> Self {
+        self.output_interval = interval;
+        self
+    }
+
+    /// A result whose JSON text is over this many bytes is recorded as an error result saying
+    /// so ([`Body::finish_capped`](crate::Body::finish_capped)). Default none.
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = Some(bytes);
+        self
+    }
+}
+
+/// What driving a step came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StepOutcome {
+    /// Every call has its answer and the step is committed (`step_commit`).
+    Committed {
+        /// The step's commit checkpoint.
+        checkpoint: CheckpointId,
+        /// Each call's answer for the model, in the transcript's order: `ToolResult`,
+        /// `ClientAnswer`, `ApprovalDenied` or `Paired` items.
+        answers: Vec<TranscriptItem>,
+    },
+    /// The run suspended to wait for these calls (client answers, approvals), in reply order;
+    /// everything that could run has. Answer them through
+    /// [`Journal::answer_client`](crate::Journal::answer_client) /
+    /// [`Journal::decide_approval`](crate::Journal::decide_approval).
+    Suspended {
+        /// The calls waited for.
+        awaiting: Vec<CallId>,
+    },
+}
+
+/// Why [`Step::drive`] did not finish the step: a write the run could not make. What was
+/// written stays; the run's status says what became of it (fenced, ended, broken), and a later
+/// entry recovers the step.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriveError {
+    /// A write for one call failed.
+    #[error(
+        "driving step {step} of session `{session}`: {doing} for call `{call}` failed: {source}"
+    )]
+    Call {
+        /// The session.
+        session: SessionId,
+        /// The step.
+        step: StepNo,
+        /// The call.
+        call: CallId,
+        /// What was being written.
+        doing: &'static str,
+        /// Why.
+        #[source]
+        source: WriteError,
+    },
+    /// The step's own write (its commit, the suspension) failed.
+    #[error("driving step {step} of session `{session}`: {doing} failed: {source}")]
+    Step {
+        /// The session.
+        session: SessionId,
+        /// The step.
+        step: StepNo,
+        /// What was being written.
+        doing: &'static str,
+        /// Why.
+        #[source]
+        source: WriteError,
+    },
+}
+
+impl DriveError {
+    /// The write error inside.
+    pub fn write_error(&self) -> &WriteError {
+        match self {
+            DriveError::Call { source, .. } | DriveError::Step { source, .. } => source,
+        }
+    }
+}
+
+impl Step {
+    /// Runs the step by the rules with `tools`' handlers and the default [`DriveOptions`] (see
+    /// the [module](crate::drive)).
+    pub async fn drive(&self, tools: &Tools) -> Result<StepOutcome, DriveError> {
+        self.drive_with(tools, DriveOptions::default()).await
+    }
+
+    /// [`drive`](Self::drive) with these options.
+    pub async fn drive_with(
+        &self,
+        tools: &Tools,
+        options: DriveOptions,
+    ) -> Result<StepOutcome, DriveError> {
+        let span = step_span(self.run_span(), self.session(), self.number());
+        in_span(self.drive_in_span(tools, options), &span).await
+    }
+
+    async fn drive_in_span(
+        &self,
+        tools: &Tools,
+        options: DriveOptions,
+    ) -> Result<StepOutcome, DriveError> {
+        let limits = Limits {
+            output_interval: options.output_interval,
+            max_output_bytes: options.max_output_bytes,
+        };
+        let number = self.number();
+        let step_error = |doing: &'static str| {
+            move |source| DriveError::Step {
+                session: self.session().clone(),
+                step: number,
+                doing,
+                source,
+            }
+        };
+        // Calls running or carried out by this drive: never scheduled twice.
+        let mut busy: HashSet<CallId> = HashSet::new();
+        let mut running = FuturesUnordered::new();
+        // The entry's decisions never change while the run lasts: read once.
+        let plan: HashMap<CallId, CallPlan> = self
+            .calls()
+            .into_iter()
+            .filter_map(|c| self.action(&c.call).map(|p| (c.call, p)))
+            .collect();
+        let awaiting = loop {
+            let next =
+                self.with_state(|state| round(state, number, |c| plan.get(c).cloned(), &busy));
+            for call in &next.skip {
+                self.skip_async(call).await.map_err(|source| DriveError::Call {
+                    session: self.session().clone(),
+                    step: number,
+                    call: call.clone(),
+                    doing: "answering a call behind one in doubt `not_started`",
+                    source,
+                })?;
+            }
+            let room = options.concurrency.saturating_sub(running.len());
+            for (call, how) in next.start.into_iter().take(room) {
+                let Some(job) = self.job(&call, how) else { continue };
+                busy.insert(call);
+                running.push(carry_out(self, tools, job, limits));
+            }
+            if running.is_empty() {
+                if next.skip.is_empty() {
+                    break next.awaiting;
+                }
+                continue;
+            }
+            if let Some(Err(failed)) = running.next().await {
+                return Err(DriveError::Call {
+                    session: self.session().clone(),
+                    step: number,
+                    call: failed.call,
+                    doing: failed.doing,
+                    source: failed.error,
+                });
+            }
+        };
+        drop(running);
+        if !awaiting.is_empty() {
+            self.suspend_async(&awaiting).await.map_err(step_error("suspending the run"))?;
+            return Ok(StepOutcome::Suspended { awaiting });
+        }
+        let checkpoint = self.commit_async().await.map_err(step_error("committing the step"))?;
+        let answers = self.with_state(|state| {
+            state.replies().iter().rev().find(|r| r.step == number).map(|r| answers_of(state, r))
+        });
+        let answers = answers.unwrap_or_default();
+        Ok(StepOutcome::Committed { checkpoint, answers })
+    }
+
+    /// What carrying out `call` needs, from the step as the run sees it.
+    fn job(&self, call: &CallId, how: schedule::How) -> Option<Job> {
+        self.with_state(|state| {
+            let record = state.call(call).filter(|r| r.step() == self.number())?;
+            Some(Job {
+                call: call.clone(),
+                tool: record.call().tool.clone(),
+                kind: record.kind(),
+                args: record.call().args.clone(),
+                child: record.child().cloned(),
+                how,
+            })
+        })
+    }
+}
+
+impl Run {
+    /// Drives the step the run has open (the saved step its entry recovered, see
+    /// [`Step::drive`]); `None` when it has none.
+    pub async fn drive(&self, tools: &Tools) -> Result<Option<StepOutcome>, DriveError> {
+        self.drive_with(tools, DriveOptions::default()).await
+    }
+
+    /// [`drive`](Self::drive) with these options.
+    pub async fn drive_with(
+        &self,
+        tools: &Tools,
+        options: DriveOptions,
+    ) -> Result<Option<StepOutcome>, DriveError> {
+        match self.step() {
+            Some(step) => step.drive_with(tools, options).await.map(Some),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! [`CallCtx`]: what a running call's handler is handed.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use stepjournal_codec::{Attempt, CallId, DispatchId, SessionId, ToolName, UnixMillis};
+
+use crate::writer::{Body, CancelSignal, WriteError};
+
+/// A running call, as its handler sees it: which call and attempt it is, the keys to put on
+/// external effects, throttled output, and the run's cancel signal.
+///
+/// Cheap to clone; every clone is the same call.
+#[derive(Clone)]
+pub struct CallCtx {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// A handle on the call's body, for its output (the executor finishes the body itself).
+    body: Body,
+    tool: ToolName,
+    /// Whole milliseconds between two committed outputs.
+    interval: u64,
+    /// The output given and not committed yet, and when the last was committed. An async
+    /// lock: held across the output's append, so outputs are committed in the order given.
+    output: futures_util::lock::Mutex<Output>,
+}
+
+struct Output {
+    pending: String,
+    /// When output was last committed (or the body started).
+    since: UnixMillis,
+}
+
+impl fmt::Debug for CallCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallCtx")
+            .field("session", self.session())
+            .field("call", self.call())
+            .field("tool", &self.inner.tool)
+            .field("dispatch", self.dispatch())
+            .field("attempt", &self.attempt())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallCtx {
+    /// The context of a call whose body is `body`, its output committed at most every
+    /// `interval`.
+    pub(crate) fn new(body: &Body, tool: ToolName, interval: Duration) -> Self {
+        let since = body.clock().now();
+        let interval = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+        let output = Output { pending: String::new(), since };
+        let inner = Inner { body: body.twin(), tool, interval, output: output.into() };
+        CallCtx { inner: Arc::new(inner) }
+    }
+
+    /// The session.
+    pub fn session(&self) -> &SessionId {
+        self.inner.body.session()
+    }
+
+    /// The call.
+    pub fn call(&self) -> &CallId {
+        self.inner.body.call()
+    }
+
+    /// The tool called.
+    pub fn tool(&self) -> &ToolName {
+        &self.inner.tool
+    }
+
+    /// The call's dispatch id: the same on every attempt, in every run. Key external effects
+    /// on it.
+    pub fn dispatch(&self) -> &DispatchId {
+        self.inner.body.dispatch()
+    }
+
+    /// This body's attempt: 1, 2, ...
+    pub fn attempt(&self) -> Attempt {
+        self.inner.body.attempt()
+    }
+
+    /// The idempotency key to hand an external service: `session:dispatch`.
+    pub fn idempotency_key(&self) -> &str {
+        self.inner.body.idempotency_key()
+    }
+
+    /// The run's cancel signal: fires once the run can no longer write (a newer run or a stop
+    /// fenced it, its lease was lost, it was shut down). Stop the work when it fires: nothing
+    /// more of this call will be recorded.
+    pub fn signal(&self) -> CancelSignal {
+        self.inner.body.signal()
+    }
+
+    /// Whether the run's cancel signal fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.signal().is_cancelled()
+    }
+
+    /// Gives output the tool produced while running. It is committed (`output_chunk`) at most
+    /// once per output interval (by the journal's clock): the texts given within an interval
+    /// are joined, in order, into one chunk, committed by the first call after the interval
+    /// has passed; what is still pending is committed before the result. If the run is lost,
+    /// recovery hands the committed output to the model as the call's partial output.
+    ///
+    /// Fails with the run's error once it can no longer write (fenced, ended): stop the work.
+    pub async fn output(&self, text: impl Into<String>) -> Result<(), WriteError> {
+        let text = text.into();
+        let mut output = self.inner.output.lock().await;
+        output.pending.push_str(&text);
+        let now = self.inner.body.clock().now();
+        if now.get().saturating_sub(output.since.get()) < self.inner.interval {
+            return Ok(());
+        }
+        let chunk = std::mem::take(&mut output.pending);
+        output.since = now;
+        self.inner.body.output_chunk_async(chunk).await
+    }
+
+    /// Commits what output is pending, if any: before the result.
+    pub(crate) async fn flush(&self) -> Result<(), WriteError> {
+        let mut output = self.inner.output.lock().await;
+        if output.pending.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::take(&mut output.pending);
+        output.since = self.inner.body.clock().now();
+        self.inner.body.output_chunk_async(chunk).await
+    }
+}

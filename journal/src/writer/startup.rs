@@ -1,0 +1,166 @@
+//! A runtime's start-up and shutdown: the sessions to recover, a graceful shutdown, and the
+//! figures a runtime exports as metrics.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use futures_util::future::{Either, select};
+use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreMetrics};
+use stepjournal_codec::{RunOutcome, SessionId};
+
+use super::cancel::CancelSignal;
+use super::hub::Counters;
+use super::journal::Journal;
+
+/// The writer's figures beside its store's, for a runtime to export as metrics. Counters only
+/// grow, from when the journal was made (the store's, from when it was opened).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JournalMetrics {
+    /// The store's figures ([`JournalStore::metrics`](stepjournal_backends::JournalStore::metrics)).
+    pub store: StoreMetrics,
+    /// Runs begun through this journal (stops not counted).
+    pub runs_begun: u64,
+    /// Writes refused because their run was fenced.
+    pub fenced_writes_refused: u64,
+    /// Leases of another owner's live run this journal took over (a forced entry).
+    pub leases_taken_over: u64,
+    /// Leases of this journal's runs the keeper found taken over.
+    pub leases_lost: u64,
+}
+
+/// What [`Journal::shutdown`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Shutdown {
+    /// The sessions whose runs were still open at the deadline: their signals fired and their
+    /// leases were released, so the next start recovers them.
+    pub abandoned: Vec<SessionId>,
+}
+
+impl Journal {
+    /// The sessions a runtime's start-up wakes, read from the store's session heads
+    /// ([`JournalStore::heads`](stepjournal_backends::JournalStore::heads)) without folding
+    /// any session whose head the store keeps:
+    ///
+    /// - the last run is open and not running: on a store that keeps leases, its lease is
+    ///   absent or expired (by this journal's clock) or is this journal's owner's while the run
+    ///   is not live here; on a store that keeps none, the run is not live in this journal (the
+    ///   store's directory lock or process makes every other open run a crashed one);
+    /// - the last run ended `suspended` and an answer it waits for has landed since
+    ///   (`answered_while_suspended`); a suspended session with nothing new is not listed:
+    ///   waking it would only add a run that waits again.
+    ///
+    /// A head the store does not know (`RunState::Unknown`, an older journal) is found by
+    /// folding that session's log with the same rule.
+    pub fn sessions_to_recover(&self) -> Result<Vec<SessionId>, StoreError> {
+        let now = self.options.clock.now();
+        let mut out = Vec::new();
+        for head in self.store.heads()? {
+            let (run, answered) = match head.run {
+                RunState::Unknown => self.fold_head(&head.session)?,
+                ref known => (known.clone(), head.answered_while_suspended),
+            };
+            let wake = match &run {
+                RunState::Open { run } => {
+                    let here = self.own.is_live(&head.session, run);
+                    let held =
+                        live_lease(&head, run, now).is_some_and(|l| l.owner != self.own.owner);
+                    !here && !held
+                }
+                RunState::Ended { outcome: RunOutcome::Suspended, .. } => answered,
+                _ => false,
+            };
+            if wake {
+                out.push(head.session);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The head's run state and answered flag, from the session's whole log.
+    fn fold_head(&self, session: &SessionId) -> Result<(RunState, bool), StoreError> {
+        let mut head = RunHead::default();
+        for record in self.store.read_all(session)? {
+            head.advance(&record.event);
+        }
+        Ok((head.run, head.answered_while_suspended))
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called: no new run begins.
+    pub fn is_shutting_down(&self) -> bool {
+        self.own.is_shutting_down()
+    }
+
+    /// Shuts the journal down gracefully: from now on no run begins
+    /// ([`BeginError::ShuttingDown`](super::BeginError::ShuttingDown)); the runs open here are
+    /// given until `deadline` to end (their bodies finish, the runtime ends them); at the
+    /// deadline the cancel signals of those still open fire and their leases are released, so
+    /// the next start finds them crashed and recovers them. Nothing is written for them: what
+    /// they saved stays, and recovery decides the rest. The lease keeper stops.
+    ///
+    /// The deadline is measured by a timer thread (this future names no executor).
+    pub async fn shutdown(&self, deadline: Duration) -> Shutdown {
+        self.own.begin_shutdown();
+        let timer = CancelSignal::new();
+        if !deadline.is_zero() {
+            let fire = timer.clone();
+            let spawned =
+                std::thread::Builder::new().name("stepjournal-shutdown".into()).spawn(move || {
+                    std::thread::sleep(deadline);
+                    fire.fire();
+                });
+            if spawned.is_err() {
+                timer.fire();
+            }
+        } else {
+            timer.fire();
+        }
+        let hub = self.own.hub.clone();
+        loop {
+            let seen = hub.generation();
+            if self.own.open_runs().is_empty() || timer.is_cancelled() {
+                break;
+            }
+            let changed = pin!(hub.changed(seen));
+            let late = pin!(timer.cancelled());
+            if let Either::Right(_) = select(changed, late).await {
+                break;
+            }
+        }
+        let abandoned = self.own.abandon_open(&*self.store);
+        // The leases of the runs that ended are released too.
+        let _ = self.own.tend(&*self.store);
+        self.own.stop_keeper();
+        Shutdown { abandoned }
+    }
+
+    /// Renews the leases of the runs open here now, releases those of runs that ended, and
+    /// fires the signal of any run whose lease was taken over. The keeper thread does this
+    /// every third of the lease's time to live on stores that keep leases; call it from a
+    /// runtime's own timer to do it sooner.
+    pub fn keep_leases(&self) -> Result<(), StoreError> {
+        self.own.tend(&*self.store)
+    }
+
+    /// The store's figures with the writer's own.
+    pub fn metrics(&self) -> JournalMetrics {
+        let counters = &self.own.hub.counters;
+        JournalMetrics {
+            store: self.store.metrics(),
+            runs_begun: Counters::read(&counters.runs_begun),
+            fenced_writes_refused: Counters::read(&counters.fenced_writes_refused),
+            leases_taken_over: Counters::read(&counters.leases_taken_over),
+            leases_lost: Counters::read(&counters.leases_lost),
+        }
+    }
+}
+
+/// The head's lease on `run`, if it is live at `now`.
+fn live_lease<'a>(
+    head: &'a SessionHead,
+    run: &stepjournal_codec::RunId,
+    now: stepjournal_codec::UnixMillis,
+) -> Option<&'a stepjournal_backends::Lease> {
+    head.lease.as_ref().filter(|l| &l.run == run && l.expires > now)
+}
