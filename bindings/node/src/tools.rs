@@ -59,10 +59,13 @@ impl std::fmt::Debug for ToolDef {
 
 /// What a JavaScript body came to.
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum Settled {
-    Err { error: String },
-    Ok { ok: Box<RawValue> },
+struct Settled {
+    /// The error's message, for a body that threw.
+    #[serde(default)]
+    error: Option<String>,
+    /// The result.
+    #[serde(default)]
+    ok: Option<Box<RawValue>>,
 }
 
 /// Tokens naming running bodies to the abort callback.
@@ -143,8 +146,10 @@ fn handler(
             };
             let text = settled.map_err(|e| format!("the tool's body failed: {e}"))?;
             match serde_json::from_str::<Settled>(&text) {
-                Ok(Settled::Ok { ok }) => Ok(ok),
-                Ok(Settled::Err { error }) => Err(error),
+                Ok(Settled { error: Some(error), .. }) => Err(error),
+                Ok(Settled { ok: Some(ok), .. }) => Ok(ok),
+                // `{"ok": null}`: a body that returned nothing.
+                Ok(_) => RawValue::from_string("null".to_owned()).map_err(|e| e.to_string()),
                 Err(e) => Err(format!("the tool's body settled with something not JSON: {e}")),
             }
         })
