@@ -91,15 +91,21 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
         };
         let body = || {
             def.execute.map(Arc::new).ok_or_else(|| {
-                coded("invalid_tool", format!("tool `{}` of kind `{}` needs `execute`", def.name, def.kind))
+                coded(
+                    "invalid_tool",
+                    format!("tool `{}` of kind `{}` needs `execute`", def.name, def.kind),
+                )
             })
         };
         tools = match def.kind.as_str() {
             "client" => tools.client_tool(def.name, schema),
             "tool" => tools.tool(def.name.clone(), schema, replay, handler(body()?, abort.clone())),
-            "approval" => {
-                tools.approval_tool(def.name.clone(), schema, replay, handler(body()?, abort.clone()))
-            }
+            "approval" => tools.approval_tool(
+                def.name.clone(),
+                schema,
+                replay,
+                handler(body()?, abort.clone()),
+            ),
             "local_agent" => {
                 tools.local_agent(def.name.clone(), schema, replay, handler(body()?, abort.clone()))
             }
