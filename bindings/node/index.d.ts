@@ -1,0 +1,221 @@
+// Types of the stepjournal package (hand-written; the JavaScript is index.js and lib/).
+
+/** JSON as it crosses into the journal. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** A zod 4 schema (zod is an optional peer dependency; its `toJSONSchema` turns it into JSON Schema). */
+export interface ZodLike<T = unknown> {
+  readonly _zod: unknown;
+  parse(data: unknown): T;
+}
+
+/** A plain JSON Schema object. */
+export type JsonSchema = { [key: string]: unknown };
+
+/** What a running call's body is handed. */
+export interface CallContext {
+  readonly sessionId: string;
+  readonly callId: string;
+  readonly tool: string;
+  /** The same on every attempt, in every run: key external effects on it. */
+  readonly dispatchId: string;
+  /** 1, 2, ... */
+  readonly attempt: number;
+  /** `session:dispatch`, the same on every attempt. */
+  readonly idempotencyKey: string;
+  /** Aborted once the run can no longer write (a newer run or a stop fenced it, a shutdown). */
+  readonly signal: AbortSignal;
+  /** Output the tool produced while running: committed at most once per output interval. */
+  output(text: string): Promise<void>;
+}
+
+export type Replay = 'safe' | 'unsafe';
+export type ToolKind = 'tool' | 'client' | 'approval' | 'local_agent';
+
+type ArgsOf<S> = S extends ZodLike<infer T> ? T : any;
+
+export interface ToolDefinition<S = ZodLike | JsonSchema, R = unknown> {
+  name: string;
+  inputSchema?: S;
+  /** Default 'unsafe': 'safe' only if two runs of a body, even overlapping, leave what one leaves. */
+  replay?: Replay;
+  /** Default 'tool'. */
+  kind?: ToolKind;
+  /** Shorthand for kind 'approval'. */
+  approval?: boolean;
+  execute?: (args: ArgsOf<S>, ctx: CallContext) => Promise<R> | R;
+}
+
+export interface Tool {
+  readonly name: string;
+  readonly kind: ToolKind;
+  readonly replay: Replay;
+}
+
+export function defineTool<S extends ZodLike | JsonSchema, R>(def: ToolDefinition<S, R>): Tool;
+export function defineClientTool(def: { name: string; inputSchema?: ZodLike | JsonSchema }): Tool;
+
+export type Entry =
+  | { kind: 'wake' }
+  | { kind: 'resume'; mode: 'continue' }
+  | { kind: 'resume'; mode: 'with_message'; message: string }
+  | { kind: 'resume'; mode: 'from_checkpoint'; checkpoint: string }
+  | { kind: 'retry'; checkpoint?: string; message?: string }
+  | { kind: 'new_turn'; message: string }
+  | { kind: 'stop' }
+  | 'wake'
+  | 'resume'
+  | 'continue'
+  | 'retry'
+  | 'stop';
+
+export interface CallIn {
+  call: string;
+  tool: string;
+  args?: Json | object;
+  group?: string;
+  sequential?: boolean;
+}
+
+export interface ReplyIn {
+  text: string;
+  calls?: CallIn[];
+  metadata?: Json;
+}
+
+/** One call of a plan: its action and the rule that decided it (FORMAT.md's plan). */
+export interface PlannedCall {
+  call: string;
+  action: 'keep' | 'run' | 'pair' | 'await' | 'reattach' | 'start_child' | 'reenter_child' | string;
+  rule: string;
+  why?: string;
+  dispatch?: string;
+  attempt?: number;
+  reason?: string;
+  [member: string]: unknown;
+}
+
+export interface Plan {
+  error: null | { kind: string; message: string };
+  step: number | null;
+  calls: PlannedCall[];
+  appends: Array<{ type: string; [member: string]: unknown }>;
+  [member: string]: unknown;
+}
+
+export type TranscriptItem =
+  | { type: 'message'; seq: number; text: string }
+  | { type: 'reply'; seq: number; step: number; text: string; calls: Array<CallIn & { kind: ToolKind; replay: Replay }> }
+  | { type: 'tool_result'; seq: number; call: string; output: Json; isError: boolean }
+  | { type: 'client_answer'; seq: number; call: string; output: Json }
+  | { type: 'approval_denied'; seq: number; call: string }
+  | { type: 'paired'; seq: number; call: string; reason: string; message: string; partial: string }
+  | { type: 'aborted'; seq: number; partial: string };
+
+export type StepOutcome =
+  | { status: 'committed'; checkpoint: string; answers: TranscriptItem[] }
+  | { status: 'suspended'; awaiting: string[] };
+
+export type RunStatus =
+  | { state: 'open' }
+  | { state: 'ended'; outcome: 'completed' | 'failed' | 'stopped' | 'suspended'; error: string | null }
+  | { state: 'fenced'; by: string }
+  | { state: 'broken'; error: string };
+
+export class Step {
+  readonly number: number;
+  readonly sessionId: string;
+  readonly checkpoint: string;
+  readonly isOpen: boolean;
+  openCalls(): string[];
+  /** Runs the step by the rules and commits it (or suspends for client answers and approvals). */
+  drive(): Promise<StepOutcome>;
+  answerClient(call: string, output: Json | object): Promise<Run>;
+  decideApproval(call: string, approved: boolean): Promise<Run>;
+}
+
+export class Run {
+  readonly id: string;
+  readonly sessionId: string;
+  /** The entry's plan: each call of a recovered step, its action and rule. */
+  readonly plan: Plan;
+  readonly status: RunStatus;
+  /** The step the run has open (a recovered step), or null. */
+  readonly step: Step | null;
+  transcript(): TranscriptItem[];
+  commitReply(reply: ReplyIn): Promise<Step>;
+  /** Drives the recovered step; null when the run has none. */
+  drive(): Promise<StepOutcome | null>;
+  end(outcome?: 'completed' | 'failed' | 'stopped'): Promise<void>;
+  fail(error?: string): Promise<void>;
+}
+
+export interface Recovered {
+  session: string;
+  run?: Run;
+  outcome?: StepOutcome | null;
+  error?: unknown;
+}
+
+export class Journal {
+  plan(scenario: object | string): Plan;
+  beginRun(session: string, entry: Entry): Promise<Run>;
+  stop(session: string): Promise<Plan>;
+  sessionsToRecover(): Promise<string[]>;
+  recoverAll(options?: { concurrency?: number; onRecovered?: (run: Run, outcome: StepOutcome | null) => unknown }): Promise<Recovered[]>;
+  answerClient(session: string, call: string, output: Json | object): Promise<Run>;
+  decideApproval(session: string, call: string, approved: boolean): Promise<Run>;
+  transcript(session: string): Promise<TranscriptItem[]>;
+  /** The session's log as `stepjournal export` writes it. */
+  exportLines(session: string): Promise<string[]>;
+  toolsJson(): { [tool: string]: { replay: Replay; input_schema: JsonSchema } };
+  metrics(): { appends: number; groups: number; maxGroup: number; syncs: number; bytes: number; runsBegun: number; fencedWritesRefused: number };
+  close(options?: { deadlineMs?: number }): Promise<string[]>;
+}
+
+export interface OpenOptions {
+  tools?: Tool[];
+  durability?: 'synced' | 'buffered';
+  maxBodies?: number;
+  create?: boolean;
+}
+
+/** Opens `file:PATH`, `sqlite:PATH` or `postgres://...`. */
+export function openJournal(url: string, options?: OpenOptions): Promise<Journal>;
+
+/** Plans a conformance scenario as `stepjournal plan --scenario` does. */
+export function planScenario(scenario: object | string): Plan;
+
+export type ErrorCode =
+  | 'fenced'
+  | 'conflict'
+  | 'outcome_unknown'
+  | 'poisoned'
+  | 'validation_error'
+  | 'refused'
+  | 'locked'
+  | 'invalid_url'
+  | 'malformed_scenario'
+  | 'ended'
+  | 'broken'
+  | 'store'
+  | 'corrupt'
+  | 'read_only'
+  | 'encode'
+  | 'not_a_journal'
+  | 'invalid_options'
+  | 'invalid_entry'
+  | 'invalid_reply'
+  | 'invalid_tool'
+  | 'invalid_answer'
+  | 'shutting_down'
+  | 'lease_held'
+  | 'cancelled'
+  | (string & {});
+
+export class StepjournalError extends Error {
+  readonly code: ErrorCode;
+  /** For code 'refused': which refusal (`unknown_tool`, `invalid_arguments`, `step_open`, ...). */
+  readonly refusal?: string;
+  constructor(code: ErrorCode, message: string, extra?: { refusal?: string; cause?: unknown });
+}

@@ -1,0 +1,235 @@
+// The journal, its runs and steps: the seeds' API over the native module.
+
+import { call, wrap } from './errors.js';
+import native from './native.js';
+import { abortBody, nativeTools } from './tools.js';
+
+const WORDS = {
+  wake: { kind: 'wake' },
+  resume: { kind: 'resume', mode: 'continue' },
+  continue: { kind: 'resume', mode: 'continue' },
+  retry: { kind: 'retry' },
+  stop: { kind: 'stop' },
+};
+
+function entryJson(entry) {
+  if (typeof entry === 'string') {
+    const word = WORDS[entry];
+    return JSON.stringify(word ?? { kind: entry });
+  }
+  return JSON.stringify(entry);
+}
+
+const parse = (text) => (text === null || text === undefined ? null : JSON.parse(text));
+
+/**
+ * Plans a conformance scenario (FORMAT.md: `log`, `tools`, `max_bodies`, `entry`), as
+ * `stepjournal plan --scenario` does. Takes the scenario object or its JSON text.
+ */
+export function planScenario(scenario) {
+  const text = typeof scenario === 'string' ? scenario : JSON.stringify(scenario);
+  return JSON.parse(call(() => native.planScenario(text)));
+}
+
+export class Journal {
+  #native;
+  constructor(nativeJournal) {
+    this.#native = nativeJournal;
+  }
+
+  /** The plan of a conformance scenario (see planScenario). */
+  plan(scenario) {
+    return planScenario(scenario);
+  }
+
+  /** Begins a run of `session` through `entry` (FORMAT.md's entry, or 'wake', 'resume', 'retry', 'stop'). */
+  async beginRun(session, entry) {
+    return new Run(this, await wrap(this.#native.beginRun(String(session), entryJson(entry))));
+  }
+
+  /** Stops the session's work; the stop's plan. */
+  async stop(session) {
+    return JSON.parse(await wrap(this.#native.stop(String(session))));
+  }
+
+  /** The sessions a start-up recovers. */
+  sessionsToRecover() {
+    return wrap(this.#native.sessionsToRecover());
+  }
+
+  /** Wakes each session to recover and drives its recovered step; `onRecovered(run, outcome)` goes on with it. */
+  async recoverAll({ concurrency = 8, onRecovered } = {}) {
+    const sessions = await this.sessionsToRecover();
+    const results = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < sessions.length) {
+        const session = sessions[next++];
+        try {
+          const run = await this.beginRun(session, 'wake');
+          const outcome = await run.drive();
+          if (onRecovered) await onRecovered(run, outcome);
+          results.push({ session, run, outcome });
+        } catch (error) {
+          results.push({ session, error });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, worker));
+    return results;
+  }
+
+  /** Writes the client's answer to client call `call`; the run it went through (drive it to go on). */
+  async answerClient(session, callId, output) {
+    const run = await wrap(this.#native.answerClient(String(session), String(callId), JSON.stringify(output ?? null)));
+    return new Run(this, run);
+  }
+
+  /** Records the decision on approval-gated call `call`; the run it went through. */
+  async decideApproval(session, callId, approved) {
+    return new Run(this, await wrap(this.#native.decideApproval(String(session), String(callId), Boolean(approved))));
+  }
+
+  /** What the model is shown for the session now. */
+  async transcript(session) {
+    return JSON.parse(await wrap(this.#native.transcript(String(session))));
+  }
+
+  /** The session's log as `stepjournal export` writes it, one line per record. */
+  exportLines(session) {
+    return wrap(this.#native.exportLines(String(session)));
+  }
+
+  /** FORMAT.md's `tools` object for the journal's tools (what `stepjournal plan --tools` takes). */
+  toolsJson() {
+    return JSON.parse(this.#native.toolsJson());
+  }
+
+  /** The store's and the writer's counters. */
+  metrics() {
+    return JSON.parse(this.#native.metrics());
+  }
+
+  /** Refuses new runs; open runs get `deadlineMs` to end. The sessions left for recovery. */
+  close({ deadlineMs = 0 } = {}) {
+    return wrap(this.#native.shutdown(deadlineMs));
+  }
+}
+
+export class Run {
+  #journal;
+  #native;
+  #plan;
+  constructor(journal, nativeRun) {
+    this.#journal = journal;
+    this.#native = nativeRun;
+  }
+
+  get id() {
+    return this.#native.id;
+  }
+
+  get sessionId() {
+    return this.#native.sessionId;
+  }
+
+  /** The entry's plan: `{error, step, calls: [{call, action, rule, why, ...}], appends}`. */
+  get plan() {
+    this.#plan ??= JSON.parse(this.#native.plan);
+    return this.#plan;
+  }
+
+  /** `{state: 'open' | 'ended' | 'fenced' | 'broken', ...}`. */
+  get status() {
+    return JSON.parse(this.#native.status);
+  }
+
+  /** The step the run has open (a recovered step), or null. */
+  get step() {
+    const step = this.#native.step();
+    return step ? new Step(this.#journal, step) : null;
+  }
+
+  transcript() {
+    return JSON.parse(this.#native.transcript());
+  }
+
+  /** Commits the model's reply `{text, calls: [{call, tool, args, group?, sequential?}]}`: the step. */
+  async commitReply(reply) {
+    return new Step(this.#journal, await wrap(this.#native.commitReply(JSON.stringify(reply))));
+  }
+
+  /** Drives the step the run has open (a recovered step); null when it has none. */
+  async drive() {
+    return parse(await wrap(this.#native.drive()));
+  }
+
+  /** Ends the run: 'completed' (default), 'failed' or 'stopped'. */
+  end(outcome = 'completed') {
+    return wrap(this.#native.end(outcome));
+  }
+
+  /** Ends the run failed, pairing each open call. */
+  fail(error) {
+    return wrap(this.#native.fail(error === undefined ? null : String(error)));
+  }
+}
+
+export class Step {
+  #journal;
+  #native;
+  constructor(journal, nativeStep) {
+    this.#journal = journal;
+    this.#native = nativeStep;
+  }
+
+  get number() {
+    return this.#native.number;
+  }
+
+  get sessionId() {
+    return this.#native.sessionId;
+  }
+
+  get checkpoint() {
+    return this.#native.checkpoint;
+  }
+
+  get isOpen() {
+    return this.#native.isOpen;
+  }
+
+  openCalls() {
+    return this.#native.openCalls();
+  }
+
+  /**
+   * Runs the step by the rules and commits it: `{status: 'committed', checkpoint, answers}`, or
+   * `{status: 'suspended', awaiting}` when client answers or approvals are waited for.
+   */
+  async drive() {
+    return JSON.parse(await wrap(this.#native.drive()));
+  }
+
+  /** Writes the client's answer to `call`; the run it went through (drive it to go on). */
+  answerClient(callId, output) {
+    return this.#journal.answerClient(this.sessionId, callId, output);
+  }
+
+  /** Decides approval-gated call `call`; the run it went through (drive it to go on). */
+  decideApproval(callId, approved) {
+    return this.#journal.decideApproval(this.sessionId, callId, approved);
+  }
+}
+
+/**
+ * Opens the journal at `url` (`file:PATH`, `sqlite:PATH`, `postgres://...`) with its tools.
+ * Options: `tools`, `durability` ('synced' default, or 'buffered'), `maxBodies` (default 3),
+ * `create` (default true).
+ */
+export async function openJournal(url, options = {}) {
+  const { tools = [], durability, maxBodies, create } = options;
+  const defs = await nativeTools(tools);
+  const config = { durability, maxBodies, create };
+  return new Journal(await wrap(native.open(String(url), defs, abortBody, config)));
+}

@@ -1,0 +1,138 @@
+// defineTool and the bridge from a tool to the native module: the input schema as JSON Schema
+// (a zod schema through zod's own toJSONSchema), and the body the engine calls on the event loop.
+
+import { StepjournalError, wrap } from './errors.js';
+
+const KINDS = new Set(['tool', 'client', 'approval', 'local_agent']);
+const TOOL = Symbol('stepjournal.tool');
+
+/**
+ * Defines a tool once: its name, input schema (zod or a plain JSON Schema object), replay policy
+ * (`safe` only if two runs of a body, even overlapping, leave what one leaves; default `unsafe`),
+ * kind (`tool`, `client`, `approval`, `local_agent`; default `tool`) and body.
+ */
+export function defineTool(def) {
+  if (def === null || typeof def !== 'object') throw new TypeError('defineTool takes an object');
+  const { name, inputSchema, execute } = def;
+  const kind = def.kind ?? (def.approval ? 'approval' : 'tool');
+  const replay = def.replay ?? 'unsafe';
+  if (typeof name !== 'string' || name === '') throw new TypeError('a tool needs a non-empty string `name`');
+  if (!KINDS.has(kind)) throw new TypeError(`tool \`${name}\`: kind \`${kind}\` is not one of ${[...KINDS].join(', ')}`);
+  if (replay !== 'safe' && replay !== 'unsafe') throw new TypeError(`tool \`${name}\`: replay must be 'safe' or 'unsafe'`);
+  if (kind === 'client') {
+    if (execute !== undefined) throw new TypeError(`tool \`${name}\`: a client tool has no \`execute\` (the client answers)`);
+  } else if (typeof execute !== 'function') {
+    throw new TypeError(`tool \`${name}\` needs an \`execute\` function`);
+  }
+  return Object.freeze({ [TOOL]: true, name, kind, replay, inputSchema, execute });
+}
+
+/** A tool the client executes: the run suspends until `step.answerClient` / `journal.answerClient`. */
+export function defineClientTool({ name, inputSchema }) {
+  return defineTool({ name, inputSchema, kind: 'client' });
+}
+
+function isZod(schema) {
+  return schema !== null && typeof schema === 'object' && '_zod' in schema;
+}
+
+let zodModule;
+async function zod() {
+  if (zodModule === undefined) {
+    try {
+      zodModule = await import('zod');
+    } catch (e) {
+      throw new StepjournalError('invalid_tool', 'a zod input schema needs the `zod` package (version 4) installed', { cause: e });
+    }
+  }
+  return zodModule;
+}
+
+/** The tool's input schema as JSON Schema: zod's own toJSONSchema for a zod schema. */
+async function jsonSchema(tool) {
+  const schema = tool.inputSchema;
+  if (schema === undefined) return {};
+  if (isZod(schema)) {
+    const z = await zod();
+    const toJSONSchema = z.toJSONSchema ?? z.z?.toJSONSchema;
+    if (typeof toJSONSchema !== 'function') {
+      throw new StepjournalError('invalid_tool', `tool \`${tool.name}\`: the installed zod has no toJSONSchema (zod 4 is needed)`);
+    }
+    return toJSONSchema(schema, { io: 'input' });
+  }
+  if (schema === null || typeof schema !== 'object') {
+    throw new StepjournalError('invalid_tool', `tool \`${tool.name}\`: inputSchema must be a zod schema or a JSON Schema object`);
+  }
+  return schema;
+}
+
+function messageOf(e) {
+  if (e instanceof Error) return e.message || e.name;
+  try {
+    return typeof e === 'string' ? e : JSON.stringify(e) ?? String(e);
+  } catch {
+    return String(e);
+  }
+}
+
+/**
+ * The bodies' abort controllers by token, and the callback the engine calls when a body's run
+ * can no longer write (fenced, stopped, shut down).
+ */
+const controllers = new Map();
+export function abortBody(token) {
+  const controller = controllers.get(token);
+  if (controller !== undefined) {
+    controller.abort(new StepjournalError('cancelled', 'the run can no longer write (a newer run or a stop fenced it, or the journal shut down): nothing more of this call will be recorded'));
+  }
+}
+
+/** The body the native module calls: it never rejects; a throw is an error result. */
+function body(tool) {
+  const zodSchema = isZod(tool.inputSchema) ? tool.inputSchema : undefined;
+  // The engine hands one argument: [argsJson, nativeCtx].
+  return ([argsJson, native]) => {
+    const token = native.token;
+    const controller = new AbortController();
+    controllers.set(token, controller);
+    if (native.cancelled) abortBody(token);
+    const ctx = Object.freeze({
+      sessionId: native.sessionId,
+      callId: native.callId,
+      tool: native.tool,
+      dispatchId: native.dispatchId,
+      attempt: native.attempt,
+      idempotencyKey: native.idempotencyKey,
+      signal: controller.signal,
+      output: (text) => wrap(native.output(String(text))),
+    });
+    return (async () => {
+      try {
+        let args = JSON.parse(argsJson);
+        if (zodSchema !== undefined) args = zodSchema.parse(args);
+        const result = await tool.execute(args, ctx);
+        return JSON.stringify({ ok: result === undefined ? null : result });
+      } catch (e) {
+        return JSON.stringify({ error: messageOf(e) });
+      } finally {
+        controllers.delete(token);
+      }
+    })();
+  };
+}
+
+/** The tools as the native module takes them. */
+export async function nativeTools(tools) {
+  const defs = [];
+  for (const tool of tools ?? []) {
+    if (!tool || tool[TOOL] !== true) throw new TypeError('each of `tools` must come from defineTool');
+    defs.push({
+      name: tool.name,
+      kind: tool.kind,
+      replay: tool.replay,
+      inputSchema: JSON.stringify(await jsonSchema(tool)),
+      execute: tool.kind === 'client' ? undefined : body(tool),
+    });
+  }
+  return defs;
+}

@@ -1,0 +1,188 @@
+//! `NativeJournal`: a journal over a store URL, with the JavaScript tools.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi_derive::napi;
+use serde_json::json;
+use stepjournal::backends::{Durability, OpenOptions, open_url};
+use stepjournal::codec::json::record_to_export_line;
+use stepjournal::codec::{CallId, RawJson, SessionId};
+use stepjournal::recovery::Config;
+use stepjournal::{Journal, JournalOptions, Tools};
+use stepjournal_sim::scenario::plan_to_json;
+
+use crate::convert;
+use crate::error::{coded, thrown};
+use crate::run::NativeRun;
+use crate::tools::{AbortFn, ToolDef, tools};
+
+/// How a journal is opened.
+#[napi(object)]
+#[derive(Debug)]
+pub struct JournalConfig {
+    /// `synced` (the default) or `buffered`.
+    pub durability: Option<String>,
+    /// How many bodies one call may start in all (default 3).
+    pub max_bodies: Option<u32>,
+    /// Create the store when it does not exist (default true).
+    pub create: Option<bool>,
+}
+
+/// A journal: the session writer over one store, with the tools it drives with.
+#[napi]
+#[derive(Debug)]
+pub struct NativeJournal {
+    journal: Journal,
+    tools: Tools,
+}
+
+/// Opens the store `url` names (`file:PATH`, `sqlite:PATH`, `postgres://...`) for writing and
+/// a journal over it with `defs` as its tools.
+#[napi]
+pub async fn open(
+    url: String,
+    defs: Vec<ToolDef>,
+    abort: AbortFn,
+    config: JournalConfig,
+) -> napi::Result<NativeJournal> {
+    let tools = tools(defs, abort)?;
+    let mut options = JournalOptions::new();
+    match config.durability.as_deref() {
+        None | Some("synced") => options = options.durability(Durability::Synced),
+        Some("buffered") => options = options.durability(Durability::Buffered),
+        Some(other) => {
+            return Err(coded(
+                "invalid_options",
+                format!("durability `{other}` is neither `synced` nor `buffered`"),
+            ));
+        }
+    }
+    if let Some(max) = config.max_bodies {
+        let recovery = Config::new(max).map_err(|e| coded("invalid_options", e))?;
+        options = options.recovery(recovery);
+    }
+    let open_options =
+        if config.create.unwrap_or(true) { OpenOptions::create() } else { OpenOptions::default() };
+    let store = open_url(&url, open_options).map_err(thrown)?;
+    let journal = Journal::new(store, Arc::new(tools.clone()), options);
+    Ok(NativeJournal { journal, tools })
+}
+
+/// Plans a conformance scenario (FORMAT.md) as `stepjournal plan --scenario` does: the plan as
+/// one JSON object's text.
+#[napi]
+pub fn plan_scenario(text: String) -> napi::Result<String> {
+    let depth = RawJson::nesting_depth(&text);
+    if depth > RawJson::MAX_DEPTH {
+        return Err(coded(
+            "malformed_scenario",
+            format!("the scenario nests {depth} deep, over the limit of {}", RawJson::MAX_DEPTH),
+        ));
+    }
+    let scenario = stepjournal_sim::scenario::Scenario::parse(&text).map_err(thrown)?;
+    Ok(plan_to_json(&scenario.plan()))
+}
+
+#[napi]
+impl NativeJournal {
+    /// Begins a run of `session` through the entry (FORMAT.md's entry JSON).
+    #[napi]
+    pub async fn begin_run(&self, session: String, entry: String) -> napi::Result<NativeRun> {
+        let entry = convert::entry(&entry)?;
+        let session = SessionId::from_stored(session.as_str());
+        let run = self.journal.begin_run_async(&session, entry).await.map_err(thrown)?;
+        Ok(NativeRun::new(run, self.tools.clone()))
+    }
+
+    /// Stops the session's work; the stop's plan as JSON text.
+    #[napi]
+    pub async fn stop(&self, session: String) -> napi::Result<String> {
+        let session = SessionId::from_stored(session.as_str());
+        let plan = self.journal.stop_async(&session).await.map_err(thrown)?;
+        Ok(plan_to_json(&plan))
+    }
+
+    /// The sessions a start-up recovers.
+    #[napi]
+    pub async fn sessions_to_recover(&self) -> napi::Result<Vec<String>> {
+        let sessions = self.journal.sessions_to_recover().map_err(thrown)?;
+        Ok(sessions.iter().map(|s| s.as_str().to_owned()).collect())
+    }
+
+    /// Writes the client's answer (JSON text) to client call `call` of the session's saved
+    /// step; the run it was written through, whose step is open.
+    #[napi]
+    pub async fn answer_client(
+        &self,
+        session: String,
+        call: String,
+        output: String,
+    ) -> napi::Result<NativeRun> {
+        let output = RawJson::parse(&output)
+            .map_err(|e| coded("invalid_answer", format!("the answer is not JSON: {e}")))?;
+        let session = SessionId::from_stored(session.as_str());
+        let call = CallId::from(call.as_str());
+        let run = self.journal.answer_client(&session, &call, output).await.map_err(thrown)?;
+        Ok(NativeRun::new(run, self.tools.clone()))
+    }
+
+    /// Records the decision on approval-gated call `call`; the run it was written through.
+    #[napi]
+    pub async fn decide_approval(
+        &self,
+        session: String,
+        call: String,
+        approved: bool,
+    ) -> napi::Result<NativeRun> {
+        let session = SessionId::from_stored(session.as_str());
+        let call = CallId::from(call.as_str());
+        let run = self.journal.decide_approval(&session, &call, approved).await.map_err(thrown)?;
+        Ok(NativeRun::new(run, self.tools.clone()))
+    }
+
+    /// What the model is shown for the session now, as a JSON array's text.
+    #[napi]
+    pub async fn transcript(&self, session: String) -> napi::Result<String> {
+        let session = SessionId::from_stored(session.as_str());
+        let items = self.journal.transcript(&session).map_err(thrown)?;
+        Ok(convert::items(&items))
+    }
+
+    /// The session's log as `stepjournal export` writes it: one line per record.
+    #[napi]
+    pub async fn export_lines(&self, session: String) -> napi::Result<Vec<String>> {
+        let session = SessionId::from_stored(session.as_str());
+        let records = self.journal.store().read_all(&session).map_err(thrown)?;
+        Ok(records.iter().map(record_to_export_line).collect())
+    }
+
+    /// FORMAT.md's `tools` object for these tools, as JSON text.
+    #[napi]
+    pub fn tools_json(&self) -> String {
+        self.tools.to_tools_json().to_string()
+    }
+
+    /// The store's and the writer's counters, as JSON text.
+    #[napi]
+    pub fn metrics(&self) -> String {
+        let m = self.journal.metrics();
+        json!({
+            "appends": m.store.appends,
+            "groups": m.store.groups,
+            "maxGroup": m.store.max_group,
+            "syncs": m.store.syncs,
+            "bytes": m.store.bytes,
+            "runsBegun": m.runs_begun,
+            "fencedWritesRefused": m.fenced_writes_refused,
+        })
+        .to_string()
+    }
+
+    /// Shuts the journal down: new runs are refused; open runs get `deadline_ms` to end.
+    #[napi]
+    pub async fn shutdown(&self, deadline_ms: u32) -> napi::Result<Vec<String>> {
+        let done = self.journal.shutdown(Duration::from_millis(u64::from(deadline_ms))).await;
+        Ok(done.abandoned.iter().map(|s| s.as_str().to_owned()).collect())
+    }
+}

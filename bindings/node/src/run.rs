@@ -1,0 +1,91 @@
+//! `NativeRun`: one pass of the runtime over a session, with its entry's plan.
+
+use napi_derive::napi;
+use stepjournal::{Run, Tools};
+use stepjournal_sim::scenario::plan_to_json;
+
+use crate::convert;
+use crate::error::thrown;
+use crate::step::NativeStep;
+
+/// A run.
+#[napi]
+#[derive(Debug)]
+pub struct NativeRun {
+    run: Run,
+    tools: Tools,
+}
+
+impl NativeRun {
+    pub(crate) fn new(run: Run, tools: Tools) -> Self {
+        NativeRun { run, tools }
+    }
+}
+
+#[napi]
+impl NativeRun {
+    /// The run's id.
+    #[napi(getter)]
+    pub fn id(&self) -> String {
+        self.run.id().as_str().to_owned()
+    }
+
+    /// The session.
+    #[napi(getter)]
+    pub fn session_id(&self) -> String {
+        self.run.session().as_str().to_owned()
+    }
+
+    /// The entry's plan (FORMAT.md's plan JSON: each call with its action and rule), as text.
+    #[napi(getter)]
+    pub fn plan(&self) -> String {
+        plan_to_json(self.run.plan())
+    }
+
+    /// The run's status as JSON text.
+    #[napi(getter)]
+    pub fn status(&self) -> String {
+        convert::status(&self.run.status())
+    }
+
+    /// What the model is shown, as the run sees the session, as a JSON array's text.
+    #[napi]
+    pub fn transcript(&self) -> String {
+        convert::items(&self.run.transcript())
+    }
+
+    /// The step the run has open (a recovered step), if any.
+    #[napi]
+    pub fn step(&self) -> Option<NativeStep> {
+        let step = self.run.step()?;
+        Some(NativeStep::new(step, self.tools.clone()))
+    }
+
+    /// Commits the model's reply (`{text, calls}` as JSON text): the step, its reply durable.
+    #[napi]
+    pub async fn commit_reply(&self, reply: String) -> napi::Result<NativeStep> {
+        let reply = convert::reply(&self.tools, &reply)?;
+        let step = self.run.commit_reply_async(reply).await.map_err(thrown)?;
+        Ok(NativeStep::new(step, self.tools.clone()))
+    }
+
+    /// Drives the step the run has open; the outcome as JSON text, or `null` with none.
+    #[napi]
+    pub async fn drive(&self) -> napi::Result<Option<String>> {
+        let outcome = self.run.drive(&self.tools).await.map_err(thrown)?;
+        Ok(outcome.as_ref().map(convert::step_outcome))
+    }
+
+    /// Ends the run: `completed`, `failed` or `stopped`.
+    #[napi]
+    pub async fn end(&self, outcome: String) -> napi::Result<()> {
+        let outcome = convert::outcome(&outcome)?;
+        self.run.end_async(outcome).await.map_err(thrown)
+    }
+
+    /// Ends the run `failed`, pairing each open call.
+    #[napi]
+    pub async fn fail(&self, error: Option<String>) -> napi::Result<()> {
+        self.run.fail_async(error).await.map_err(thrown)
+    }
+}

@@ -1,0 +1,163 @@
+//! The tools JavaScript defines, as a `Tools` registry whose handlers call the JavaScript
+//! `execute` on the event loop through thread-safe functions and await the Promise it returns.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures_util::future::{Either, select};
+use napi::bindgen_prelude::Promise;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use stepjournal::codec::Replay;
+use stepjournal::{CallCtx, Tools};
+
+use crate::ctx::NativeCallCtx;
+use crate::error::coded;
+
+/// A JavaScript body: called with the arguments' JSON text and the context, it returns a
+/// Promise of `{"ok": value}` or `{"error": message}` as JSON text (it never rejects: the
+/// package's wrapper catches what `execute` throws). Weak: it does not keep node running.
+pub type BodyFn = ThreadsafeFunction<
+    (String, NativeCallCtx),
+    Promise<String>,
+    (String, NativeCallCtx),
+    napi::Status,
+    false,
+    true,
+>;
+
+/// Aborts the `AbortController` of the body with this token.
+pub type AbortFn = ThreadsafeFunction<u32, (), u32, napi::Status, false, true>;
+
+/// A tool as JavaScript defines it.
+#[napi(object, object_to_js = false)]
+pub struct ToolDef {
+    /// The tool's name.
+    pub name: String,
+    /// `tool`, `client`, `approval` or `local_agent`.
+    pub kind: String,
+    /// `safe` or `unsafe`.
+    pub replay: String,
+    /// The input JSON Schema, as JSON text.
+    pub input_schema: String,
+    /// The body (not for `client`).
+    pub execute: Option<BodyFn>,
+}
+
+impl std::fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDef")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("replay", &self.replay)
+            .field("execute", &self.execute.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a JavaScript body came to.
+#[derive(Deserialize)]
+struct Settled {
+    /// The error's message, for a body that threw.
+    #[serde(default)]
+    error: Option<String>,
+    /// The result.
+    #[serde(default)]
+    ok: Option<Box<RawValue>>,
+}
+
+/// Tokens naming running bodies to the abort callback.
+static TOKENS: AtomicU32 = AtomicU32::new(1);
+
+/// The registry of `defs`, each body calling its JavaScript `execute`.
+pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
+    let abort = Arc::new(abort);
+    let mut tools = Tools::new();
+    for def in defs {
+        let schema: serde_json::Value = serde_json::from_str(&def.input_schema).map_err(|e| {
+            coded("invalid_tool", format!("tool `{}`'s input schema is not JSON: {e}", def.name))
+        })?;
+        let replay = match def.replay.as_str() {
+            "safe" => Replay::Safe,
+            "unsafe" => Replay::Unsafe,
+            other => {
+                return Err(coded(
+                    "invalid_tool",
+                    format!("tool `{}`: replay `{other}` is neither `safe` nor `unsafe`", def.name),
+                ));
+            }
+        };
+        let body = || {
+            def.execute.map(Arc::new).ok_or_else(|| {
+                coded(
+                    "invalid_tool",
+                    format!("tool `{}` of kind `{}` needs `execute`", def.name, def.kind),
+                )
+            })
+        };
+        tools = match def.kind.as_str() {
+            "client" => tools.client_tool(def.name, schema),
+            "tool" => tools.tool(def.name.clone(), schema, replay, handler(body()?, abort.clone())),
+            "approval" => tools.approval_tool(
+                def.name.clone(),
+                schema,
+                replay,
+                handler(body()?, abort.clone()),
+            ),
+            "local_agent" => {
+                tools.local_agent(def.name.clone(), schema, replay, handler(body()?, abort.clone()))
+            }
+            other => {
+                return Err(coded(
+                    "invalid_tool",
+                    format!(
+                        "tool `{}`: kind `{other}` is not one of tool, client, approval, local_agent",
+                        def.name
+                    ),
+                ));
+            }
+        };
+    }
+    Ok(tools)
+}
+
+type Handled = futures_util::future::BoxFuture<'static, Result<Box<RawValue>, String>>;
+
+/// The handler calling `body`: the call goes to the event loop, the returned Promise is awaited
+/// here; when the run's cancel signal fires first, the body's `AbortController` is aborted and
+/// the Promise still awaited (its result is then refused by the writer: the run is fenced).
+fn handler(
+    body: Arc<BodyFn>,
+    abort: Arc<AbortFn>,
+) -> impl Fn(Box<RawValue>, CallCtx) -> Handled + Send + Sync + 'static {
+    move |args: Box<RawValue>, ctx: CallCtx| -> Handled {
+        let (body, abort) = (body.clone(), abort.clone());
+        Box::pin(async move {
+            let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+            let signal = ctx.signal();
+            let native = NativeCallCtx { ctx, token };
+            let promise = body
+                .call_async((args.get().to_owned(), native))
+                .await
+                .map_err(|e| format!("the tool's JavaScript body could not be called: {e}"))?;
+            let promise = Box::pin(promise);
+            let settled = match select(promise, Box::pin(signal.cancelled())).await {
+                Either::Left((settled, _)) => settled,
+                Either::Right(((), promise)) => {
+                    abort.call(token, ThreadsafeFunctionCallMode::NonBlocking);
+                    promise.await
+                }
+            };
+            let text = settled.map_err(|e| format!("the tool's body failed: {e}"))?;
+            match serde_json::from_str::<Settled>(&text) {
+                Ok(Settled { error: Some(error), .. }) => Err(error),
+                Ok(Settled { ok: Some(ok), .. }) => Ok(ok),
+                // `{"ok": null}`: a body that returned nothing.
+                Ok(_) => RawValue::from_string("null".to_owned()).map_err(|e| e.to_string()),
+                Err(e) => Err(format!("the tool's body settled with something not JSON: {e}")),
+            }
+        })
+    }
+}

@@ -1,0 +1,43 @@
+// Errors and their codes: bad URLs, a locked journal, malformed scenarios.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+import { StepjournalError, openJournal, planScenario } from '../index.js';
+import { scratch } from './helpers.mjs';
+
+const coded = (code) => (e) => {
+  assert.ok(e instanceof StepjournalError, `${e}`);
+  assert.ok(e instanceof Error);
+  assert.equal(e.code, code, e.message);
+  assert.ok(e.message.length > 0);
+  return true;
+};
+
+test('a bad URL is invalid_url, saying what is wrong', async () => {
+  for (const url of ['ftp://example.invalid/j', 'file:', '/no/scheme', 'mysql://x']) {
+    await assert.rejects(openJournal(url), coded('invalid_url'), url);
+  }
+  const missing = join(scratch(), 'absent');
+  await assert.rejects(openJournal(`file:${missing}`, { create: false }), (e) => coded('invalid_url')(e) && e.message.includes(missing));
+});
+
+test('a journal another writer holds is locked', async () => {
+  const url = `file:${join(scratch(), 'j')}`;
+  const first = await openJournal(url);
+  await assert.rejects(openJournal(url), coded('locked'));
+  await first.close();
+});
+
+test('a malformed scenario is malformed_scenario', () => {
+  for (const text of ['{', '[]', '{}', '{"log": 3, "tools": {}, "entry": {"kind": "wake"}}']) {
+    assert.throws(() => planScenario(text), coded('malformed_scenario'), text);
+  }
+  assert.throws(() => planScenario('['.repeat(1000) + ']'.repeat(1000)), coded('malformed_scenario'));
+});
+
+test('a refused entry is validation_error; a bad entry is invalid_entry', async () => {
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`);
+  await assert.rejects(journal.beginRun('s', { kind: 'retry' }), coded('validation_error'));
+  await assert.rejects(journal.beginRun('s', { kind: 'jump' }), coded('invalid_entry'));
+});
