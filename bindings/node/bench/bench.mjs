@@ -172,7 +172,7 @@ if (argv.includes('--rust')) {
   const workspace = resolve(fileURLToPath(import.meta.url), '..', '..', '..', '..');
   const bin = join(workspace, 'target', 'release', 'stepjournal-bench');
   console.log(`\nthe same workload in Rust: ${bin} --quick --only drive`);
-  const r = spawnSync(bin, ['--quick', '--only', 'drive', '--dir', join(scratch, 'rust')], { encoding: 'utf8' });
+  const r = spawnSync(bin, ['--quick', '--only', 'drive', '--dir', join(scratch, 'rust'), '--json', join(scratch, 'rust.json')], { encoding: 'utf8' });
   if (r.status !== 0) console.log(`(the Rust bench failed: ${r.error?.message ?? r.stderr})`);
   else console.log(r.stdout);
 }
