@@ -8,6 +8,7 @@ use stepjournal_codec::SessionId;
 use stepjournal::registry::RegistryError;
 
 use super::partial::Fate;
+use super::salvaged::Damaged;
 use super::shown::{Shown, StoreName};
 
 /// A subcommand that failed: the message is printed on standard error.
@@ -142,6 +143,31 @@ pub enum CliError {
     /// `stepjournal demo` could not run.
     #[error("demo: {0}")]
     Demo(#[source] Box<super::demo::DemoError>),
+    /// `--on-corruption skip` left damaged sessions out (every other session was read).
+    #[error(
+        "{url}: {} damaged part{} of the journal skipped; every other session was read",
+        .damaged.len(),
+        if .damaged.len() == 1 { "" } else { "s" }
+    )]
+    Damaged {
+        /// The store's URL, its password hidden.
+        url: StoreName,
+        /// Each damaged session (or part no intact byte ties to a session), and where.
+        damaged: Vec<Damaged>,
+    },
+    /// A write command met a file journal whose directory lock a runtime holds.
+    #[error(
+        "{url}: a runtime holds the journal's lock ({lock}); a file journal has one writer, so          `{action}` cannot write while it runs",
+        lock = .lock.display()
+    )]
+    Held {
+        /// The store's URL.
+        url: StoreName,
+        /// The lock file.
+        lock: PathBuf,
+        /// The command refused.
+        action: &'static str,
+    },
     /// `verify` found problems (they are printed on standard output).
     #[error("verify found {count} problem{s} in {url}", s = if *.count == 1 { "" } else { "s" })]
     Findings {
@@ -156,7 +182,11 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
     match source {
         // These name the URL themselves.
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),
-        _ => format!("cannot open {url}: {source}"),
+        // The backend names its Rust option; the command's is `--on-corruption skip`.
+        _ => format!("cannot open {url}: {source}").replace(
+            "OnCorruption::TruncateAtCorruption keeps what precedes it",
+            "`--on-corruption skip` reads every intact session",
+        ),
     }
 }
 
@@ -210,8 +240,18 @@ impl CliError {
     pub fn hint(&self) -> Option<String> {
         match self {
             CliError::Open { url, source: OpenError::Store(StoreError::Corrupt { .. }) } => {
-                Some(format!("(`stepjournal verify {url}` lists every problem it has)"))
+                Some(format!(
+                    "(`stepjournal verify {url}` lists every problem it has; \
+                     `--on-corruption skip` reads every intact session; \
+                     `stepjournal salvage {url} --to DST` copies them to a new store)"
+                ))
             }
+            CliError::Held { .. } => Some(
+                "stop the runtime first, or act through it: the runtime API's Journal::stop, \
+                 Journal::answer_client and Journal::decide_approval do the same, and a runtime \
+                 can offer them on its own admin surface"
+                    .to_owned(),
+            ),
             _ => None,
         }
     }
@@ -239,17 +279,26 @@ impl CliError {
     /// forge a line or move the cursor).
     pub fn write_report(&self, err: &mut dyn std::io::Write) -> std::io::Result<()> {
         writeln!(err, "stepjournal: {}", Shown(self.full_message()))?;
+        if let CliError::Damaged { damaged, .. } = self {
+            for d in damaged {
+                let who = d.session.as_ref().map_or_else(
+                    || "a part no intact byte ties to a session".to_owned(),
+                    |s| format!("session {s}"),
+                );
+                writeln!(err, "  damaged: {}: {}", Shown(who), Shown(&d.what))?;
+            }
+        }
         if let Some(hint) = self.hint() {
             writeln!(err, "{}", Shown(hint))?;
         }
         Ok(())
     }
 
-    /// The process exit status for this error: 1 when `verify` found problems, 74 when the
+    /// The process exit status for this error: 1 when `verify` found problems or `--on-corruption skip` left damaged sessions out, 74 when the
     /// output cannot be written, 2 for every other error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Findings { .. } => 1,
+            CliError::Findings { .. } | CliError::Damaged { .. } => 1,
             CliError::Write { .. } => 74,
             _ => 2,
         }

@@ -11,6 +11,7 @@
 //! found a problem, 2 on an error (named on standard error), 74 when the output cannot be
 //! written.
 
+pub mod calls;
 pub mod delete;
 pub mod demo;
 mod error;
@@ -19,6 +20,8 @@ pub mod import;
 pub mod partial;
 pub mod plan;
 mod progress;
+pub mod reading;
+pub mod salvaged;
 pub mod sessions;
 pub mod show;
 mod shown;
@@ -26,6 +29,7 @@ pub mod stats;
 mod store;
 pub mod time;
 pub mod verify;
+mod wrap;
 
 use std::io::{IsTerminal, Write};
 
@@ -63,6 +67,8 @@ pub enum Command {
     Sessions(sessions::SessionsArgs),
     /// Show one session's timeline: runs, steps, calls and what became of them.
     Show(show::ShowArgs),
+    /// One row per call of a session: tool, kind, policy, attempts, dispatch, status, rule, age.
+    Calls(calls::CallsArgs),
     /// Print what recovery would do for an entry (a dry run: nothing is written).
     Plan(plan::PlanArgs),
     /// Check records, checksums, sequence continuity and the protocol.
@@ -89,6 +95,8 @@ pub struct Terminal {
     pub colour: bool,
     /// Standard error is a terminal: long scans may draw a progress bar there.
     pub progress: bool,
+    /// Standard output is a terminal this many columns wide: `show` wraps its lines to it.
+    pub width: Option<usize>,
 }
 
 impl Terminal {
@@ -97,6 +105,8 @@ impl Terminal {
         Terminal {
             colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
             progress: std::io::stderr().is_terminal(),
+            width: terminal_size::terminal_size_of(std::io::stdout())
+                .map(|(terminal_size::Width(w), _)| usize::from(w)),
         }
     }
 }
@@ -118,6 +128,7 @@ pub fn run_with(
     let result = match cli.command {
         Command::Sessions(args) => sessions::run(&args, out),
         Command::Show(args) => show::run(&args, out, term),
+        Command::Calls(args) => calls::run(&args, out),
         Command::Plan(args) => plan::run(&args, out, err),
         Command::Verify(args) => verify::run(&args, out, err, term),
         Command::Export(args) => export::run(&args, out),
