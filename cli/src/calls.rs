@@ -7,9 +7,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use stepjournal::writer::{Clock, SystemClock};
 use stepjournal_codec::{CallKind, Entry, Event, Record, SessionId, UnixMillis};
-use stepjournal_recovery::{
-    Action, ApprovalState, CallRecord, Config, Resolution, fold_owned,
-};
+use stepjournal_recovery::{Action, ApprovalState, CallRecord, Config, Resolution, fold_owned};
 
 use super::CliError;
 use super::plan::dry_plan;

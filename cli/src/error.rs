@@ -182,11 +182,7 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
     match source {
         // These name the URL themselves.
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),
-        // The backend names its Rust option; the command's is `--on-corruption skip`.
-        _ => format!("cannot open {url}: {source}").replace(
-            "OnCorruption::TruncateAtCorruption keeps what precedes it",
-            "`--on-corruption skip` reads every intact session",
-        ),
+        _ => format!("cannot open {url}: {source}"),
     }
 }
 
@@ -270,7 +266,11 @@ impl CliError {
             }
             source = cause.source();
         }
-        text
+        // The backend names its Rust option; the command's is `--on-corruption skip`.
+        text.replace(
+            "OnCorruption::TruncateAtCorruption keeps what precedes it",
+            "`--on-corruption skip` reads every intact session",
+        )
     }
 
     /// Writes the error as `main` prints it on standard error: `stepjournal: ` and the

@@ -8,8 +8,8 @@ use stepjournal_codec::SessionId;
 use stepjournal_codec::json::record_to_export_line;
 
 use super::CliError;
-use super::shown::StoreName;
 use super::reading::{OnCorruption, Reading};
+use super::shown::StoreName;
 
 /// The first line of every export.
 pub const HEADER: &str = r#"{"format":"stepjournal-export","version":1}"#;

@@ -21,6 +21,7 @@ pub mod partial;
 pub mod plan;
 mod progress;
 pub mod reading;
+pub mod salvage;
 pub mod salvaged;
 pub mod sessions;
 pub mod show;
@@ -77,6 +78,8 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Append the sessions of an export to a store.
     Import(import::ImportArgs),
+    /// Copy every intact batch of a damaged store to a new store (the source is never written).
+    Salvage(salvage::SalvageArgs),
     /// Delete sessions from a store.
     Delete(delete::DeleteArgs),
     /// Count sessions, events, bytes and events of each kind.
@@ -131,6 +134,7 @@ pub fn run_with(
         Command::Calls(args) => calls::run(&args, out),
         Command::Plan(args) => plan::run(&args, out, err),
         Command::Verify(args) => verify::run(&args, out, err, term),
+        Command::Salvage(args) => salvage::run(&args, out, err, term.progress),
         Command::Export(args) => export::run(&args, out),
         Command::Import(args) => import::run(&args, out),
         Command::Delete(args) => delete::run(&args, out),

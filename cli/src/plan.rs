@@ -16,8 +16,8 @@ use stepjournal_recovery::{
 };
 
 use super::CliError;
-use super::shown::{Shown, StoreName};
 use super::reading::{OnCorruption, Reading};
+use super::shown::{Shown, StoreName};
 use stepjournal::registry::SchemaRegistry;
 use stepjournal_sim::scenario::{Scenario, plan_to_json};
 

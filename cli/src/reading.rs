@@ -68,9 +68,7 @@ impl Reading {
                 let held = live_lock(&dir).unwrap_or(false);
                 (store, Liveness::Lock { held }, Vec::new())
             }
-            (None, Ok(store)) => {
-                (store, Liveness::Leases { now: SystemClock.now() }, Vec::new())
-            }
+            (None, Ok(store)) => (store, Liveness::Leases { now: SystemClock.now() }, Vec::new()),
             (
                 Some(dir),
                 Err(CliError::Open {
@@ -131,7 +129,9 @@ impl Reading {
             None if self.damaged.iter().any(|d| d.session.as_ref() == Some(session)) => {
                 Err(self.damage().unwrap_or_else(|| unreachable_damage(&self.url)))
             }
-            None => Err(CliError::NoSession { url: StoreName::of(&self.url), session: session.clone() }),
+            None => {
+                Err(CliError::NoSession { url: StoreName::of(&self.url), session: session.clone() })
+            }
         }
     }
 

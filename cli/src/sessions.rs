@@ -12,8 +12,8 @@ use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMilli
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
-use super::shown::{Shown, StoreName, escape};
 use super::reading::{Liveness, OnCorruption, Reading};
+use super::shown::{Shown, StoreName, escape};
 use super::time::{checked_rfc3339, parse_since, rfc3339};
 
 /// Arguments of `stepjournal sessions`.
@@ -308,7 +308,11 @@ pub fn summarize(
 }
 
 /// Orders the summaries and keeps the first `limit`.
-pub fn sort_and_limit(summaries: &mut Vec<SessionSummary>, sort: Option<SortBy>, limit: Option<usize>) {
+pub fn sort_and_limit(
+    summaries: &mut Vec<SessionSummary>,
+    sort: Option<SortBy>,
+    limit: Option<usize>,
+) {
     match sort {
         // Stable: equal keys keep the id order.
         Some(SortBy::Age) => summaries.sort_by_key(|s| std::cmp::Reverse(s.age.unwrap_or(0))),

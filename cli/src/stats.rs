@@ -6,13 +6,13 @@ use std::path::Path;
 
 use clap::Args;
 use serde_json::{Map, Value, json};
-use stepjournal_backends::file::SegmentId;
 use stepjournal_backends::StoreUrl;
+use stepjournal_backends::file::SegmentId;
 use stepjournal_codec::{EventKind, Limits};
 
 use super::CliError;
-use super::shown::StoreName;
 use super::reading::{OnCorruption, Reading};
+use super::shown::StoreName;
 
 /// Arguments of `stepjournal stats`.
 #[derive(Debug, Args)]

@@ -128,8 +128,13 @@ fn show_uses_colour_only_when_asked_for_a_terminal() {
     populate(&*place.open());
     let mut colour = Vec::new();
     let cli = Cli::parse_from(["stepjournal", "show", &place.url, "stuck"]);
-    run_with(cli, &mut colour, &mut Vec::new(), Terminal { colour: true, progress: false, width: None })
-        .unwrap();
+    run_with(
+        cli,
+        &mut colour,
+        &mut Vec::new(),
+        Terminal { colour: true, progress: false, width: None },
+    )
+    .unwrap();
     let colour = String::from_utf8(colour).unwrap();
     assert!(colour.contains("\x1b["), "{colour}");
     let plain = bin_ok(&["show", &place.url, "stuck"], 0);
