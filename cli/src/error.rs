@@ -168,6 +168,34 @@ pub enum CliError {
         /// The command refused.
         action: &'static str,
     },
+    /// A session a runtime is running (its run holds a live lease) was not acted on.
+    #[error(
+        "{url}: session `{session}` is running (owner {owner} holds its live lease): `{what}` \
+         would fence that run; nothing was written"
+    )]
+    Running {
+        /// The store's URL.
+        url: StoreName,
+        /// The session.
+        session: SessionId,
+        /// The lease's holder.
+        owner: String,
+        /// The command refused.
+        what: &'static str,
+    },
+    /// The session writer refused an action or could not write it.
+    #[error("{url}: {what} of session `{session}`: {source}")]
+    Action {
+        /// The store's URL.
+        url: StoreName,
+        /// The session.
+        session: SessionId,
+        /// The command.
+        what: &'static str,
+        /// The writer's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// `verify` found problems (they are printed on standard output).
     #[error("verify found {count} problem{s} in {url}", s = if *.count == 1 { "" } else { "s" })]
     Findings {
@@ -242,6 +270,11 @@ impl CliError {
                      `stepjournal salvage {url} --to DST` copies them to a new store)"
                 ))
             }
+            CliError::Running { .. } => Some(
+                "act through the runtime (Journal::answer_client, Journal::decide_approval), or \
+                 `stepjournal stop` it first"
+                    .to_owned(),
+            ),
             CliError::Held { .. } => Some(
                 "stop the runtime first, or act through it: the runtime API's Journal::stop, \
                  Journal::answer_client and Journal::decide_approval do the same, and a runtime \

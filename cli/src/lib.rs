@@ -11,6 +11,8 @@
 //! found a problem, 2 on an error (named on standard error), 74 when the output cannot be
 //! written.
 
+mod act;
+pub mod answer;
 pub mod calls;
 pub mod delete;
 pub mod demo;
@@ -27,6 +29,7 @@ pub mod sessions;
 pub mod show;
 mod shown;
 pub mod stats;
+pub mod stop;
 mod store;
 pub mod time;
 pub mod verify;
@@ -80,6 +83,14 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Copy every intact batch of a damaged store to a new store (the source is never written).
     Salvage(salvage::SalvageArgs),
+    /// Stop a session's work through the session writer (fences its running run).
+    Stop(stop::StopArgs),
+    /// Answer a waiting client call through the session writer.
+    Answer(answer::AnswerArgs),
+    /// Approve an approval-gated call through the session writer.
+    Approve(answer::DecideArgs),
+    /// Deny an approval-gated call through the session writer.
+    Deny(answer::DecideArgs),
     /// Delete sessions from a store.
     Delete(delete::DeleteArgs),
     /// Count sessions, events, bytes and events of each kind.
@@ -137,6 +148,10 @@ pub fn run_with(
         Command::Salvage(args) => salvage::run(&args, out, err, term.progress),
         Command::Export(args) => export::run(&args, out),
         Command::Import(args) => import::run(&args, out),
+        Command::Stop(args) => stop::run(&args, out),
+        Command::Answer(args) => answer::run_answer(&args, out),
+        Command::Approve(args) => answer::run_decide(&args, true, out),
+        Command::Deny(args) => answer::run_decide(&args, false, out),
         Command::Delete(args) => delete::run(&args, out),
         Command::Stats(args) => stats::run(&args, out),
         Command::Demo(args) => match std::env::current_exe() {

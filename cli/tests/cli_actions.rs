@@ -1,0 +1,213 @@
+//! The write commands through the session writer, on every backend: `stop`, `answer`,
+//! `approve`, `deny` and `delete`, each with `--dry-run` writing nothing; a `stop` that fences a
+//! live run on SQLite and PostgreSQL; a refusal naming the lock on a file journal held open.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+mod cli_support;
+
+use std::sync::Arc;
+
+use cli_support::*;
+use stepjournal::writer::{JournalOptions, WriteError};
+use stepjournal::{Journal, Reply};
+use stepjournal_backends::JournalStore;
+use stepjournal_codec::{CallId, CallKind, Entry, Event, Replay, RunOutcome, SessionId, Suspended};
+use stepjournal_recovery::MemoryRegistry;
+
+/// A session suspended on an approval (c1) and a client call (c2).
+fn gated() -> Batches {
+    vec![
+        vec![
+            run_started("run-1", Entry::NewTurn { message: "mail them".into() }),
+            message("email the group, ask me the subject"),
+        ],
+        vec![
+            reply(
+                1,
+                "cp-1",
+                "I need your approval and a subject.",
+                vec![
+                    call("c1", "send_email", Replay::Unsafe, CallKind::Approval),
+                    call("c2", "ask_subject", Replay::Unsafe, CallKind::Client),
+                ],
+            ),
+            dispatch("c1", "d-1"),
+            dispatch("c2", "d-2"),
+        ],
+        vec![
+            Suspended { calls: vec![CallId::from("c1"), CallId::from("c2")] }.into(),
+            ended("run-1", RunOutcome::Suspended),
+        ],
+    ]
+}
+
+fn events(store: &dyn JournalStore, session: &str) -> Vec<Event> {
+    store
+        .read_all(&SessionId::new(session).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event)
+        .collect()
+}
+
+fn state_of(url: &str, session: &str) -> String {
+    let json = bin_ok(&["sessions", url, "--json"], 0);
+    json.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["session"] == session)
+        .map(|v| v["state"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| "gone".to_owned())
+}
+
+#[test]
+fn every_action_works_on_every_backend_and_a_dry_run_writes_nothing() {
+    for place in populated() {
+        let store = place.open();
+        append_session(&*store, "gated", &gated(), T0);
+        append_session(&*store, "gated2", &gated(), T0);
+        let url = &place.url;
+        let before: Vec<_> =
+            ["stuck", "gated", "gated2"].iter().map(|s| events(&*store, s)).collect();
+        drop(store);
+
+        // Dry runs: the plan and the events, nothing written.
+        let plan = bin_ok(&["stop", url, "stuck", "--dry-run"], 0);
+        assert!(plan.contains("a dry run: nothing is written"), "{}: {plan}", place.name);
+        assert!(plan.contains("run_stopped") && plan.contains("stop.run_stopped"), "{plan}");
+        let dry = bin_ok(
+            &["answer", url, "gated", "c2", "--output", r#"{"subject":"hi"}"#, "--dry-run"],
+            0,
+        );
+        assert!(
+            dry.contains(r#""type":"client_answer""#) && dry.contains("suspends on c1"),
+            "{dry}"
+        );
+        let dry = bin_ok(&["approve", url, "gated", "c1", "--dry-run"], 0);
+        assert!(dry.contains(r#""approved":true"#), "{dry}");
+        bin_ok(&["deny", url, "gated", "c1", "--dry-run"], 0);
+        let dry = bin_ok(&["delete", url, "gated2", "--dry-run"], 0);
+        assert!(dry.contains("would delete session gated2 (7 events)"), "{dry}");
+        let dry = bin_ok(&["delete", url, "--older-than", "1d", "--dry-run"], 0);
+        assert!(dry.contains("would delete session stuck"), "{dry}");
+        let store = place.open();
+        let after: Vec<_> =
+            ["stuck", "gated", "gated2"].iter().map(|s| events(&*store, s)).collect();
+        assert_eq!(before, after, "{}: a dry run wrote", place.name);
+        drop(store);
+
+        // stop: the unresolved calls paired run_stopped, the run ended stopped.
+        let said = bin_ok(&["stop", url, "stuck"], 0);
+        assert!(said.starts_with("stopped session stuck of "), "{said}");
+        assert!(
+            said.contains(r#""reason":"run_stopped""#) && said.contains(r#""outcome":"stopped""#),
+            "{said}"
+        );
+        assert_eq!(state_of(url, "stuck"), "stopped");
+
+        // approve c1: written in a wake run, which suspends on c2, still waiting.
+        let said = bin_ok(&["approve", url, "gated", "c1"], 0);
+        assert!(said.contains(r#""type":"approval_decided""#), "{said}");
+        assert!(said.contains("the run suspended on c2"), "{said}");
+        assert_eq!(state_of(url, "gated"), "suspended");
+        // Twice is refused, nothing written.
+        let out = bin(&["approve", url, "gated", "c1"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("has no call `c1` waiting"), "{}", stderr(&out));
+        // answer c2: nothing else waits; the run is left for the runtime's recovery.
+        let said = bin_ok(&["answer", url, "gated", "c2", "--output", r#"{"subject":"hi"}"#], 0);
+        assert!(said.contains(r#""output":{"subject":"hi"}"#), "{said}");
+        assert!(said.contains("left for the runtime's recovery"), "{said}");
+        assert_eq!(state_of(url, "gated"), "crashed", "{}", place.name);
+        // deny on the twin.
+        let said = bin_ok(&["deny", url, "gated2", "c1"], 0);
+        assert!(said.contains(r#""approved":false"#), "{said}");
+        // A bad answer is refused before anything is opened for writing.
+        let out = bin(&["answer", url, "gated2", "c2", "--output", "{oops"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("--output"), "{}", stderr(&out));
+
+        // delete: refused without --yes; by name; by age.
+        let out = bin(&["delete", url, "gated2"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("--yes"));
+        let said = bin_ok(&["delete", url, "gated2", "--yes"], 0);
+        assert!(said.contains("deleted session gated2"), "{said}");
+        assert_eq!(state_of(url, "gated2"), "gone");
+        // The fixture's sessions were appended in 2025; "stuck" and "gated" just now.
+        let said = bin_ok(&["delete", url, "--older-than", "30d", "--yes"], 0);
+        assert_eq!(said.matches("deleted session ").count(), 5, "{said}");
+        let left = bin_ok(&["sessions", url, "--json"], 0);
+        assert_eq!(left.lines().count(), 2, "{left}");
+    }
+}
+
+#[test]
+fn write_commands_on_a_file_journal_a_runtime_holds_are_refused_naming_the_lock() {
+    let place = file_place();
+    let store = place.open();
+    populate(&*store);
+    // The store stays open: this process holds the journal's lock, as a runtime would.
+    for args in [
+        vec!["stop", place.url.as_str(), "stuck"],
+        vec!["answer", place.url.as_str(), "suspended", "c1", "--output", "1"],
+        vec!["approve", place.url.as_str(), "suspended", "c1"],
+        vec!["delete", place.url.as_str(), "stuck", "--yes"],
+    ] {
+        let out = bin(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("a runtime holds the journal's lock") && err.contains("LOCK"),
+            "{err}"
+        );
+        assert!(err.contains("Journal::stop"), "{err}");
+    }
+    // A dry run reads only, beside the runtime.
+    bin_ok(&["stop", &place.url, "stuck", "--dry-run"], 0);
+    assert_eq!(state_of(&place.url, "stuck"), "running");
+    drop(store);
+    assert_eq!(state_of(&place.url, "stuck"), "crashed");
+    bin_ok(&["stop", &place.url, "stuck"], 0);
+}
+
+/// A runtime's run with a body in flight; `stop` from the command fences it: the body's result
+/// is refused, and nothing of it reaches the log.
+fn stop_fences_a_live_run(place: &Place) {
+    let store = place.open();
+    let registry = MemoryRegistry::new().with_tool("charge_card", Replay::Unsafe);
+    let journal = Journal::new(Arc::clone(&store), Arc::new(registry), JournalOptions::new());
+    let session = SessionId::new("live").unwrap();
+    let run = journal.begin_run(&session, Entry::NewTurn { message: "pay".into() }).unwrap();
+    let c = call("c1", "charge_card", Replay::Unsafe, CallKind::Tool);
+    let step = run.commit_reply(Reply::new("Paying.").call(c)).unwrap();
+    let body = step.start_body(&CallId::from("c1")).unwrap();
+    assert_eq!(state_of(&place.url, "live"), "running", "{}", place.name);
+    // The command refuses to answer into a running session, and stops it.
+    let out = bin(&["answer", &place.url, "live", "c1", "--output", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = bin_ok(&["stop", &place.url, "live"], 0);
+    assert!(said.contains(r#""outcome":"stopped""#), "{said}");
+    let tail = store.tail(&session).unwrap();
+    let refused =
+        body.finish(stepjournal_codec::RawJson::from_value(&serde_json::json!(1)).unwrap(), false);
+    match refused {
+        Err(e) => assert!(matches!(*e.error, WriteError::Fenced { .. }), "{:?}", e.error),
+        Ok(_) => panic!("{}: the fenced run's result was written", place.name),
+    }
+    assert_eq!(store.tail(&session).unwrap(), tail, "the fenced run wrote");
+    assert_eq!(state_of(&place.url, "live"), "stopped");
+}
+
+#[test]
+fn stop_fences_a_live_run_on_sqlite() {
+    stop_fences_a_live_run(&sqlite_place());
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn stop_fences_a_live_run_on_postgres() {
+    stop_fences_a_live_run(&pg_place());
+}
