@@ -148,6 +148,19 @@ impl Reading {
         self.damage().map_or(Ok(()), Err)
     }
 
+    /// Reads the store afresh where a new read needs it: a file journal opened read-only knows
+    /// the batches that were there when it was opened, so it is opened again (and the lock
+    /// asked again); a database store reads what is committed at every read.
+    pub fn refresh(&mut self) -> Result<(), CliError> {
+        if matches!(self.live, Liveness::Lock { .. } | Liveness::Unknown) {
+            let fresh = Reading::open(&self.url, self.mode)?;
+            self.store = fresh.store;
+            self.live = fresh.live;
+            self.damaged = fresh.damaged;
+        }
+        Ok(())
+    }
+
     /// The store's URL.
     pub fn url(&self) -> &str {
         &self.url

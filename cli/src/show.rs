@@ -198,9 +198,10 @@ pub fn render(records: &[Record], style: Style, out: &mut dyn Write) -> std::io:
     render_held(records, Held::Unknown, style, None, out).map(|_| ())
 }
 
-/// The width of the seq column (wide enough for long sessions, so that following one keeps
-/// its columns).
-const SEQ_W: usize = 5;
+/// The width of the seq column for a session of `len` events (at least 3).
+fn seq_width(len: usize) -> usize {
+    len.saturating_sub(1).to_string().len().max(3)
+}
 /// The width of the time column.
 const AT_W: usize = 24;
 
@@ -225,17 +226,18 @@ pub fn render_held(
     );
     header(&summary, &state, style, out)?;
     writeln!(out)?;
-    let head = format!("{:>SEQ_W$}  {:<AT_W$}  event", "seq", "time (UTC)");
+    let seq_w = seq_width(records.len());
+    let head = format!("{:>seq_w$}  {:<AT_W$}  event", "seq", "time (UTC)");
     writeln!(out, "{}", style.paint(Paint::Dim, &head))?;
-    let lines = timeline_lines(records, style);
+    let lines = timeline_lines(records, style, seq_w);
     for l in &lines {
-        write_wrapped(l, width, out)?;
+        write_wrapped(l, width, seq_w, out)?;
     }
     Ok(lines)
 }
 
 /// The timeline's lines, each event's with the lines under it.
-fn timeline_lines(records: &[Record], style: Style) -> Vec<String> {
+fn timeline_lines(records: &[Record], style: Style, seq_w: usize) -> Vec<String> {
     let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
     let state = fold(&events);
     let voided = voided_map(&state);
@@ -243,9 +245,9 @@ fn timeline_lines(records: &[Record], style: Style) -> Vec<String> {
     for l in timeline(records, &voided, style) {
         let indent = "  ".repeat(l.depth);
         let at = style.paint(Paint::Dim, &format!("{:<AT_W$}", l.at));
-        let mut text = format!("{:>SEQ_W$}  {at}  {indent}{}", l.seq, l.text);
+        let mut text = format!("{:>seq_w$}  {at}  {indent}{}", l.seq, l.text);
         for m in &l.more {
-            text.push_str(&format!("\n{:>SEQ_W$}  {:<AT_W$}  {indent}    {m}", "", ""));
+            text.push_str(&format!("\n{:>seq_w$}  {:<AT_W$}  {indent}    {m}", "", ""));
         }
         printed.push(text);
     }
@@ -254,11 +256,16 @@ fn timeline_lines(records: &[Record], style: Style) -> Vec<String> {
 
 /// Writes a timeline line, each of its lines longer than `width` continued on the next lines
 /// under the event column.
-fn write_wrapped(text: &str, width: Option<usize>, out: &mut dyn Write) -> std::io::Result<()> {
+fn write_wrapped(
+    text: &str,
+    width: Option<usize>,
+    seq_w: usize,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     for line in text.split('\n') {
         match width {
             Some(w) => {
-                for part in super::wrap::wrap(line, w, SEQ_W + AT_W + 8) {
+                for part in super::wrap::wrap(line, w, seq_w + AT_W + 8) {
                     writeln!(out, "{part}")?;
                 }
             }
@@ -553,17 +560,20 @@ fn follow(
     width: Option<usize>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    // The columns stay as the first screen set them.
+    let seq_w = seq_width(records.len());
     while !(args.until_ended && ended(&records)) {
         std::thread::sleep(std::time::Duration::from_millis(args.interval));
+        reading.refresh()?;
         let Some(now) = reading.read(session)? else { continue };
         if now.len() <= records.len() {
             continue;
         }
         records = now;
-        let fresh = timeline_lines(&records, style);
+        let fresh = timeline_lines(&records, style, seq_w);
         let same = lines.iter().zip(&fresh).take_while(|(a, b)| a == b).count();
         for l in fresh.iter().skip(same) {
-            write_wrapped(l, width, out)?;
+            write_wrapped(l, width, seq_w, out)?;
         }
         out.flush()?;
         lines = fresh;
@@ -585,6 +595,7 @@ fn follow_json(
     let mut records = reading.read_one(session)?;
     while !(args.until_ended && ended(&records)) {
         std::thread::sleep(std::time::Duration::from_millis(args.interval));
+        reading.refresh()?;
         let Some(now) = reading.read(session)? else { continue };
         for r in now.iter().skip(seen as usize) {
             writeln!(out, "{}", record_to_export_line(r))?;
