@@ -54,6 +54,15 @@ pub enum CliError {
         #[from]
         source: std::io::Error,
     },
+    /// A file named on the command line could not be written.
+    #[error("cannot write {path}: {source}", path = .path.display())]
+    WriteFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The store could not be opened.
     #[error("{}", open_message(.url, .source))]
     Open {

@@ -33,6 +33,7 @@ pub mod stop;
 mod store;
 pub mod time;
 pub mod verify;
+pub mod view;
 mod wrap;
 
 use std::io::{IsTerminal, Write};
@@ -95,6 +96,8 @@ pub enum Command {
     Delete(delete::DeleteArgs),
     /// Count sessions, events, bytes and events of each kind.
     Stats(stats::StatsArgs),
+    /// Write one session's timeline as one self-contained HTML file.
+    View(view::ViewArgs),
     /// Run an agent session, kill it with SIGKILL mid-step, recover it, and say what happened.
     Demo(demo::DemoArgs),
     /// The demo's crashing child process.
@@ -154,6 +157,7 @@ pub fn run_with(
         Command::Deny(args) => answer::run_decide(&args, false, out),
         Command::Delete(args) => delete::run(&args, out),
         Command::Stats(args) => stats::run(&args, out),
+        Command::View(args) => view::run(&args, out),
         Command::Demo(args) => match std::env::current_exe() {
             // The demo's child is this very executable, run with `demo-child`.
             Ok(program) => demo::run(&args, &program, out),
