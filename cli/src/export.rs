@@ -8,6 +8,7 @@ use stepjournal_codec::SessionId;
 use stepjournal_codec::json::record_to_export_line;
 
 use super::CliError;
+use super::progress::Progress;
 use super::reading::{OnCorruption, Reading};
 use super::shown::StoreName;
 
@@ -52,6 +53,7 @@ pub fn export(
     reading: &mut Reading,
     sessions: &[SessionId],
     out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Exported, CliError> {
     let url = reading.url().to_owned();
     let url = url.as_str();
@@ -78,7 +80,9 @@ pub fn export(
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     writeln!(out, "{HEADER}")?;
     let mut done = Exported::default();
-    for s in &sessions {
+    let total = sessions.len() as u64;
+    for (i, s) in sessions.iter().enumerate() {
+        progress(i as u64, total);
         let Some(records) = reading.read(s)? else { continue };
         for r in &records {
             out.write_all(record_to_export_line(r).as_bytes())?;
@@ -92,10 +96,13 @@ pub fn export(
 }
 
 /// Runs `stepjournal export`.
-pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn run(args: &ExportArgs, out: &mut dyn Write, progress: bool) -> Result<(), CliError> {
     let mut reading = Reading::open(&args.store, args.on_corruption)?;
     let sessions: Vec<SessionId> =
         args.sessions.iter().map(|s| SessionId::from_stored(s.as_str())).collect();
-    export(&mut reading, &sessions, out)?;
+    let mut bar = Progress::new(progress, "export (sessions)", false);
+    let done = export(&mut reading, &sessions, out, &mut |d, t| bar.update(d, t));
+    bar.finish();
+    done?;
     reading.finish()
 }

@@ -179,13 +179,8 @@ fn copy(
 }
 
 /// Runs `stepjournal salvage`.
-pub fn run(
-    args: &SalvageArgs,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-    progress: bool,
-) -> Result<(), CliError> {
-    let mut bar = Progress::new(progress, err, "salvage", false);
+pub fn run(args: &SalvageArgs, out: &mut dyn Write, progress: bool) -> Result<(), CliError> {
+    let mut bar = Progress::new(progress, "salvage", false);
     let done = salvage(&args.src, &args.to, &mut |d, t| bar.update(d, t))?;
     bar.finish();
     let to = StoreName::of(&args.to);

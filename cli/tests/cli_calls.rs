@@ -130,3 +130,28 @@ fn show_follow_sees_the_events_another_process_appends_on_every_backend() {
         assert_eq!(out.matches("a note appended while followed").count(), 1, "{out}");
     }
 }
+
+#[test]
+fn long_commands_draw_no_progress_when_standard_error_is_piped() {
+    let place = file_place();
+    populate(&*place.open());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("all.jsonl");
+    let exported = std::process::Command::new(env!("CARGO_BIN_EXE_stepjournal"))
+        .args(["export", &place.url])
+        .output()
+        .unwrap();
+    assert!(exported.status.success() && exported.stderr.is_empty(), "{}", stderr(&exported));
+    std::fs::write(&file, &exported.stdout).unwrap();
+    let target = sqlite_place();
+    let salvaged = file_place();
+    for args in [
+        vec!["import", file.to_str().unwrap(), "--to", target.url.as_str()],
+        vec!["verify", place.url.as_str()],
+        vec!["salvage", place.url.as_str(), "--to", salvaged.url.as_str()],
+    ] {
+        let out = bin(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(out.stderr.is_empty(), "{args:?} drew on a pipe: {:?}", stderr(&out));
+    }
+}
