@@ -55,7 +55,7 @@ pub struct Salvaged {
 /// Where the source's sessions are read from.
 enum Source {
     /// A file journal, read through its check (the damage is known up front).
-    File(SalvagedStore),
+    File(Box<SalvagedStore>),
     /// Any other store: each session read whole; one that fails to read is damaged.
     Store(Arc<dyn JournalStore>),
 }
@@ -83,7 +83,7 @@ pub fn salvage(
                     source,
                 })?;
             done.damaged = damaged;
-            Source::File(store)
+            Source::File(Box::new(store))
         }
         _ => Source::Store(open_read(src)?),
     };

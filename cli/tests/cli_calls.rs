@@ -97,7 +97,7 @@ fn show_follow_sees_the_events_another_process_appends_on_every_backend() {
             .unwrap();
         // Give the follower a first screen, then append while it follows.
         std::thread::sleep(Duration::from_millis(200));
-        let batches = vec![
+        let batches = [
             vec![run_started("run-1", Entry::Wake)],
             vec![message("a note appended while followed")],
             vec![ended("run-1", RunOutcome::Completed)],
