@@ -6,9 +6,11 @@
 //! must run and hands the answers to the model).
 
 use std::io::Write;
+use std::sync::Arc;
 
 use clap::Args;
 use stepjournal::AnswerError;
+use stepjournal_backends::JournalStore;
 use stepjournal_codec::json::event_to_json;
 use stepjournal_codec::{CallId, CallKind, Entry, Event, RawJson, SessionId};
 use stepjournal_recovery::{Action, ApprovalState, Config, SessionState};
@@ -153,24 +155,11 @@ fn act(
     let url = request.store;
     let session = SessionId::from_stored(request.session);
     let call = CallId::from(request.call);
-    let not_waiting = || CliError::Action {
-        url: StoreName::of(url),
-        session: session.clone(),
-        what: answer.command(),
-        source: Box::new(AnswerError::NotWaiting {
-            session: session.clone(),
-            call: call.clone(),
-            what: match answer {
-                Answer::Client(_) => "a client answer",
-                Answer::Approval(_) => "an approval decision",
-            },
-        }),
-    };
     if dry_run {
         let store = super::store::open_read(url)?;
         let (records, state) = read_state(&*store, url, &session)?;
         if !waits(&state, &call, &answer) {
-            return Err(not_waiting());
+            return Err(not_waiting(url, &session, &call, &answer));
         }
         let plan = dry_plan(&state, records.len() as u64, Entry::Wake, &Config::default());
         let request = StorePlan {
@@ -197,12 +186,66 @@ fn act(
         return Ok(());
     }
     let store = open_to_write(url, answer.command())?;
+    write(store, url, &session, &call, &answer, out)
+}
+
+/// `stepjournal answer` on a store already open for writing: the client's `output` for client
+/// call `call` of `session`, through the session writer; prints what was written.
+pub fn answer_on(
+    store: Arc<dyn JournalStore>,
+    url: &str,
+    session: &SessionId,
+    call: &CallId,
+    output: RawJson,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    write(store, url, session, call, &Answer::Client(output), out)
+}
+
+/// `stepjournal approve` (`approved`) or `deny` on a store already open for writing.
+pub fn decide_on(
+    store: Arc<dyn JournalStore>,
+    url: &str,
+    session: &SessionId,
+    call: &CallId,
+    approved: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    write(store, url, session, call, &Answer::Approval(approved), out)
+}
+
+fn not_waiting(url: &str, session: &SessionId, call: &CallId, answer: &Answer) -> CliError {
+    CliError::Action {
+        url: StoreName::of(url),
+        session: session.clone(),
+        what: answer.command(),
+        source: Box::new(AnswerError::NotWaiting {
+            session: session.clone(),
+            call: call.clone(),
+            what: match answer {
+                Answer::Client(_) => "a client answer",
+                Answer::Approval(_) => "an approval decision",
+            },
+        }),
+    }
+}
+
+/// Writes the answer through the session writer and prints what was written.
+fn write(
+    store: Arc<dyn JournalStore>,
+    url: &str,
+    session: &SessionId,
+    call: &CallId,
+    answer: &Answer,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (session, call) = (session.clone(), call.clone());
     let (_, state) = read_state(&*store, url, &session)?;
-    if !waits(&state, &call, &answer) {
-        return Err(not_waiting());
+    if !waits(&state, &call, answer) {
+        return Err(not_waiting(url, &session, &call, answer));
     }
     refuse_if_running(&*store, url, &session, &state, answer.command())?;
-    let journal = journal(std::sync::Arc::clone(&store), &state);
+    let journal = journal(Arc::clone(&store), &state);
     let action_error = |source: AnswerError| CliError::Action {
         url: StoreName::of(url),
         session: session.clone(),

@@ -105,12 +105,23 @@ fn named(
         names.iter().map(|s| SessionId::from_stored(s.as_str())).collect();
     sessions.sort();
     sessions.dedup();
+    let now = SystemClock.now();
     let mut out = Vec::with_capacity(sessions.len());
     for s in sessions {
         let tail =
             store.tail(&s).map_err(|e| store_error(url, format!("reading the tail of {s}"), e))?;
         if tail.get() == 0 {
             return Err(CliError::NoSession { url: url.clone(), session: s });
+        }
+        let head =
+            store.head(&s).map_err(|e| store_error(url, format!("reading the head of {s}"), e))?;
+        if let Some(lease) = head.and_then(|h| h.lease).filter(|l| l.expires > now) {
+            return Err(CliError::Running {
+                url: url.clone(),
+                session: s,
+                owner: lease.owner.to_string(),
+                what: "delete",
+            });
         }
         out.push((s, tail.get()));
     }

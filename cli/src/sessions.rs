@@ -130,6 +130,17 @@ impl SessionStatus {
     }
 }
 
+/// Why an open run shows as `open` (neither running nor crashed) on a store read so, if it does.
+pub fn why_open(live: Liveness) -> Option<&'static str> {
+    match live {
+        Liveness::Unknown => Some(
+            "the journal was read around its damage (--on-corruption skip), so nothing tells a \
+             running session from a crashed one",
+        ),
+        _ => None,
+    }
+}
+
 /// Whether each session's open run is held, as the store says.
 #[derive(Debug)]
 pub struct Holders {
@@ -380,12 +391,18 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         .map_err(|reason| CliError::Usage { option: "--since", reason })?;
     let mut reading = Reading::open(&args.store, args.on_corruption)?;
     let now = SystemClock.now();
+    let why_open = why_open(reading.live);
     let mut summaries = summarize(&mut reading, Filter { status: args.state, since }, Some(now))?;
     sort_and_limit(&mut summaries, args.sort, args.limit);
     let mut out = std::io::BufWriter::new(out);
+    let any_open = summaries.iter().any(|s| s.status == SessionStatus::Open);
     if args.json {
         for s in &summaries {
-            writeln!(out, "{}", s.to_json())?;
+            let mut row = s.to_json();
+            if let (SessionStatus::Open, Some(why)) = (s.status, why_open) {
+                row["open_why"] = Value::String(why.to_owned());
+            }
+            writeln!(out, "{row}")?;
         }
     } else if summaries.is_empty() {
         let filtered = args.state.is_some() || since.is_some();
@@ -393,6 +410,9 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         writeln!(out, "{what} in {}", StoreName::of(&args.store))?;
     } else {
         write_table(&summaries, &mut out)?;
+        if let (true, Some(why)) = (any_open, why_open) {
+            writeln!(out, "open: {why}")?;
+        }
     }
     out.flush()?;
     reading.finish()

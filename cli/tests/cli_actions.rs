@@ -174,17 +174,24 @@ fn write_commands_on_a_file_journal_a_runtime_holds_are_refused_naming_the_lock(
 /// is refused, and nothing of it reaches the log.
 fn stop_fences_a_live_run(place: &Place) {
     let store = place.open();
-    let registry = MemoryRegistry::new().with_tool("charge_card", Replay::Unsafe);
+    let registry = MemoryRegistry::new()
+        .with_tool("charge_card", Replay::Unsafe)
+        .with_tool("ask_user", Replay::Unsafe);
     let journal = Journal::new(Arc::clone(&store), Arc::new(registry), JournalOptions::new());
     let session = SessionId::new("live").unwrap();
     let run = journal.begin_run(&session, Entry::NewTurn { message: "pay".into() }).unwrap();
     let c = call("c1", "charge_card", Replay::Unsafe, CallKind::Tool);
-    let step = run.commit_reply(Reply::new("Paying.").call(c)).unwrap();
+    let ask = call("c2", "ask_user", Replay::Unsafe, CallKind::Client);
+    let step = run.commit_reply(Reply::new("Paying.").call(c).call(ask)).unwrap();
     let body = step.start_body(&CallId::from("c1")).unwrap();
     assert_eq!(state_of(&place.url, "live"), "running", "{}", place.name);
     // The command refuses to answer into a running session, and stops it.
-    let out = bin(&["answer", &place.url, "live", "c1", "--output", "1"]);
+    let out = bin(&["answer", &place.url, "live", "c2", "--output", "1"]);
     assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is running"), "{}", stderr(&out));
+    let out = bin(&["delete", &place.url, "live", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is running"), "{}", stderr(&out));
     let said = bin_ok(&["stop", &place.url, "live"], 0);
     assert!(said.contains(r#""outcome":"stopped""#), "{said}");
     let tail = store.tail(&session).unwrap();
@@ -210,4 +217,117 @@ fn stop_fences_a_live_run_on_sqlite() {
 )]
 fn stop_fences_a_live_run_on_postgres() {
     stop_fences_a_live_run(&pg_place());
+}
+
+/// A store that, just before the `nth` append of the command, lets another writer append
+/// `foreign` at the session's tail: the command's append then meets a concurrent one.
+struct Racing {
+    inner: Arc<dyn JournalStore>,
+    nth: usize,
+    appends: std::sync::atomic::AtomicUsize,
+    foreign: Vec<Event>,
+}
+
+impl JournalStore for Racing {
+    fn max_durability(&self) -> stepjournal_backends::Durability {
+        self.inner.max_durability()
+    }
+    fn append(
+        &self,
+        session: &SessionId,
+        expected: stepjournal_codec::Seq,
+        events: &[stepjournal_codec::Stamped],
+        durability: stepjournal_backends::Durability,
+    ) -> Result<stepjournal_backends::AppendAck, stepjournal_backends::AppendError> {
+        let n = self.appends.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n + 1 == self.nth {
+            let tail = self.inner.tail(session).unwrap();
+            let foreign: Vec<_> = self
+                .foreign
+                .iter()
+                .map(|e| {
+                    stepjournal_codec::Stamped::at(stepjournal_codec::UnixMillis(T0), e.clone())
+                })
+                .collect();
+            self.inner.append(session, tail, &foreign, durability).unwrap();
+        }
+        self.inner.append(session, expected, events, durability)
+    }
+    fn read(
+        &self,
+        session: &SessionId,
+        range: std::ops::Range<stepjournal_codec::Seq>,
+    ) -> Result<Vec<stepjournal_codec::Record>, stepjournal_backends::StoreError> {
+        self.inner.read(session, range)
+    }
+    fn tail(
+        &self,
+        session: &SessionId,
+    ) -> Result<stepjournal_codec::Seq, stepjournal_backends::StoreError> {
+        self.inner.tail(session)
+    }
+    fn sessions(&self) -> Result<Vec<SessionId>, stepjournal_backends::StoreError> {
+        self.inner.sessions()
+    }
+    fn delete(&self, session: &SessionId) -> Result<bool, stepjournal_backends::StoreError> {
+        self.inner.delete(session)
+    }
+}
+
+fn racing(place: &Place, nth: usize, foreign: Vec<Event>) -> Arc<dyn JournalStore> {
+    let inner = place.open();
+    append_session(&*inner, "gated", &gated(), T0);
+    Arc::new(Racing { inner, nth, appends: Default::default(), foreign })
+}
+
+#[test]
+fn an_answer_that_meets_a_concurrent_append_reads_again_or_is_refused_with_what_it_met() {
+    let session = SessionId::new("gated").unwrap();
+    let (c1, c2) = (CallId::from("c1"), CallId::from("c2"));
+    let output = stepjournal_codec::RawJson::parse(r#"{"subject":"hi"}"#).unwrap();
+    for place in [file_place(), sqlite_place()] {
+        // Another writer decides c1 just before the wake's batch lands: the writer reads again,
+        // plans again and writes its run after it; the answer follows.
+        let approval = stepjournal_codec::ApprovalDecided { call: c1.clone(), approved: true };
+        let store = racing(&place, 1, vec![Event::ApprovalDecided(approval)]);
+        let mut out = Vec::new();
+        stepjournal_cli::answer::answer_on(
+            Arc::clone(&store),
+            &place.url,
+            &session,
+            &c2,
+            output.clone(),
+            &mut out,
+        )
+        .unwrap();
+        let said = String::from_utf8(out).unwrap();
+        let log = events(&*store, "gated");
+        assert!(matches!(log[7], Event::ApprovalDecided(_)), "{}: {log:?}", place.name);
+        assert!(matches!(log[8], Event::RunStarted(_)), "{log:?}");
+        assert!(log.iter().any(|e| matches!(e, Event::ClientAnswer(a) if a.call == c2)), "{log:?}");
+        assert!(said.contains("at seq 8:"), "{said}");
+        drop(store);
+    }
+    for place in [file_place(), sqlite_place()] {
+        // A newer run begins elsewhere between the wake's batch and the answer: the run is
+        // fenced, and the answer refused with what it met, nothing of it written.
+        let store = racing(&place, 2, vec![run_started("run-elsewhere", Entry::Wake)]);
+        let err = stepjournal_cli::answer::answer_on(
+            Arc::clone(&store),
+            &place.url,
+            &session,
+            &c2,
+            output.clone(),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        let text = err.full_message();
+        assert!(text.contains("fenced") && text.contains("c2"), "{}: {text}", place.name);
+        let log = events(&*store, "gated");
+        assert!(
+            matches!(&log[8], Event::RunStarted(r) if r.run.as_str() == "run-elsewhere"),
+            "{log:?}"
+        );
+        assert!(!log.iter().any(|e| matches!(e, Event::ClientAnswer(_))), "{log:?}");
+    }
 }

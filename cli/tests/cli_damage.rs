@@ -68,6 +68,11 @@ fn skip_reads_every_intact_session_of_a_damaged_file_journal_and_names_the_damag
         assert!(table.lines().any(|l| l.starts_with(&format!("{s} "))), "{s} missing: {table}");
     }
     assert!(!table.contains("retried"), "{table}");
+    // Read around its damage, the journal's lock is not asked: an open run says why it is
+    // neither running nor crashed.
+    let stuck = table.lines().find(|l| l.starts_with("stuck ")).unwrap();
+    assert!(stuck.contains(" open "), "{table}");
+    assert!(table.contains("open: the journal was read around its damage"), "{table}");
     let err = stderr(&out);
     assert!(err.contains("damaged: session retried: segment "), "{err}");
     assert!(err.contains(" at byte "), "{err}");
