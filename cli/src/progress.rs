@@ -1,7 +1,7 @@
 //! A progress bar on standard error (indicatif): count, rate and time left, drawn only when
 //! standard error is a terminal, so nothing of it reaches a pipe or a file.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// A progress bar over a number of units (bytes, sessions).
 pub(crate) struct Progress {
@@ -18,9 +18,14 @@ impl Progress {
         let template = if bytes {
             "{prefix} [{bar:30}] {percent:>3}% {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
         } else {
-            "{prefix} [{bar:30}] {percent:>3}% {pos}/{len} {per_sec} eta {eta}"
+            "{prefix} [{bar:30}] {percent:>3}% {human_pos}/{human_len} {rate} eta {eta}"
         };
         if let Ok(style) = ProgressStyle::with_template(template) {
+            let style =
+                style.with_key("rate", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    // A whole number per second: the default's four decimals only flicker.
+                    let _ = write!(w, "{:.0}/s", state.per_sec());
+                });
             bar.set_style(style.progress_chars("#>."));
         }
         bar.set_prefix(label);
