@@ -224,7 +224,18 @@ pub fn render_held(
         &state,
         held,
     );
-    header(&summary, &state, style, out)?;
+    let mut head = Vec::new();
+    header(&summary, &state, style, &mut head)?;
+    for line in String::from_utf8_lossy(&head).lines() {
+        match width {
+            Some(w) => {
+                for part in super::wrap::wrap(line, w, 4) {
+                    writeln!(out, "{part}")?;
+                }
+            }
+            None => writeln!(out, "{line}")?,
+        }
+    }
     writeln!(out)?;
     let seq_w = seq_width(records.len());
     let head = format!("{:>seq_w$}  {:<AT_W$}  event", "seq", "time (UTC)");

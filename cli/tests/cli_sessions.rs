@@ -195,3 +195,28 @@ fn a_stored_time_after_the_year_9999_is_shown_as_invalid() {
     assert_eq!(shown.matches("invalid time (18446744073709551615 ms)").count(), 3, "{shown}");
     assert!(!shown.contains("584556019"), "{shown}");
 }
+
+#[test]
+fn show_wraps_long_lines_to_the_terminals_width() {
+    use clap::Parser;
+    use stepjournal_cli::{Cli, Terminal, run_with};
+    let place = file_place();
+    populate(&*place.open());
+    let mut wrapped = Vec::new();
+    let cli = Cli::parse_from(["stepjournal", "show", &place.url, "stuck"]);
+    run_with(
+        cli,
+        &mut wrapped,
+        &mut Vec::new(),
+        Terminal { colour: false, progress: false, width: Some(72) },
+    )
+    .unwrap();
+    let wrapped = String::from_utf8(wrapped).unwrap();
+    let plain = bin_ok(&["show", &place.url, "stuck"], 0);
+    assert!(plain.lines().any(|l| l.chars().count() > 72), "the fixture has long lines");
+    for line in wrapped.lines() {
+        assert!(line.chars().count() <= 72, "{line:?}");
+    }
+    let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(words(&wrapped), words(&plain), "wrapping lost or changed text");
+}
