@@ -7,9 +7,10 @@
 //! one variant of [`Command`].
 //!
 //! Every read command opens its store read-only (a file journal without the writer's lock), so
-//! each is safe on a journal a runtime is writing. Exit status: 0 on success, 1 when `verify`
-//! found a problem, 2 on an error (named on standard error), 74 when the output cannot be
-//! written.
+//! each is safe on a journal a runtime is writing; the write commands (`stop`, `answer`,
+//! `approve`, `deny`, `delete`) go through the session writer. Exit status: 0 on success, 1 when
+//! `verify` found a problem or damaged sessions were skipped, 2 on an error (named on standard
+//! error), 74 when the output cannot be written.
 
 mod act;
 pub mod answer;
@@ -53,10 +54,13 @@ pub use store::{open_read, read_session};
     long_about = None,
     after_help = "STORE is a URL: file:PATH (a journal directory), sqlite:PATH, or postgres://... \
                   (postgresql://...).\n\n\
-Examples:\n  stepjournal sessions file:./stepjournal-demo --state open\n  \
+Examples:\n  stepjournal sessions file:./stepjournal-demo --state crashed\n  \
+stepjournal calls file:./stepjournal-demo SESSION\n  \
 stepjournal show file:./stepjournal-demo SESSION\n  \
 stepjournal plan file:./stepjournal-demo SESSION --entry wake\n  \
-stepjournal verify file:./stepjournal-demo\n  \
+stepjournal view file:./stepjournal-demo SESSION -o session.html\n  \
+stepjournal stop sqlite:journal.db SESSION --dry-run\n  \
+stepjournal salvage file:./damaged --to file:./salvaged\n  \
 stepjournal export file:./stepjournal-demo > journal.jsonl"
 )]
 pub struct Cli {

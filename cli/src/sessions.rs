@@ -167,6 +167,22 @@ impl Holders {
         Ok(Holders { live: reading.live, leases })
     }
 
+    /// What the store says of one session (its head alone is read).
+    pub fn of_one(reading: &Reading, session: &SessionId) -> Result<Self, CliError> {
+        let mut leases = HashMap::new();
+        if let Liveness::Leases { .. } = reading.live {
+            let head = reading.store.head(session).map_err(|source| CliError::Store {
+                url: StoreName::of(reading.url()),
+                doing: format!("reading the head and lease of session {session}"),
+                source,
+            })?;
+            if let Some(lease) = head.and_then(|h| h.lease) {
+                leases.insert(session.clone(), lease);
+            }
+        }
+        Ok(Holders { live: reading.live, leases })
+    }
+
     /// Whether `session`'s open run is held.
     pub fn held(&self, session: &SessionId, state: &SessionState) -> Held {
         match self.live {

@@ -22,8 +22,11 @@ use super::{CliError, Terminal};
 #[command(after_help = "Examples:\n  stepjournal show file:./stepjournal-demo SESSION\n  \
 stepjournal show sqlite:journal.db SESSION --json > session.jsonl\n\n\
 Each line is one event: its seq, its append time (UTC) and what it says, indented under its run \
-and step. Consecutive output chunks of one attempt are folded into one line. Colour is used only \
-when standard output is a terminal (and NO_COLOR is not set).")]
+and step. Consecutive output chunks of one attempt are folded into one line. Colour is used, \
+and long lines are wrapped to the width, only when standard output is a terminal (and NO_COLOR \
+is not set for colour).\n\n\
+--follow reads the session's tail every --interval milliseconds and prints what landed; on a \
+file journal each read opens the journal again (read-only, as a reader beside a runtime does).")]
 pub struct ShowArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...
     #[arg(value_name = "STORE")]
@@ -534,7 +537,7 @@ pub fn run(args: &ShowArgs, out: &mut dyn Write, term: Terminal) -> Result<(), C
         return follow_json(args, &mut reading, &session, records.len() as u64, &mut out);
     }
     let style = if term.colour { Style::COLOUR } else { Style::PLAIN };
-    let holders = Holders::of(&reading)?;
+    let holders = Holders::of_one(&reading, &session)?;
     let state = fold_owned(records.iter().map(|r| r.event.clone()).collect());
     let held = holders.held(&session, &state);
     let lines = render_held(&records, held, style, term.width, &mut out)?;

@@ -162,7 +162,10 @@ fn strip_ansi(s: &str) -> String {
 
 #[test]
 fn every_command_has_help_with_an_example() {
-    for cmd in ["sessions", "show", "plan", "verify", "export", "import", "stats"] {
+    for cmd in [
+        "sessions", "show", "calls", "plan", "view", "verify", "export", "import", "stats",
+        "salvage", "stop", "answer", "approve", "deny", "delete",
+    ] {
         let out = bin_ok(&[cmd, "--help"], 0);
         assert!(out.contains(&format!("stepjournal {cmd} ")), "{cmd} --help: {out}");
     }
