@@ -106,14 +106,13 @@ pub fn salvage(
             Source::File(s) => s.prefix(session),
             Source::Store(s) => s.read_all(session),
         };
-        let records = match records {
-            Ok(r) => r,
-            Err(e @ StoreError::Corrupt { .. }) => {
+        let (records, damaged) = match (records, &source) {
+            (Ok(r), _) => (r, damaged),
+            (Err(e @ StoreError::Corrupt { .. }), Source::Store(store)) => {
                 done.damaged.push(Damaged { session: Some(session.clone()), what: e.to_string() });
-                done.cut.push((session.clone(), 0));
-                continue;
+                (prefix(&**store, src, session)?, true)
             }
-            Err(e) => return Err(store_error(src, &format!("reading session {session}"), e)),
+            (Err(e), _) => return Err(store_error(src, &format!("reading session {session}"), e)),
         };
         copy(&*target, dst, session, &records)?;
         done.events += records.len() as u64;
@@ -125,6 +124,26 @@ pub fn salvage(
     }
     progress(total, total);
     Ok(done)
+}
+
+/// A session's events from seq 0 up to the first one that does not read, read one at a time.
+fn prefix(
+    store: &dyn JournalStore,
+    url: &str,
+    session: &SessionId,
+) -> Result<Vec<Record>, CliError> {
+    let tail = store
+        .tail(session)
+        .map_err(|e| store_error(url, &format!("reading the tail of {session}"), e))?;
+    let mut out = Vec::new();
+    for seq in 0..tail.get() {
+        match store.read(session, Seq(seq)..Seq(seq + 1)) {
+            Ok(mut one) if one.len() == 1 => out.append(&mut one),
+            Ok(_) | Err(StoreError::Corrupt { .. }) => break,
+            Err(e) => return Err(store_error(url, &format!("reading session {session}"), e)),
+        }
+    }
+    Ok(out)
 }
 
 fn same_place(a: &str, b: &str) -> bool {

@@ -133,6 +133,31 @@ fn skip_on_sqlite_leaves_out_a_session_whose_record_does_not_decode() {
         .unwrap()
         .execute("UPDATE events SET record = X'00010203' WHERE session = 'retried' AND seq = 2", [])
         .unwrap();
+    skip_and_salvage_a_damaged_row(&place);
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn skip_on_postgres_leaves_out_a_session_whose_record_does_not_decode() {
+    let place = pg_place();
+    populate(&*place.open());
+    let schema = place.url.rsplit_once("schema=").unwrap().1.to_owned();
+    let base = std::env::var("STEPJOURNAL_PG_URL").unwrap();
+    let mut client = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!(
+            "UPDATE \"{schema}\".events SET record = '\\x00010203' \
+             WHERE session = 'retried' AND seq = 2"
+        ))
+        .unwrap();
+    skip_and_salvage_a_damaged_row(&place);
+}
+
+/// `retried`'s row at seq 2 does not decode: skip leaves it out, salvage cuts it there.
+fn skip_and_salvage_a_damaged_row(place: &Place) {
     let out = bin(&["sessions", &place.url]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let out = bin(&["sessions", &place.url, "--on-corruption", "skip", "--json"]);
@@ -143,5 +168,9 @@ fn skip_on_sqlite_leaves_out_a_session_whose_record_does_not_decode() {
     let target = file_place();
     let out = bin(&["salvage", &place.url, "--to", &target.url]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_eq!(bin_ok(&["sessions", &target.url, "--json"], 0).lines().count(), 5);
+    let said = String::from_utf8(out.stdout.clone()).unwrap();
+    // The damaged session is cut at its first damaged row: seq 0 and 1 are kept.
+    assert!(said.contains("cut: session retried kept its first 2 events"), "{said}");
+    assert_eq!(bin_ok(&["sessions", &target.url, "--json"], 0).lines().count(), 6);
+    assert!(bin_ok(&["verify", &target.url], 0).ends_with("clean: no problems found\n"));
 }
