@@ -143,7 +143,7 @@ fn the_demos_timeline_renders_in_headless_chromium_with_every_lane_attempt_and_p
             "--disable-gpu".into(),
             "--hide-scrollbars".into(),
             format!("--user-data-dir={}", profile.display()),
-            "--window-size=1400,620".into(),
+            "--window-size=1400,760".into(),
             extra.to_owned(),
             format!("file://{}", page.display()),
         ]
@@ -151,8 +151,28 @@ fn the_demos_timeline_renders_in_headless_chromium_with_every_lane_attempt_and_p
     let dom = chromium(&common("--dump-dom"));
     assert!(dom.contains("<html"), "{dom}");
     check(&dom, &events, "the browser's DOM");
+    // The details panel, filled by the page's script: `#seq=N` shows the event at seq N, as a
+    // click on its mark does. Here the email's pairing: its JSON, with the rule.
+    let at = events
+        .iter()
+        .position(|e| matches!(e, Event::Paired(p) if p.call.as_str() == "c3"))
+        .unwrap();
+    let link = |extra: &str| {
+        let mut args = common(extra);
+        let url = args.pop().unwrap();
+        args.push(format!("{url}#seq={at}"));
+        args
+    };
+    let dom = chromium(&link("--dump-dom"));
+    let panel = dom.split("id=\"details\">").nth(1).unwrap().split("</pre>").next().unwrap();
+    assert!(panel.contains("paired outcome_unknown by rule recovery.outcome_unknown"), "{panel}");
+    assert!(
+        panel.contains("&quot;type&quot;: &quot;paired&quot;")
+            || panel.contains("\"type\": \"paired\""),
+        "{panel}"
+    );
     let shot = dir.path().join("view.png");
-    chromium(&common(&format!("--screenshot={}", shot.display())));
+    chromium(&link(&format!("--screenshot={}", shot.display())));
     let png = std::fs::read(&shot).unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{}", png.len());
     if let Some(keep) = std::env::var_os("STEPJOURNAL_VIEW_PNG") {
