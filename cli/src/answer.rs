@@ -19,6 +19,7 @@ use super::CliError;
 use super::act::{
     block_on, journal, open_to_write, read_state, refuse_if_running, write_events, written_since,
 };
+use super::error::ActionError;
 use super::plan::{StorePlan, dry_plan, explain};
 use super::shown::{Shown, StoreName, json_for_terminal};
 
@@ -219,14 +220,14 @@ fn not_waiting(url: &str, session: &SessionId, call: &CallId, answer: &Answer) -
         url: StoreName::of(url),
         session: session.clone(),
         what: answer.command(),
-        source: Box::new(AnswerError::NotWaiting {
+        source: Box::new(ActionError::Answer(AnswerError::NotWaiting {
             session: session.clone(),
             call: call.clone(),
             what: match answer {
                 Answer::Client(_) => "a client answer",
                 Answer::Approval(_) => "an approval decision",
             },
-        }),
+        })),
     }
 }
 
@@ -250,7 +251,7 @@ fn write(
         url: StoreName::of(url),
         session: session.clone(),
         what: answer.command(),
-        source: Box::new(source),
+        source: Box::new(source.into()),
     };
     let run = match &answer {
         Answer::Client(output) => block_on(journal.answer_client(&session, &call, output.clone())),

@@ -203,7 +203,7 @@ pub enum CliError {
         what: &'static str,
         /// The writer's error.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: Box<ActionError>,
     },
     /// `verify` found problems (they are printed on standard output).
     #[error("verify found {count} problem{s} in {url}", s = if *.count == 1 { "" } else { "s" })]
@@ -221,6 +221,18 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),
         _ => format!("cannot open {url}: {source}"),
     }
+}
+
+/// What the session writer answered a write command with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActionError {
+    /// The run the command begins (a `stop`) was refused or could not be written.
+    #[error(transparent)]
+    Begin(#[from] stepjournal::writer::BeginError),
+    /// The answer or decision was refused or could not be written.
+    #[error(transparent)]
+    Answer(#[from] stepjournal::AnswerError),
 }
 
 /// Why an import stopped partway through a session.

@@ -19,6 +19,7 @@ pub mod delete;
 pub mod demo;
 mod error;
 pub mod export;
+mod follow;
 pub mod import;
 pub mod partial;
 pub mod plan;
@@ -41,7 +42,7 @@ use std::io::{IsTerminal, Write};
 
 use clap::{Parser, Subcommand};
 
-pub use error::{CliError, StopCause};
+pub use error::{ActionError, CliError, StopCause};
 pub use shown::{Shown, StoreName, escape, is_escaped};
 pub use store::{open_read, read_session};
 

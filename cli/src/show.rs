@@ -202,9 +202,18 @@ pub fn render(records: &[Record], style: Style, out: &mut dyn Write) -> std::io:
 }
 
 /// The width of the seq column for a session of `len` events (at least 3).
-fn seq_width(len: usize) -> usize {
+pub(crate) fn seq_width(len: usize) -> usize {
     len.saturating_sub(1).to_string().len().max(3)
 }
+/// How the timeline's lines are drawn: their colours, the width they wrap to, the seq column's
+/// width.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Screen {
+    pub style: Style,
+    pub width: Option<usize>,
+    pub seq_w: usize,
+}
+
 /// The width of the time column.
 const AT_W: usize = 24;
 
@@ -251,7 +260,7 @@ pub fn render_held(
 }
 
 /// The timeline's lines, each event's with the lines under it.
-fn timeline_lines(records: &[Record], style: Style, seq_w: usize) -> Vec<String> {
+pub(crate) fn timeline_lines(records: &[Record], style: Style, seq_w: usize) -> Vec<String> {
     let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
     let state = fold(&events);
     let voided = voided_map(&state);
@@ -270,7 +279,7 @@ fn timeline_lines(records: &[Record], style: Style, seq_w: usize) -> Vec<String>
 
 /// Writes a timeline line, each of its lines longer than `width` continued on the next lines
 /// under the event column.
-fn write_wrapped(
+pub(crate) fn write_wrapped(
     text: &str,
     width: Option<usize>,
     seq_w: usize,
@@ -534,7 +543,13 @@ pub fn run(args: &ShowArgs, out: &mut dyn Write, term: Terminal) -> Result<(), C
             writeln!(out, "{}", record_to_export_line(r))?;
         }
         out.flush()?;
-        return follow_json(args, &mut reading, &session, records.len() as u64, &mut out);
+        return super::follow::follow_json(
+            args,
+            &mut reading,
+            &session,
+            records.len() as u64,
+            &mut out,
+        );
     }
     let style = if term.colour { Style::COLOUR } else { Style::PLAIN };
     let holders = Holders::of_one(&reading, &session)?;
@@ -543,80 +558,8 @@ pub fn run(args: &ShowArgs, out: &mut dyn Write, term: Terminal) -> Result<(), C
     let lines = render_held(&records, held, style, term.width, &mut out)?;
     out.flush()?;
     if args.follow {
-        follow(args, &mut reading, &session, records, lines, style, term.width, &mut out)?;
-    }
-    Ok(())
-}
-
-/// Whether the session's last run has ended.
-fn ended(records: &[Record]) -> bool {
-    let mut last = None;
-    for r in records {
-        match &r.event {
-            Event::RunStarted(_) => last = Some(false),
-            Event::RunEnded(_) => last = Some(true),
-            _ => {}
-        }
-    }
-    last == Some(true)
-}
-
-/// Reads the session again every interval and prints the timeline's lines that changed or are
-/// new (a line changes when a later event folds into it: an output chunk, a `rewound`).
-#[allow(clippy::too_many_arguments)]
-fn follow(
-    args: &ShowArgs,
-    reading: &mut Reading,
-    session: &SessionId,
-    mut records: Vec<Record>,
-    mut lines: Vec<String>,
-    style: Style,
-    width: Option<usize>,
-    out: &mut dyn Write,
-) -> Result<(), CliError> {
-    // The columns stay as the first screen set them.
-    let seq_w = seq_width(records.len());
-    while !(args.until_ended && ended(&records)) {
-        std::thread::sleep(std::time::Duration::from_millis(args.interval));
-        reading.refresh()?;
-        let Some(now) = reading.read(session)? else { continue };
-        if now.len() <= records.len() {
-            continue;
-        }
-        records = now;
-        let fresh = timeline_lines(&records, style, seq_w);
-        let same = lines.iter().zip(&fresh).take_while(|(a, b)| a == b).count();
-        for l in fresh.iter().skip(same) {
-            write_wrapped(l, width, seq_w, out)?;
-        }
-        out.flush()?;
-        lines = fresh;
-    }
-    Ok(())
-}
-
-/// `--follow --json`: each new event's export line as it lands.
-fn follow_json(
-    args: &ShowArgs,
-    reading: &mut Reading,
-    session: &SessionId,
-    mut seen: u64,
-    out: &mut dyn Write,
-) -> Result<(), CliError> {
-    if !args.follow {
-        return Ok(());
-    }
-    let mut records = reading.read_one(session)?;
-    while !(args.until_ended && ended(&records)) {
-        std::thread::sleep(std::time::Duration::from_millis(args.interval));
-        reading.refresh()?;
-        let Some(now) = reading.read(session)? else { continue };
-        for r in now.iter().skip(seen as usize) {
-            writeln!(out, "{}", record_to_export_line(r))?;
-        }
-        out.flush()?;
-        seen = seen.max(now.len() as u64);
-        records = now;
+        let screen = Screen { style, width: term.width, seq_w: seq_width(records.len()) };
+        super::follow::follow(args, &mut reading, &session, records, lines, screen, &mut out)?;
     }
     Ok(())
 }

@@ -59,7 +59,7 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
         url: StoreName::of(&args.store),
         session: session.clone(),
         what: "stop",
-        source: Box::new(source),
+        source: Box::new(source.into()),
     })?;
     let at = run.begun_at().get();
     drop(run);
