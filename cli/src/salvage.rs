@@ -179,7 +179,12 @@ fn copy(
             .iter()
             .map(|r| Stamped { at: r.at, event: r.event.clone() })
             .collect();
-        target.append(session, Seq(at as u64), &batch, Durability::Synced).map_err(|e| {
+        // The session's last batch is appended synced, which makes the batches before it
+        // durable with it (the same log: a segment file, SQLite's WAL, PostgreSQL's WAL): one
+        // sync per session rather than one per batch.
+        let durability =
+            if at + len == records.len() { Durability::Synced } else { Durability::Buffered };
+        target.append(session, Seq(at as u64), &batch, durability).map_err(|e| {
             CliError::Store {
                 url: StoreName::of(url),
                 doing: format!("appending session {session} from seq {at}"),
