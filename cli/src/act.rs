@@ -13,7 +13,7 @@ use stepjournal::writer::{Clock, JournalOptions, SystemClock};
 use stepjournal_backends::file::{FileOptions, FileStore, LOCK_FILE};
 use stepjournal_backends::{JournalStore, OpenError, OpenOptions, OwnerId, StoreUrl, open_url};
 use stepjournal_codec::json::event_to_json;
-use stepjournal_codec::{Event, Record, SessionId};
+use stepjournal_codec::{Event, Record, RunId, SessionId};
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
@@ -63,11 +63,33 @@ pub(crate) fn read_state(
 }
 
 /// A session writer over `store` that decides recovery with each tool's saved policy (the
-/// command runs no tool body: a call that must run is left to the runtime).
-pub(crate) fn journal(store: Arc<dyn JournalStore>, state: &SessionState) -> Journal {
+/// command runs no tool body: a call that must run is left to the runtime), and the owner its
+/// runs' leases are taken for.
+pub(crate) fn journal(store: Arc<dyn JournalStore>, state: &SessionState) -> (Journal, OwnerId) {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
     let owner = OwnerId::new(format!("stepjournal-cli:{host}:{}", std::process::id()));
-    Journal::new(store, Arc::new(SavedPolicies::of(state)), JournalOptions::new().owner(owner))
+    let options = JournalOptions::new().owner(owner.clone());
+    (Journal::new(store, Arc::new(SavedPolicies::of(state)), options), owner)
+}
+
+/// Lets go of the command's run, writing nothing more: the journal shuts down and the run's
+/// lease, where the store keeps one, is released before the command exits (the journal's keeper
+/// releases it too, but on its own thread, which the exit may overtake), so that the runtime's
+/// next start finds the session at once rather than once the lease lapses.
+pub(crate) fn let_go(
+    journal: &Journal,
+    store: &dyn JournalStore,
+    url: &str,
+    session: &SessionId,
+    owner: &OwnerId,
+    run: &RunId,
+) -> Result<(), CliError> {
+    block_on(journal.shutdown(std::time::Duration::ZERO));
+    store.release_lease(session, owner, run).map_err(|source| CliError::Store {
+        url: StoreName::of(url),
+        doing: format!("releasing the lease of session {session}"),
+        source,
+    })
 }
 
 /// Refuses to act on a session whose open run holds a live lease (a runtime is running it):

@@ -17,7 +17,8 @@ use stepjournal_recovery::{Action, ApprovalState, Config, SessionState};
 
 use super::CliError;
 use super::act::{
-    block_on, journal, open_to_write, read_state, refuse_if_running, write_events, written_since,
+    block_on, journal, let_go, open_to_write, read_state, refuse_if_running, write_events,
+    written_since,
 };
 use super::error::ActionError;
 use super::plan::{StorePlan, dry_plan, explain};
@@ -246,7 +247,7 @@ fn write(
         return Err(not_waiting(url, &session, &call, answer));
     }
     refuse_if_running(&*store, url, &session, &state, answer.command())?;
-    let journal = journal(Arc::clone(&store), &state);
+    let (journal, owner) = journal(Arc::clone(&store), &state);
     let action_error = |source: AnswerError| CliError::Action {
         url: StoreName::of(url),
         session: session.clone(),
@@ -270,10 +271,9 @@ fn write(
         }
     }
     let at = run.begun_at().get();
+    let run_id = run.id().clone();
     drop(run);
-    // A run left open is released, writing nothing, so the runtime's next start recovers it
-    // at once rather than once its lease lapses.
-    block_on(journal.shutdown(std::time::Duration::ZERO));
+    let_go(&journal, &*store, url, &session, &owner, &run_id)?;
     let written = written_since(&*store, url, &session, at)?;
     writeln!(
         out,

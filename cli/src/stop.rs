@@ -5,8 +5,8 @@
 use std::io::Write;
 
 use clap::Args;
-use stepjournal_codec::{Entry, SessionId};
-use stepjournal_recovery::Config;
+use stepjournal_codec::{Entry, RunOutcome, SessionId};
+use stepjournal_recovery::{Config, SessionState};
 
 use super::CliError;
 use super::act::{journal, open_to_write, read_state, write_events, written_since};
@@ -22,7 +22,8 @@ unresolved calls are paired `run_stopped` (rule stop.run_stopped), the step is c
 `run_ended stopped` names the running run. On SQLite and PostgreSQL this works beside a live \
 runtime: its run is fenced (its next append is refused). A file journal has one writer: while \
 a runtime holds its lock, stop through the runtime. --dry-run prints the plan and the events \
-it would write, and writes nothing.")]
+it would write, and writes nothing. A session whose last run completed, failed or was stopped \
+has nothing to stop: the command says so and writes nothing (exit 0).")]
 pub struct StopArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...
     #[arg(value_name = "STORE")]
@@ -35,12 +36,37 @@ pub struct StopArgs {
     pub dry_run: bool,
 }
 
+/// How the session's last run ended, when nothing is left to stop: it completed, failed or was
+/// stopped (a suspended session is stopped: its waiting calls are paired `run_stopped`).
+fn nothing_to_stop(state: &SessionState) -> Option<RunOutcome> {
+    state.last_run_outcome().filter(|o| *o != RunOutcome::Suspended)
+}
+
+fn said_nothing_to_stop(
+    out: &mut dyn Write,
+    url: &str,
+    session: &SessionId,
+    outcome: RunOutcome,
+) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "session {} of {}: its last run ended {}: nothing to stop; nothing was written",
+        Shown(session),
+        StoreName::of(url),
+        outcome.as_str()
+    )?;
+    Ok(())
+}
+
 /// Runs `stepjournal stop`.
 pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let session = SessionId::from_stored(args.session.as_str());
     if args.dry_run {
         let reading = super::store::open_read(&args.store)?;
         let (records, state) = read_state(&*reading, &args.store, &session)?;
+        if let Some(outcome) = nothing_to_stop(&state) {
+            return said_nothing_to_stop(out, &args.store, &session, outcome);
+        }
         let plan = dry_plan(&state, records.len() as u64, Entry::Stop, &Config::default());
         let request = StorePlan {
             url: &args.store,
@@ -54,7 +80,10 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
     }
     let store = open_to_write(&args.store, "stop")?;
     let (_, state) = read_state(&*store, &args.store, &session)?;
-    let journal = journal(std::sync::Arc::clone(&store), &state);
+    if let Some(outcome) = nothing_to_stop(&state) {
+        return said_nothing_to_stop(out, &args.store, &session, outcome);
+    }
+    let (journal, owner) = journal(std::sync::Arc::clone(&store), &state);
     let run = journal.begin_run(&session, Entry::Stop).map_err(|source| CliError::Action {
         url: StoreName::of(&args.store),
         session: session.clone(),
@@ -62,8 +91,9 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
         source: Box::new(source.into()),
     })?;
     let at = run.begun_at().get();
+    let run_id = run.id().clone();
     drop(run);
-    super::act::block_on(journal.shutdown(std::time::Duration::ZERO));
+    super::act::let_go(&journal, &*store, &args.store, &session, &owner, &run_id)?;
     let written = written_since(&*store, &args.store, &session, at)?;
     writeln!(
         out,

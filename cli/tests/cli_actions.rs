@@ -103,6 +103,11 @@ fn every_action_works_on_every_backend_and_a_dry_run_writes_nothing() {
             "{said}"
         );
         assert_eq!(state_of(url, "stuck"), "stopped");
+        // Again: nothing is left to stop, and nothing is written.
+        let tail = events(&*place.open(), "stuck").len();
+        let said = bin_ok(&["stop", url, "stuck"], 0);
+        assert!(said.contains("nothing to stop; nothing was written"), "{said}");
+        assert_eq!(events(&*place.open(), "stuck").len(), tail);
 
         // approve c1: written in a wake run, which suspends on c2, still waiting.
         let said = bin_ok(&["approve", url, "gated", "c1"], 0);
