@@ -25,6 +25,7 @@ use stepjournal_codec::{
 use stepjournal_recovery::{Action, CallPlan, SessionState};
 
 use super::CliError;
+use super::shown::Shown;
 use stepjournal::registry::{RegistryError, SchemaRegistry};
 use stepjournal::writer::{BeginError, SequentialIds, WriteError};
 use stepjournal::{Journal, JournalOptions, Reply, Step};
@@ -343,10 +344,11 @@ fn demo(dir: &Path, program: &Path, recover: bool, out: &mut dyn Write) -> Resul
     writeln!(out, "   With c2 and c3 both running, the child (pid {pid}) is killed with SIGKILL:")?;
     writeln!(out, "   {}. Nothing was finished, committed or closed.\n", died(status))?;
     if !recover {
+        let bin = shown_program(program);
         writeln!(out, "The session is left as the crash left it (--no-recover). Inspect it:")?;
-        writeln!(out, "  stepjournal sessions {url} --state open")?;
-        writeln!(out, "  stepjournal show {url} {session}")?;
-        writeln!(out, "  stepjournal plan {url} {session} --entry wake")?;
+        writeln!(out, "  {bin} sessions {url} --state crashed")?;
+        writeln!(out, "  {bin} calls {url} {session}")?;
+        writeln!(out, "  {bin} plan {url} {session} --entry wake")?;
         return Ok(());
     }
 
@@ -391,10 +393,23 @@ fn demo(dir: &Path, program: &Path, recover: bool, out: &mut dyn Write) -> Resul
         let partial = state.call(&decision.call).map(|c| c.partial()).unwrap_or_default();
         writeln!(out, "  - {}", plain(decision, &tool, &partial))?;
     }
-    writeln!(out, "\nInspect the journal:")?;
-    writeln!(out, "  stepjournal sessions {url}")?;
-    writeln!(out, "  stepjournal show {url} {session}")?;
+    // The hint names the very binary that ran the demo (`target/release/stepjournal` after
+    // `cargo run --release`), so that it runs as printed, on PATH or not.
+    let bin = shown_program(program);
+    writeln!(out, "\nInspect the journal (with the binary that ran this demo):")?;
+    writeln!(out, "  {bin} sessions {url}")?;
+    writeln!(out, "  {bin} show {url} {session}")?;
+    writeln!(out, "  {bin} calls {url} {session}")?;
+    writeln!(out, "  {bin} view {url} {session} -o session.html")?;
     Ok(())
+}
+
+/// The program as the hint prints it: relative to the working directory when it is under it.
+fn shown_program(program: &Path) -> String {
+    let relative = std::env::current_dir().ok().and_then(|cwd| {
+        program.strip_prefix(&cwd).ok().map(|p| Path::new(".").join(p).display().to_string())
+    });
+    Shown(relative.unwrap_or_else(|| program.display().to_string())).to_string()
 }
 
 /// Starts the child, waits for its bodies to run, kills it. Returns its pid and exit status.

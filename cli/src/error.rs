@@ -8,6 +8,7 @@ use stepjournal_codec::SessionId;
 use stepjournal::registry::RegistryError;
 
 use super::partial::Fate;
+use super::salvaged::Damaged;
 use super::shown::{Shown, StoreName};
 
 /// A subcommand that failed: the message is printed on standard error.
@@ -51,6 +52,15 @@ pub enum CliError {
     Write {
         /// Why.
         #[from]
+        source: std::io::Error,
+    },
+    /// A file named on the command line could not be written.
+    #[error("cannot write {path}: {source}", path = .path.display())]
+    WriteFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
         source: std::io::Error,
     },
     /// The store could not be opened.
@@ -142,6 +152,59 @@ pub enum CliError {
     /// `stepjournal demo` could not run.
     #[error("demo: {0}")]
     Demo(#[source] Box<super::demo::DemoError>),
+    /// `--on-corruption skip` left damaged sessions out (every other session was read).
+    #[error(
+        "{url}: {} damaged part{} of the journal skipped; every other session was read",
+        .damaged.len(),
+        if .damaged.len() == 1 { "" } else { "s" }
+    )]
+    Damaged {
+        /// The store's URL, its password hidden.
+        url: StoreName,
+        /// Each damaged session (or part no intact byte ties to a session), and where.
+        damaged: Vec<Damaged>,
+    },
+    /// A write command met a file journal whose directory lock a runtime holds.
+    #[error(
+        "{url}: a runtime holds the journal's lock ({lock}); a file journal has one writer, so          `{action}` cannot write while it runs",
+        lock = .lock.display()
+    )]
+    Held {
+        /// The store's URL.
+        url: StoreName,
+        /// The lock file.
+        lock: PathBuf,
+        /// The command refused.
+        action: &'static str,
+    },
+    /// A session a runtime is running (its run holds a live lease) was not acted on.
+    #[error(
+        "{url}: session `{session}` is running (owner {owner} holds its live lease): `{what}` \
+         would fence that run; nothing was written"
+    )]
+    Running {
+        /// The store's URL.
+        url: StoreName,
+        /// The session.
+        session: SessionId,
+        /// The lease's holder.
+        owner: String,
+        /// The command refused.
+        what: &'static str,
+    },
+    /// The session writer refused an action or could not write it.
+    #[error("{url}: {what} of session `{session}`: {source}")]
+    Action {
+        /// The store's URL.
+        url: StoreName,
+        /// The session.
+        session: SessionId,
+        /// The command.
+        what: &'static str,
+        /// The writer's error.
+        #[source]
+        source: Box<ActionError>,
+    },
     /// `verify` found problems (they are printed on standard output).
     #[error("verify found {count} problem{s} in {url}", s = if *.count == 1 { "" } else { "s" })]
     Findings {
@@ -158,6 +221,18 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
         OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => source.to_string(),
         _ => format!("cannot open {url}: {source}"),
     }
+}
+
+/// What the session writer answered a write command with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActionError {
+    /// The run the command begins (a `stop`) was refused or could not be written.
+    #[error(transparent)]
+    Begin(#[from] stepjournal::writer::BeginError),
+    /// The answer or decision was refused or could not be written.
+    #[error(transparent)]
+    Answer(#[from] stepjournal::AnswerError),
 }
 
 /// Why an import stopped partway through a session.
@@ -210,8 +285,23 @@ impl CliError {
     pub fn hint(&self) -> Option<String> {
         match self {
             CliError::Open { url, source: OpenError::Store(StoreError::Corrupt { .. }) } => {
-                Some(format!("(`stepjournal verify {url}` lists every problem it has)"))
+                Some(format!(
+                    "(`stepjournal verify {url}` lists every problem it has; \
+                     `--on-corruption skip` reads every intact session; \
+                     `stepjournal salvage {url} --to DST` copies them to a new store)"
+                ))
             }
+            CliError::Running { .. } => Some(
+                "act through the runtime (Journal::answer_client, Journal::decide_approval), or \
+                 `stepjournal stop` it first"
+                    .to_owned(),
+            ),
+            CliError::Held { .. } => Some(
+                "stop the runtime first, or act through it: the runtime API's Journal::stop, \
+                 Journal::answer_client and Journal::decide_approval do the same, and a runtime \
+                 can offer them on its own admin surface"
+                    .to_owned(),
+            ),
             _ => None,
         }
     }
@@ -230,7 +320,11 @@ impl CliError {
             }
             source = cause.source();
         }
-        text
+        // The backend names its Rust option; the command's is `--on-corruption skip`.
+        text.replace(
+            "OnCorruption::TruncateAtCorruption keeps what precedes it",
+            "`--on-corruption skip` reads every intact session",
+        )
     }
 
     /// Writes the error as `main` prints it on standard error: `stepjournal: ` and the
@@ -239,17 +333,26 @@ impl CliError {
     /// forge a line or move the cursor).
     pub fn write_report(&self, err: &mut dyn std::io::Write) -> std::io::Result<()> {
         writeln!(err, "stepjournal: {}", Shown(self.full_message()))?;
+        if let CliError::Damaged { damaged, .. } = self {
+            for d in damaged {
+                let who = d.session.as_ref().map_or_else(
+                    || "a part no intact byte ties to a session".to_owned(),
+                    |s| format!("session {s}"),
+                );
+                writeln!(err, "  damaged: {}: {}", Shown(who), Shown(&d.what))?;
+            }
+        }
         if let Some(hint) = self.hint() {
             writeln!(err, "{}", Shown(hint))?;
         }
         Ok(())
     }
 
-    /// The process exit status for this error: 1 when `verify` found problems, 74 when the
+    /// The process exit status for this error: 1 when `verify` found problems or `--on-corruption skip` left damaged sessions out, 74 when the
     /// output cannot be written, 2 for every other error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Findings { .. } => 1,
+            CliError::Findings { .. } | CliError::Damaged { .. } => 1,
             CliError::Write { .. } => 74,
             _ => 2,
         }

@@ -4,13 +4,13 @@
 use std::io::Write;
 
 use clap::Args;
-use stepjournal_backends::JournalStore;
 use stepjournal_codec::SessionId;
 use stepjournal_codec::json::record_to_export_line;
 
 use super::CliError;
+use super::progress::Progress;
+use super::reading::{OnCorruption, Reading};
 use super::shown::StoreName;
-use super::store::{list_sessions, open_read};
 
 /// The first line of every export.
 pub const HEADER: &str = r#"{"format":"stepjournal-export","version":1}"#;
@@ -32,6 +32,10 @@ pub struct ExportArgs {
     /// Only these sessions (default: every session).
     #[arg(value_name = "SESSION")]
     pub sessions: Vec<String>,
+    /// On damage: stop (`fail`), or export every intact session and list the damaged ones
+    /// on standard error, exiting 1 (`skip`).
+    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
+    pub on_corruption: OnCorruption,
 }
 
 /// What an export wrote.
@@ -46,13 +50,16 @@ pub struct Exported {
 /// Writes the export of `sessions` (every session when empty) of `store` to `out`. A named
 /// session that is not in the store is an error before anything is written.
 pub fn export(
-    store: &dyn JournalStore,
-    url: &str,
+    reading: &mut Reading,
     sessions: &[SessionId],
     out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Exported, CliError> {
+    let url = reading.url().to_owned();
+    let url = url.as_str();
+    let store = std::sync::Arc::clone(&reading.store);
     let mut sessions = if sessions.is_empty() {
-        list_sessions(store, url)?
+        reading.sessions()?
     } else {
         let mut named = sessions.to_vec();
         named.sort();
@@ -73,12 +80,10 @@ pub fn export(
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     writeln!(out, "{HEADER}")?;
     let mut done = Exported::default();
-    for s in &sessions {
-        let records = store.read_all(s).map_err(|source| CliError::Store {
-            url: StoreName::of(url),
-            doing: format!("reading session {s}"),
-            source,
-        })?;
+    let total = sessions.len() as u64;
+    for (i, s) in sessions.iter().enumerate() {
+        progress(i as u64, total);
+        let Some(records) = reading.read(s)? else { continue };
         for r in &records {
             out.write_all(record_to_export_line(r).as_bytes())?;
             out.write_all(b"\n")?;
@@ -91,10 +96,13 @@ pub fn export(
 }
 
 /// Runs `stepjournal export`.
-pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let store = open_read(&args.store)?;
+pub fn run(args: &ExportArgs, out: &mut dyn Write, progress: bool) -> Result<(), CliError> {
+    let mut reading = Reading::open(&args.store, args.on_corruption)?;
     let sessions: Vec<SessionId> =
         args.sessions.iter().map(|s| SessionId::from_stored(s.as_str())).collect();
-    export(&*store, &args.store, &sessions, out)?;
-    Ok(())
+    let mut bar = Progress::new(progress, "export (sessions)", false);
+    let done = export(&mut reading, &sessions, out, &mut |d, t| bar.update(d, t));
+    bar.finish();
+    done?;
+    reading.finish()
 }

@@ -23,6 +23,7 @@ use super::CliError;
 use super::error::StopCause;
 use super::export::HEADER;
 use super::partial::{Reopen, Unfinished, settle};
+use super::progress::Progress;
 use super::shown::StoreName;
 use super::store::open_to_delete;
 use super::time;
@@ -192,7 +193,7 @@ fn check(path: &Path) -> Result<Vec<(SessionId, u64)>, CliError> {
 pub fn import(path: &Path, url: &str, open: Reopen<'_>) -> Result<Imported, CliError> {
     let sessions = check(path)?;
     let store = open().map_err(|source| CliError::Open { url: StoreName::of(url), source })?;
-    append_all(path, &sessions, store, url, open)
+    append_all(path, &sessions, store, url, open, &mut |_, _| {})
 }
 
 /// Refuses the import when any of its sessions exists in the target.
@@ -232,8 +233,10 @@ fn append_all(
     store: Arc<dyn JournalStore>,
     url: &str,
     reopen: Reopen<'_>,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Imported, CliError> {
     refuse_existing(&*store, sessions, url)?;
+    let total: u64 = sessions.iter().map(|(_, n)| n).sum();
     let mut lines = Lines::open(path)?;
     let mut done = Imported::default();
     let mut whole = Vec::with_capacity(sessions.len());
@@ -265,6 +268,7 @@ fn append_all(
         done.sessions += 1;
         done.events += events;
         whole.push(session.clone());
+        progress(done.events, total);
     }
     Ok(done)
 }
@@ -325,14 +329,18 @@ fn flush(
 }
 
 /// Runs `stepjournal import`.
-pub fn run(args: &ImportArgs, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn run(args: &ImportArgs, out: &mut dyn Write, progress: bool) -> Result<(), CliError> {
     // The file is checked before the target is created.
     let sessions = check(&args.file)?;
     let store = open_url(&args.to, OpenOptions::create())
         .map_err(|source| CliError::Open { url: StoreName::of(&args.to), source })?;
     // Opened again only to learn what landed and delete it: writing as little as it can.
     let reopen = || open_to_delete(&args.to);
-    let done = append_all(&args.file, &sessions, store, &args.to, &reopen)?;
+    let mut bar = Progress::new(progress, "import (events)", false);
+    let done =
+        append_all(&args.file, &sessions, store, &args.to, &reopen, &mut |d, t| bar.update(d, t));
+    bar.finish();
+    let done = done?;
     writeln!(
         out,
         "imported {} session{}, {} events into {}",

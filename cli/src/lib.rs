@@ -7,31 +7,42 @@
 //! one variant of [`Command`].
 //!
 //! Every read command opens its store read-only (a file journal without the writer's lock), so
-//! each is safe on a journal a runtime is writing. Exit status: 0 on success, 1 when `verify`
-//! found a problem, 2 on an error (named on standard error), 74 when the output cannot be
-//! written.
+//! each is safe on a journal a runtime is writing; the write commands (`stop`, `answer`,
+//! `approve`, `deny`, `delete`) go through the session writer. Exit status: 0 on success, 1 when
+//! `verify` found a problem or damaged sessions were skipped, 2 on an error (named on standard
+//! error), 74 when the output cannot be written.
 
+mod act;
+pub mod answer;
+pub mod calls;
 pub mod delete;
 pub mod demo;
 mod error;
 pub mod export;
+mod follow;
 pub mod import;
 pub mod partial;
 pub mod plan;
 mod progress;
+pub mod reading;
+pub mod salvage;
+pub mod salvaged;
 pub mod sessions;
 pub mod show;
 mod shown;
 pub mod stats;
+pub mod stop;
 mod store;
 pub mod time;
 pub mod verify;
+pub mod view;
+mod wrap;
 
 use std::io::{IsTerminal, Write};
 
 use clap::{Parser, Subcommand};
 
-pub use error::{CliError, StopCause};
+pub use error::{ActionError, CliError, StopCause};
 pub use shown::{Shown, StoreName, escape, is_escaped};
 pub use store::{open_read, read_session};
 
@@ -44,10 +55,13 @@ pub use store::{open_read, read_session};
     long_about = None,
     after_help = "STORE is a URL: file:PATH (a journal directory), sqlite:PATH, or postgres://... \
                   (postgresql://...).\n\n\
-Examples:\n  stepjournal sessions file:./stepjournal-demo --state open\n  \
+Examples:\n  stepjournal sessions file:./stepjournal-demo --state crashed\n  \
+stepjournal calls file:./stepjournal-demo SESSION\n  \
 stepjournal show file:./stepjournal-demo SESSION\n  \
 stepjournal plan file:./stepjournal-demo SESSION --entry wake\n  \
-stepjournal verify file:./stepjournal-demo\n  \
+stepjournal view file:./stepjournal-demo SESSION -o session.html\n  \
+stepjournal stop sqlite:journal.db SESSION --dry-run\n  \
+stepjournal salvage file:./damaged --to file:./salvaged\n  \
 stepjournal export file:./stepjournal-demo > journal.jsonl"
 )]
 pub struct Cli {
@@ -63,6 +77,8 @@ pub enum Command {
     Sessions(sessions::SessionsArgs),
     /// Show one session's timeline: runs, steps, calls and what became of them.
     Show(show::ShowArgs),
+    /// One row per call of a session: tool, kind, policy, attempts, dispatch, status, rule, age.
+    Calls(calls::CallsArgs),
     /// Print what recovery would do for an entry (a dry run: nothing is written).
     Plan(plan::PlanArgs),
     /// Check records, checksums, sequence continuity and the protocol.
@@ -71,10 +87,22 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Append the sessions of an export to a store.
     Import(import::ImportArgs),
+    /// Copy every intact batch of a damaged store to a new store (the source is never written).
+    Salvage(salvage::SalvageArgs),
+    /// Stop a session's work through the session writer (fences its running run).
+    Stop(stop::StopArgs),
+    /// Answer a waiting client call through the session writer.
+    Answer(answer::AnswerArgs),
+    /// Approve an approval-gated call through the session writer.
+    Approve(answer::DecideArgs),
+    /// Deny an approval-gated call through the session writer.
+    Deny(answer::DecideArgs),
     /// Delete sessions from a store.
     Delete(delete::DeleteArgs),
     /// Count sessions, events, bytes and events of each kind.
     Stats(stats::StatsArgs),
+    /// Write one session's timeline as one self-contained HTML file.
+    View(view::ViewArgs),
     /// Run an agent session, kill it with SIGKILL mid-step, recover it, and say what happened.
     Demo(demo::DemoArgs),
     /// The demo's crashing child process.
@@ -89,6 +117,8 @@ pub struct Terminal {
     pub colour: bool,
     /// Standard error is a terminal: long scans may draw a progress bar there.
     pub progress: bool,
+    /// Standard output is a terminal this many columns wide: `show` wraps its lines to it.
+    pub width: Option<usize>,
 }
 
 impl Terminal {
@@ -97,6 +127,8 @@ impl Terminal {
         Terminal {
             colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
             progress: std::io::stderr().is_terminal(),
+            width: terminal_size::terminal_size_of(std::io::stdout())
+                .map(|(terminal_size::Width(w), _)| usize::from(w)),
         }
     }
 }
@@ -118,12 +150,19 @@ pub fn run_with(
     let result = match cli.command {
         Command::Sessions(args) => sessions::run(&args, out),
         Command::Show(args) => show::run(&args, out, term),
+        Command::Calls(args) => calls::run(&args, out),
         Command::Plan(args) => plan::run(&args, out, err),
-        Command::Verify(args) => verify::run(&args, out, err, term),
-        Command::Export(args) => export::run(&args, out),
-        Command::Import(args) => import::run(&args, out),
+        Command::Verify(args) => verify::run(&args, out, term),
+        Command::Salvage(args) => salvage::run(&args, out, term.progress),
+        Command::Export(args) => export::run(&args, out, term.progress),
+        Command::Import(args) => import::run(&args, out, term.progress),
+        Command::Stop(args) => stop::run(&args, out),
+        Command::Answer(args) => answer::run_answer(&args, out),
+        Command::Approve(args) => answer::run_decide(&args, true, out),
+        Command::Deny(args) => answer::run_decide(&args, false, out),
         Command::Delete(args) => delete::run(&args, out),
         Command::Stats(args) => stats::run(&args, out),
+        Command::View(args) => view::run(&args, out),
         Command::Demo(args) => match std::env::current_exe() {
             // The demo's child is this very executable, run with `demo-child`.
             Ok(program) => demo::run(&args, &program, out),

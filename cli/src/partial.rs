@@ -64,7 +64,7 @@ impl Fate {
     /// What became of `session` of `url`, as a sentence with what to do next where something
     /// is left to do.
     pub fn describe(&self, url: &StoreName, session: &SessionId) -> String {
-        let delete = format!("`stepjournal delete {url} {}`", Shown(session));
+        let delete = format!("`stepjournal delete {url} {} --yes`", Shown(session));
         match self {
             Fate::NoneLanded => "none of its events are in the store".to_owned(),
             Fate::Removed { events } => format!(

@@ -16,8 +16,8 @@ use stepjournal_recovery::{
 };
 
 use super::CliError;
-use super::shown::{Shown, StoreName, json_for_terminal};
-use super::store::{open_read, read_session};
+use super::reading::{OnCorruption, Reading};
+use super::shown::{Shown, StoreName};
 use stepjournal::registry::SchemaRegistry;
 use stepjournal_sim::scenario::{Scenario, plan_to_json};
 
@@ -32,7 +32,8 @@ The plan is one JSON line: {\"error\":null,\"step\":1,\"calls\":[...],\"appends\
 Each call carries the `rule` that decided it and `why`. A refused entry (validation_error) is\n\
 still a plan and exits 0; an unreadable or malformed input exits 2 with the problem on stderr.\n\n\
 On a store, the plan is a dry run: the store is opened read-only and nothing is written. Without\n\
---json a readable explanation comes first, then the JSON line. ENTRY is FORMAT.md's entry JSON\n\
+--json it is explained: each call with its tool, its action and the rule that decided it, then\n\
+each event the entry would append; --json prints the JSON line alone. ENTRY is FORMAT.md's entry JSON\n\
 or one of the words wake, resume (continue), retry, stop. FILE is FORMAT.md's `tools` object\n\
 (tool name to {\"replay\": \"safe\"|\"unsafe\", \"input_schema\": {...}}); without it, each tool\n\
 is taken as present with its call's saved policy and no schema. The run and checkpoint ids in\n\
@@ -58,9 +59,12 @@ pub struct PlanArgs {
     /// How many bodies one call may start in all.
     #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODIES)]
     pub max_bodies: u32,
-    /// Print only the JSON line.
+    /// Print the plan as one JSON line instead of the explanation.
     #[arg(long)]
     pub json: bool,
+    /// On damage: stop (`fail`), or say that the session is damaged and exit 1 (`skip`).
+    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
+    pub on_corruption: OnCorruption,
 }
 
 /// Runs `stepjournal plan`.
@@ -77,6 +81,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<
                 entry,
                 tools: args.tools.as_deref(),
                 config,
+                on_corruption: args.on_corruption,
             };
             run_store(&request, args.json, out, err)
         }
@@ -157,12 +162,12 @@ pub fn parse_entry(text: &str) -> Result<Entry, CliError> {
 /// saved policy and the current one must both be safe to run again, so a tool any of whose
 /// calls was saved safe is taken as safe now, and each call is decided by its own saved policy.
 #[derive(Debug, Default)]
-struct SavedPolicies {
+pub(crate) struct SavedPolicies {
     tools: HashMap<ToolName, Replay>,
 }
 
 impl SavedPolicies {
-    fn of(state: &SessionState) -> Self {
+    pub(crate) fn of(state: &SessionState) -> Self {
         let mut tools = HashMap::new();
         for call in state.saved_step().map(|r| r.calls()).unwrap_or_default() {
             let policy = tools.entry(call.tool.clone()).or_insert(Replay::Unsafe);
@@ -184,6 +189,17 @@ impl ToolRegistry for SavedPolicies {
     }
 }
 
+/// What `entry` would do to the folded session of `len` events, each tool taken with its
+/// calls' saved policy (see [`plan_store`] without `--tools`). Writes nothing.
+pub(crate) fn dry_plan(state: &SessionState, len: u64, entry: Entry, config: &Config) -> Plan {
+    let new_run = NewRun {
+        run: RunId::new(format!("run-{}", state.runs().len().saturating_add(1))),
+        entry,
+        commit_checkpoint: CheckpointId::new(format!("cp-commit-{len}")),
+    };
+    plan(state, &new_run, &SavedPolicies::of(state), config)
+}
+
 /// A dry run of recovery on a stored session.
 #[derive(Debug)]
 pub struct StorePlan<'a> {
@@ -197,6 +213,8 @@ pub struct StorePlan<'a> {
     pub tools: Option<&'a Path>,
     /// Recovery's settings.
     pub config: Config,
+    /// What a damaged store does.
+    pub on_corruption: OnCorruption,
 }
 
 const SAVED_POLICIES_NOTE: &str = "no --tools given: each tool is taken as present, with its \
@@ -212,8 +230,8 @@ pub fn plan_store(
         Some(path) => Some(read_tools(path, err)?),
         None => None,
     };
-    let store = open_read(request.url)?;
-    let records = read_session(&*store, request.url, request.session)?;
+    let mut reading = Reading::open(request.url, request.on_corruption)?;
+    let records = reading.read_one(request.session)?;
     let len = records.len();
     let state = fold_owned(records.into_iter().map(|r| r.event).collect());
     let new_run = NewRun {
@@ -262,10 +280,6 @@ fn run_store(
         writeln!(out, "{}", plan_to_json(&plan))?;
     } else {
         explain(request, &plan, &state, out)?;
-        writeln!(out)?;
-        // Under the explanation the line is read on a terminal: the same JSON value, with what
-        // JSON strings may hold raw (DEL, C1, bidirectional controls) written as `\uXXXX`.
-        writeln!(out, "{}", json_for_terminal(&plan_to_json(&plan)))?;
     }
     Ok(())
 }

@@ -1,98 +1,69 @@
-//! A progress bar on standard error, drawn only on a terminal and only for scans that take a
-//! while.
+//! A progress bar on standard error (indicatif): count, rate and time left, drawn only when
+//! standard error is a terminal, so nothing of it reaches a pipe or a file.
 
-use std::io::Write;
-use std::time::{Duration, Instant};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-/// How long a scan runs before a bar appears.
-const AFTER: Duration = Duration::from_millis(500);
-/// How often the bar is redrawn at most.
-const EVERY: Duration = Duration::from_millis(100);
-const WIDTH: u64 = 30;
-
-/// A progress bar over `total` units (bytes, sessions).
-pub(crate) struct Progress<'w> {
-    out: Option<&'w mut dyn Write>,
-    label: &'static str,
-    bytes: bool,
-    start: Instant,
-    drawn: Option<Instant>,
+/// A progress bar over a number of units (bytes, sessions).
+pub(crate) struct Progress {
+    bar: ProgressBar,
 }
 
-impl<'w> Progress<'w> {
-    /// A bar drawn on `err` when `enabled` (standard error is a terminal).
-    pub(crate) fn new(
-        enabled: bool,
-        err: &'w mut dyn Write,
-        label: &'static str,
-        bytes: bool,
-    ) -> Self {
-        Progress { out: enabled.then_some(err), label, bytes, start: Instant::now(), drawn: None }
-    }
-
-    fn amount(&self, n: u64) -> String {
-        if self.bytes { format!("{} MiB", n >> 20) } else { n.to_string() }
+impl Progress {
+    /// A bar labelled `label`, drawn on standard error when `enabled` (it is a terminal),
+    /// counting bytes when `bytes`, else items.
+    pub(crate) fn new(enabled: bool, label: &'static str, bytes: bool) -> Self {
+        let target =
+            if enabled { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let bar = ProgressBar::with_draw_target(None, target);
+        let template = if bytes {
+            "{prefix} [{bar:30}] {percent:>3}% {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
+        } else {
+            "{prefix} [{bar:30}] {percent:>3}% {human_pos}/{human_len} {rate} eta {eta}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            let style =
+                style.with_key("rate", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    // A whole number per second: the default's four decimals only flicker.
+                    let _ = write!(w, "{:.0}/s", state.per_sec());
+                });
+            bar.set_style(style.progress_chars("#>."));
+        }
+        bar.set_prefix(label);
+        Progress { bar }
     }
 
     /// Records that `done` of `total` units are through.
     pub(crate) fn update(&mut self, done: u64, total: u64) {
-        let now = Instant::now();
-        if self.out.is_none()
-            || now.duration_since(self.start) < AFTER
-            || self.drawn.is_some_and(|t| now.duration_since(t) < EVERY)
-        {
-            return;
-        }
-        let done = done.min(total);
-        let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH);
-        let percent = (done * 100).checked_div(total).unwrap_or(100);
-        let bar: String = (0..WIDTH).map(|i| if i < filled { '#' } else { '.' }).collect();
-        let line = format!(
-            "\r{} [{bar}] {percent:>3}% {}/{}",
-            self.label,
-            self.amount(done),
-            self.amount(total)
-        );
-        if let Some(out) = self.out.as_mut() {
-            // A bar that cannot be drawn is not worth failing the scan for.
-            let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
-        }
-        self.drawn = Some(now);
+        self.bar.set_length(total);
+        self.bar.set_position(done.min(total));
     }
 
-    /// Clears the bar, if one was drawn.
+    /// Clears the bar.
     pub(crate) fn finish(&mut self) {
-        if let (Some(out), Some(_)) = (self.out.as_mut(), self.drawn) {
-            let _ = out.write_all(b"\r\x1b[2K").and_then(|()| out.flush());
-        }
-        self.drawn = None;
+        self.bar.finish_and_clear();
+    }
+
+    /// Whether the bar is drawn at all.
+    #[cfg(test)]
+    fn is_drawn(&self) -> bool {
+        !self.bar.is_hidden()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use super::*;
 
     #[test]
-    fn a_bar_is_drawn_only_when_enabled_and_after_a_while_and_is_cleared() {
-        let mut out = Vec::new();
-        let mut bar = Progress::new(true, &mut out, "verify", true);
-        bar.update(1 << 20, 4 << 20);
-        assert!(bar.drawn.is_none(), "not before the scan has run for a while");
-        bar.start -= AFTER;
-        bar.update(1 << 20, 4 << 20);
-        bar.finish();
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with("\rverify [#######......"), "{text:?}");
-        assert!(text.contains(" 25% 1 MiB/4 MiB"), "{text:?}");
-        assert!(text.ends_with("\r\x1b[2K"), "{text:?}");
-        let mut quiet = Vec::new();
-        let mut bar = Progress::new(false, &mut quiet, "verify", false);
-        bar.start -= AFTER;
-        bar.update(1, 2);
-        bar.finish();
-        assert!(quiet.is_empty());
+    fn a_bar_counts_and_is_hidden_unless_enabled() {
+        let mut quiet = Progress::new(false, "verify", true);
+        quiet.update(1 << 20, 4 << 20);
+        assert!(!quiet.is_drawn());
+        assert_eq!(quiet.bar.position(), 1 << 20);
+        assert_eq!(quiet.bar.length(), Some(4 << 20));
+        quiet.update(9 << 20, 4 << 20);
+        assert_eq!(quiet.bar.position(), 4 << 20, "never past the end");
+        quiet.finish();
+        assert!(quiet.bar.is_finished());
     }
 }

@@ -1,30 +1,36 @@
 //! `stepjournal sessions`: one line per session: id, events, last append, state, unresolved
 //! calls of the saved step.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 use stepjournal::writer::{Clock, SystemClock};
-use stepjournal_backends::JournalStore;
+use stepjournal_backends::Lease;
 use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMillis};
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
+use super::reading::{Liveness, OnCorruption, Reading};
 use super::shown::{Shown, StoreName, escape};
-use super::store::{list_sessions, open_read};
 use super::time::{checked_rfc3339, parse_since, rfc3339};
 
 /// Arguments of `stepjournal sessions`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  stepjournal sessions file:./stepjournal-demo\n  \
-stepjournal sessions sqlite:journal.db --state open --since 2h\n  \
+stepjournal sessions sqlite:journal.db --state crashed --since 2h\n  \
+stepjournal sessions postgres://u@db/app --sort age --limit 20\n  \
 stepjournal sessions file:./stepjournal-demo --json\n\n\
-STATE is `open` while the last run has not ended (running, or lost in a crash: a wake recovers \
-it), else how the last run ended: suspended, failed, completed or stopped. UNRESOLVED lists the \
-saved step's calls that have no result, answer, denial or pairing yet.\n\
+STATE is how the last run ended (suspended, failed, completed, stopped), or, while it has not \
+ended, whether it runs: `running` while a runtime holds it (the run's lease on SQLite and \
+PostgreSQL; the directory's lock on a file journal), `crashed` when nothing holds it (a wake \
+recovers it). `open` is shown where the store cannot say (a damaged file journal read with \
+--on-corruption skip). AGE is the time since the last append. UNRESOLVED lists the saved \
+step's calls that have no result, answer, denial or pairing yet.\n\
 --since takes a duration before now (90s, 15m, 2h, 7d), a date (2025-01-15, UTC) or an RFC 3339 \
-time (2025-01-15T09:00:00Z).")]
+time (2025-01-15T09:00:00Z). --sort age puts the longest idle first; --sort events the largest \
+first; --limit keeps the first N rows after sorting.")]
 pub struct SessionsArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...
     #[arg(value_name = "STORE")]
@@ -35,15 +41,38 @@ pub struct SessionsArgs {
     /// Only sessions appended to at or after this time.
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
+    /// The order of the rows (default: by session id).
+    #[arg(long, value_enum)]
+    pub sort: Option<SortBy>,
+    /// At most this many rows.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// On damage: stop (`fail`), or list every intact session and the damaged ones on
+    /// standard error, exiting 1 (`skip`).
+    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
+    pub on_corruption: OnCorruption,
+}
+
+/// How `sessions` orders its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SortBy {
+    /// The longest since its last append first.
+    Age,
+    /// The most events first.
+    Events,
 }
 
 /// Where a session stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SessionStatus {
-    /// No `run_ended` after the last `run_started`: running, or lost in a crash.
+    /// The last run has not ended and a runtime holds it (its lease, or the journal's lock).
+    Running,
+    /// The last run has not ended and nothing holds it: its process died; a wake recovers it.
+    Crashed,
+    /// The last run has not ended, and the store cannot say whether it runs.
     Open,
     /// The last run suspended, waiting for client or approval answers.
     Suspended,
@@ -55,11 +84,31 @@ pub enum SessionStatus {
     Stopped,
 }
 
+/// What decides whether a session's open run is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A runtime holds it.
+    Yes,
+    /// Nothing holds it.
+    No,
+    /// Nothing says.
+    Unknown,
+}
+
 impl SessionStatus {
-    /// Where the folded session stands.
+    /// Where the folded session stands, an open run shown as `open`.
     pub fn of(state: &SessionState) -> Self {
+        Self::of_held(state, Held::Unknown)
+    }
+
+    /// Where the folded session stands, an open run told apart by `held`.
+    pub fn of_held(state: &SessionState, held: Held) -> Self {
         match state.last_run_outcome() {
-            None => SessionStatus::Open,
+            None => match held {
+                Held::Yes => SessionStatus::Running,
+                Held::No => SessionStatus::Crashed,
+                Held::Unknown => SessionStatus::Open,
+            },
             Some(RunOutcome::Suspended) => SessionStatus::Suspended,
             Some(RunOutcome::Failed) => SessionStatus::Failed,
             Some(RunOutcome::Completed) => SessionStatus::Completed,
@@ -70,11 +119,83 @@ impl SessionStatus {
     /// The state's name.
     pub fn as_str(self) -> &'static str {
         match self {
+            SessionStatus::Running => "running",
+            SessionStatus::Crashed => "crashed",
             SessionStatus::Open => "open",
             SessionStatus::Suspended => "suspended",
             SessionStatus::Failed => "failed",
             SessionStatus::Completed => "completed",
             SessionStatus::Stopped => "stopped",
+        }
+    }
+}
+
+/// Why an open run shows as `open` (neither running nor crashed) on a store read so, if it does.
+pub fn why_open(live: Liveness) -> Option<&'static str> {
+    match live {
+        Liveness::Unknown => Some(
+            "the journal was read around its damage (--on-corruption skip), so nothing tells a \
+             running session from a crashed one",
+        ),
+        _ => None,
+    }
+}
+
+/// Whether each session's open run is held, as the store says.
+#[derive(Debug)]
+pub struct Holders {
+    live: Liveness,
+    leases: HashMap<SessionId, Lease>,
+}
+
+impl Holders {
+    /// Reads what the store says: its leases (SQLite, PostgreSQL), or the journal's lock.
+    pub fn of(reading: &Reading) -> Result<Self, CliError> {
+        let mut leases = HashMap::new();
+        if let Liveness::Leases { .. } = reading.live {
+            let heads = reading.store.heads().map_err(|source| CliError::Store {
+                url: StoreName::of(reading.url()),
+                doing: "reading the sessions' heads and leases".to_owned(),
+                source,
+            })?;
+            for h in heads {
+                if let Some(lease) = h.lease {
+                    leases.insert(h.session, lease);
+                }
+            }
+        }
+        Ok(Holders { live: reading.live, leases })
+    }
+
+    /// What the store says of one session (its head alone is read).
+    pub fn of_one(reading: &Reading, session: &SessionId) -> Result<Self, CliError> {
+        let mut leases = HashMap::new();
+        if let Liveness::Leases { .. } = reading.live {
+            let head = reading.store.head(session).map_err(|source| CliError::Store {
+                url: StoreName::of(reading.url()),
+                doing: format!("reading the head and lease of session {session}"),
+                source,
+            })?;
+            if let Some(lease) = head.and_then(|h| h.lease) {
+                leases.insert(session.clone(), lease);
+            }
+        }
+        Ok(Holders { live: reading.live, leases })
+    }
+
+    /// Whether `session`'s open run is held.
+    pub fn held(&self, session: &SessionId, state: &SessionState) -> Held {
+        match self.live {
+            Liveness::Lock { held: true } => Held::Yes,
+            Liveness::Lock { held: false } => Held::No,
+            Liveness::Unknown => Held::Unknown,
+            Liveness::Leases { now } => {
+                let run = state.last_run().map(|r| r.run.clone());
+                match self.leases.get(session) {
+                    Some(l) if l.expires > now && run.as_ref() == Some(&l.run) => Held::Yes,
+                    _ => Held::No,
+                }
+            }
         }
     }
 }
@@ -94,6 +215,8 @@ pub struct SessionSummary {
     pub saved_step: Option<StepNo>,
     /// The saved step's calls that are not resolved, in reply order.
     pub unresolved: Vec<CallId>,
+    /// How long since the last append, when the summary was made for a listing.
+    pub age: Option<u64>,
 }
 
 impl SessionSummary {
@@ -112,6 +235,17 @@ impl SessionSummary {
         last_append: UnixMillis,
         state: &SessionState,
     ) -> Self {
+        Self::of_held(session, events, last_append, state, Held::Unknown)
+    }
+
+    /// Sums up a folded session whose open run, if any, is `held` or not.
+    pub fn of_held(
+        session: SessionId,
+        events: u64,
+        last_append: UnixMillis,
+        state: &SessionState,
+        held: Held,
+    ) -> Self {
         let saved = state.saved_step();
         let unresolved = saved
             .map(|reply| {
@@ -127,9 +261,10 @@ impl SessionSummary {
             session,
             events,
             last_append,
-            status: SessionStatus::of(state),
+            status: SessionStatus::of_held(state, held),
             saved_step: saved.map(|r| r.step),
             unresolved,
+            age: None,
         }
     }
 
@@ -142,6 +277,7 @@ impl SessionSummary {
             "last_append": checked_rfc3339(self.last_append),
             "last_append_ms": self.last_append.get(),
             "state": self.status.as_str(),
+            "age_ms": self.age,
             "saved_step": self.saved_step.map(StepNo::get),
             "unresolved": self.unresolved.iter().map(CallId::as_str).collect::<Vec<_>>(),
         })
@@ -173,24 +309,24 @@ impl Filter {
     }
 }
 
-/// Sums up every session of the store that the filter keeps, by id.
+/// Sums up every session of the store that the filter keeps, by id; with `now`, each with its
+/// age.
 pub fn summarize(
-    store: &dyn JournalStore,
-    url: &str,
+    reading: &mut Reading,
     filter: Filter,
+    now: Option<UnixMillis>,
 ) -> Result<Vec<SessionSummary>, CliError> {
+    let holders = Holders::of(reading)?;
     let mut out = Vec::new();
-    for session in list_sessions(store, url)? {
-        let records = store.read_all(&session).map_err(|source| CliError::Store {
-            url: StoreName::of(url),
-            doing: format!("reading session {session}"),
-            source,
-        })?;
-        // Deleted since the listing.
-        if records.is_empty() {
-            continue;
-        }
-        let summary = SessionSummary::of(session, records);
+    for session in reading.sessions()? {
+        // `None`: deleted since the listing, or damaged and skipped.
+        let Some(records) = reading.read(&session)? else { continue };
+        let events = records.len() as u64;
+        let last_append = records.last().map_or(UnixMillis(0), |r| r.at);
+        let state = fold_owned(records.into_iter().map(|r| r.event).collect());
+        let held = holders.held(&session, &state);
+        let mut summary = SessionSummary::of_held(session, events, last_append, &state, held);
+        summary.age = now.map(|n| n.get().saturating_sub(last_append.get()));
         if filter.keeps(&summary) {
             out.push(summary);
         }
@@ -198,36 +334,65 @@ pub fn summarize(
     Ok(out)
 }
 
+/// Orders the summaries and keeps the first `limit`.
+pub fn sort_and_limit(
+    summaries: &mut Vec<SessionSummary>,
+    sort: Option<SortBy>,
+    limit: Option<usize>,
+) {
+    match sort {
+        // Stable: equal keys keep the id order.
+        Some(SortBy::Age) => summaries.sort_by_key(|s| std::cmp::Reverse(s.age.unwrap_or(0))),
+        Some(SortBy::Events) => summaries.sort_by_key(|s| std::cmp::Reverse(s.events)),
+        None => {}
+    }
+    if let Some(n) = limit {
+        summaries.truncate(n);
+    }
+}
+
+/// An age as the table shows it: whole seconds, minutes, hours or days.
+pub fn age_text(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
 /// Writes the summaries as an aligned table with a header line.
 pub fn write_table(summaries: &[SessionSummary], out: &mut dyn Write) -> std::io::Result<()> {
-    let rows: Vec<[String; 5]> = summaries
+    let rows: Vec<[String; 6]> = summaries
         .iter()
         .map(|s| {
             [
                 Shown(&s.session).to_string(),
                 s.events.to_string(),
                 rfc3339(s.last_append),
+                s.age.map_or_else(|| "-".to_owned(), age_text),
                 s.status.as_str().to_owned(),
                 s.unresolved_text(),
             ]
         })
         .collect();
-    let header = ["SESSION", "EVENTS", "LAST APPEND (UTC)", "STATE", "UNRESOLVED"];
+    let header = ["SESSION", "EVENTS", "LAST APPEND (UTC)", "AGE", "STATE", "UNRESOLVED"];
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; 5]| {
-        let [id, events, at, state, open] = cells;
-        let [w0, w1, w2, w3, _] = widths;
-        format!("{id:<w0$}  {events:>w1$}  {at:<w2$}  {state:<w3$}  {open}")
+    let line = |cells: [&str; 6]| {
+        let [id, events, at, age, state, open] = cells;
+        let [w0, w1, w2, w3, w4, _] = widths;
+        format!("{id:<w0$}  {events:>w1$}  {at:<w2$}  {age:>w3$}  {state:<w4$}  {open}")
     };
     writeln!(out, "{}", line(header).trim_end())?;
     for row in &rows {
-        let [a, b, c, d, e] = row;
-        writeln!(out, "{}", line([a, b, c, d, e]).trim_end())?;
+        let [a, b, c, d, e, f] = row;
+        writeln!(out, "{}", line([a, b, c, d, e, f]).trim_end())?;
     }
     Ok(())
 }
@@ -240,12 +405,20 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         .map(|t| parse_since(t, SystemClock.now()))
         .transpose()
         .map_err(|reason| CliError::Usage { option: "--since", reason })?;
-    let store = open_read(&args.store)?;
-    let summaries = summarize(&*store, &args.store, Filter { status: args.state, since })?;
+    let mut reading = Reading::open(&args.store, args.on_corruption)?;
+    let now = SystemClock.now();
+    let why_open = why_open(reading.live);
+    let mut summaries = summarize(&mut reading, Filter { status: args.state, since }, Some(now))?;
+    sort_and_limit(&mut summaries, args.sort, args.limit);
     let mut out = std::io::BufWriter::new(out);
+    let any_open = summaries.iter().any(|s| s.status == SessionStatus::Open);
     if args.json {
         for s in &summaries {
-            writeln!(out, "{}", s.to_json())?;
+            let mut row = s.to_json();
+            if let (SessionStatus::Open, Some(why)) = (s.status, why_open) {
+                row["open_why"] = Value::String(why.to_owned());
+            }
+            writeln!(out, "{row}")?;
         }
     } else if summaries.is_empty() {
         let filtered = args.state.is_some() || since.is_some();
@@ -253,7 +426,10 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         writeln!(out, "{what} in {}", StoreName::of(&args.store))?;
     } else {
         write_table(&summaries, &mut out)?;
+        if let (true, Some(why)) = (any_open, why_open) {
+            writeln!(out, "open: {why}")?;
+        }
     }
     out.flush()?;
-    Ok(())
+    reading.finish()
 }

@@ -9,11 +9,11 @@ use stepjournal_codec::json::record_to_export_line;
 use stepjournal_codec::{
     Call, Entry, Event, PairReason, Record, ResumeMode, RunOutcome, Seq, SessionId,
 };
-use stepjournal_recovery::{SessionState, fold};
+use stepjournal_recovery::{SessionState, fold, fold_owned};
 
-use super::sessions::{SessionStatus, SessionSummary};
+use super::reading::{OnCorruption, Reading};
+use super::sessions::{Held, Holders, SessionStatus, SessionSummary};
 use super::shown::{Shown, escape};
-use super::store::{open_read, read_session};
 use super::time::rfc3339;
 use super::{CliError, Terminal};
 
@@ -22,8 +22,11 @@ use super::{CliError, Terminal};
 #[command(after_help = "Examples:\n  stepjournal show file:./stepjournal-demo SESSION\n  \
 stepjournal show sqlite:journal.db SESSION --json > session.jsonl\n\n\
 Each line is one event: its seq, its append time (UTC) and what it says, indented under its run \
-and step. Consecutive output chunks of one attempt are folded into one line. Colour is used only \
-when standard output is a terminal (and NO_COLOR is not set).")]
+and step. Consecutive output chunks of one attempt are folded into one line. Colour is used, \
+and long lines are wrapped to the width, only when standard output is a terminal (and NO_COLOR \
+is not set for colour).\n\n\
+--follow reads the session's tail every --interval milliseconds and prints what landed; on a \
+file journal each read opens the journal again (read-only, as a reader beside a runtime does).")]
 pub struct ShowArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...
     #[arg(value_name = "STORE")]
@@ -34,6 +37,19 @@ pub struct ShowArgs {
     /// Print the session's export lines (JSON, one event per line) instead.
     #[arg(long)]
     pub json: bool,
+    /// Keep reading the session's tail and print each event as it lands.
+    #[arg(long)]
+    pub follow: bool,
+    /// With --follow: how often the tail is read, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 500, requires = "follow")]
+    pub interval: u64,
+    /// With --follow: stop once the session's last run has ended (else follow until
+    /// interrupted).
+    #[arg(long, requires = "follow")]
+    pub until_ended: bool,
+    /// On damage: stop (`fail`), or say that the session is damaged and exit 1 (`skip`).
+    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
+    pub on_corruption: OnCorruption,
 }
 
 /// How text is painted: ANSI colours on a terminal, nothing otherwise.
@@ -180,31 +196,103 @@ struct Line {
     more: Vec<String>,
 }
 
-/// Renders the timeline of a session from its records (in order).
+/// Renders the timeline of a session from its records (in order), an open run shown `open`.
 pub fn render(records: &[Record], style: Style, out: &mut dyn Write) -> std::io::Result<()> {
+    render_held(records, Held::Unknown, style, None, out).map(|_| ())
+}
+
+/// The width of the seq column for a session of `len` events (at least 3).
+pub(crate) fn seq_width(len: usize) -> usize {
+    len.saturating_sub(1).to_string().len().max(3)
+}
+/// How the timeline's lines are drawn: their colours, the width they wrap to, the seq column's
+/// width.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Screen {
+    pub style: Style,
+    pub width: Option<usize>,
+    pub seq_w: usize,
+}
+
+/// The width of the time column.
+const AT_W: usize = 24;
+
+/// Renders the timeline, an open run told running or crashed by `held`, lines wrapped to
+/// `width` columns when given; returns the timeline's lines as printed (for `--follow`).
+pub fn render_held(
+    records: &[Record],
+    held: Held,
+    style: Style,
+    width: Option<usize>,
+    out: &mut dyn Write,
+) -> std::io::Result<Vec<String>> {
     let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
     let state = fold(&events);
-    let Some(first) = records.first() else { return Ok(()) };
-    let summary = SessionSummary::of_state(
+    let Some(first) = records.first() else { return Ok(Vec::new()) };
+    let summary = SessionSummary::of_held(
         first.session.clone(),
         records.len() as u64,
         records.last().map_or(first.at, |r| r.at),
         &state,
+        held,
     );
-    header(&summary, &state, style, out)?;
-    let voided = voided_map(&state);
-    let lines = timeline(records, &voided, style);
-    let seq_w = lines.iter().map(|l| l.seq.len()).max().unwrap_or(3).max(3);
-    let at_w = 24;
+    let mut head = Vec::new();
+    header(&summary, &state, style, &mut head)?;
+    for line in String::from_utf8_lossy(&head).lines() {
+        match width {
+            Some(w) => {
+                for part in super::wrap::wrap(line, w, 4) {
+                    writeln!(out, "{part}")?;
+                }
+            }
+            None => writeln!(out, "{line}")?,
+        }
+    }
     writeln!(out)?;
-    let head = format!("{:>seq_w$}  {:<at_w$}  event", "seq", "time (UTC)");
+    let seq_w = seq_width(records.len());
+    let head = format!("{:>seq_w$}  {:<AT_W$}  event", "seq", "time (UTC)");
     writeln!(out, "{}", style.paint(Paint::Dim, &head))?;
+    let lines = timeline_lines(records, style, seq_w);
     for l in &lines {
+        write_wrapped(l, width, seq_w, out)?;
+    }
+    Ok(lines)
+}
+
+/// The timeline's lines, each event's with the lines under it.
+pub(crate) fn timeline_lines(records: &[Record], style: Style, seq_w: usize) -> Vec<String> {
+    let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
+    let state = fold(&events);
+    let voided = voided_map(&state);
+    let mut printed = Vec::new();
+    for l in timeline(records, &voided, style) {
         let indent = "  ".repeat(l.depth);
-        let at = style.paint(Paint::Dim, &format!("{:<at_w$}", l.at));
-        writeln!(out, "{:>seq_w$}  {at}  {indent}{}", l.seq, l.text)?;
+        let at = style.paint(Paint::Dim, &format!("{:<AT_W$}", l.at));
+        let mut text = format!("{:>seq_w$}  {at}  {indent}{}", l.seq, l.text);
         for m in &l.more {
-            writeln!(out, "{:>seq_w$}  {:<at_w$}  {indent}    {m}", "", "")?;
+            text.push_str(&format!("\n{:>seq_w$}  {:<AT_W$}  {indent}    {m}", "", ""));
+        }
+        printed.push(text);
+    }
+    printed
+}
+
+/// Writes a timeline line, each of its lines longer than `width` continued on the next lines
+/// under the event column.
+pub(crate) fn write_wrapped(
+    text: &str,
+    width: Option<usize>,
+    seq_w: usize,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for line in text.split('\n') {
+        match width {
+            Some(w) => {
+                for part in super::wrap::wrap(line, w, seq_w + AT_W + 8) {
+                    writeln!(out, "{part}")?;
+                }
+            }
+            None => writeln!(out, "{line}")?,
         }
     }
     Ok(())
@@ -218,8 +306,9 @@ fn header(
 ) -> std::io::Result<()> {
     let paint = match s.status {
         SessionStatus::Failed => Paint::Bad,
+        SessionStatus::Crashed => Paint::Bad,
         SessionStatus::Open | SessionStatus::Stopped | SessionStatus::Suspended => Paint::Warn,
-        SessionStatus::Completed => Paint::Good,
+        SessionStatus::Completed | SessionStatus::Running => Paint::Good,
     };
     let status = style.paint(paint, s.status.as_str());
     writeln!(
@@ -420,10 +509,16 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                     id(style, e.call.as_str()),
                     style.paint(paint, e.reason.as_str())
                 );
+                if let Some(rule) = &e.rule {
+                    t.push_str(&format!(" by rule {}", Shown(rule)));
+                }
                 if !e.partial.is_empty() {
                     t.push_str(&format!(", partial output {}", quoted(&e.partial)));
                 }
                 t.push_str(&void_note(r.seq));
+                if !e.message.is_empty() {
+                    line.more.push(format!("message: {}", quoted(&e.message)));
+                }
                 t
             }
         };
@@ -439,18 +534,32 @@ fn id(style: Style, call: &str) -> String {
 
 /// Runs `stepjournal show`.
 pub fn run(args: &ShowArgs, out: &mut dyn Write, term: Terminal) -> Result<(), CliError> {
-    let store = open_read(&args.store)?;
+    let mut reading = Reading::open(&args.store, args.on_corruption)?;
     let session = SessionId::from_stored(args.session.as_str());
-    let records = read_session(&*store, &args.store, &session)?;
+    let records = reading.read_one(&session)?;
     let mut out = std::io::BufWriter::new(out);
     if args.json {
         for r in &records {
             writeln!(out, "{}", record_to_export_line(r))?;
         }
-    } else {
-        let style = if term.colour { Style::COLOUR } else { Style::PLAIN };
-        render(&records, style, &mut out)?;
+        out.flush()?;
+        return super::follow::follow_json(
+            args,
+            &mut reading,
+            &session,
+            records.len() as u64,
+            &mut out,
+        );
     }
+    let style = if term.colour { Style::COLOUR } else { Style::PLAIN };
+    let holders = Holders::of_one(&reading, &session)?;
+    let state = fold_owned(records.iter().map(|r| r.event.clone()).collect());
+    let held = holders.held(&session, &state);
+    let lines = render_held(&records, held, style, term.width, &mut out)?;
     out.flush()?;
+    if args.follow {
+        let screen = Screen { style, width: term.width, seq_w: seq_width(records.len()) };
+        super::follow::follow(args, &mut reading, &session, records, lines, screen, &mut out)?;
+    }
     Ok(())
 }

@@ -6,13 +6,13 @@ use std::path::Path;
 
 use clap::Args;
 use serde_json::{Map, Value, json};
+use stepjournal_backends::StoreUrl;
 use stepjournal_backends::file::SegmentId;
-use stepjournal_backends::{JournalStore, StoreUrl};
 use stepjournal_codec::{EventKind, Limits};
 
 use super::CliError;
+use super::reading::{OnCorruption, Reading};
 use super::shown::StoreName;
-use super::store::{list_sessions, open_read};
 
 /// Arguments of `stepjournal stats`.
 #[derive(Debug, Args)]
@@ -28,6 +28,10 @@ pub struct StatsArgs {
     /// One JSON object instead of lines.
     #[arg(long)]
     pub json: bool,
+    /// On damage: stop (`fail`), or count every intact session and list the damaged ones on
+    /// standard error, exiting 1 (`skip`).
+    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
+    pub on_corruption: OnCorruption,
 }
 
 /// What a store holds.
@@ -83,7 +87,9 @@ fn segment_bytes(dir: &Path) -> Result<u64, CliError> {
 }
 
 /// Counts what the store `url` names holds.
-pub fn collect(store: &dyn JournalStore, url: &str) -> Result<Stats, CliError> {
+pub fn collect(reading: &mut Reading) -> Result<Stats, CliError> {
+    let url = reading.url().to_owned();
+    let url = url.as_str();
     let file_dir = match StoreUrl::parse(url) {
         Ok(StoreUrl::File(dir)) => Some(dir),
         _ => None,
@@ -97,12 +103,8 @@ pub fn collect(store: &dyn JournalStore, url: &str) -> Result<Stats, CliError> {
         },
         ..Stats::default()
     };
-    for s in list_sessions(store, url)? {
-        let records = store.read_all(&s).map_err(|source| CliError::Store {
-            url: StoreName::of(url),
-            doing: format!("reading session {s}"),
-            source,
-        })?;
+    for s in reading.sessions()? {
+        let Some(records) = reading.read(&s)? else { continue };
         stats.sessions += u64::from(!records.is_empty());
         stats.events += records.len() as u64;
         for r in &records {
@@ -141,12 +143,12 @@ pub fn write_stats(stats: &Stats, url: &str, out: &mut dyn Write) -> std::io::Re
 
 /// Runs `stepjournal stats`.
 pub fn run(args: &StatsArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let store = open_read(&args.store)?;
-    let stats = collect(&*store, &args.store)?;
+    let mut reading = Reading::open(&args.store, args.on_corruption)?;
+    let stats = collect(&mut reading)?;
     if args.json {
         writeln!(out, "{}", stats.to_json(&args.store))?;
     } else {
         write_stats(&stats, &args.store, out)?;
     }
-    Ok(())
+    reading.finish()
 }

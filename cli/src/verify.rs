@@ -400,15 +400,10 @@ pub fn write_report(report: &Report, url: &str, out: &mut dyn Write) -> std::io:
 }
 
 /// Runs `stepjournal verify`.
-pub fn run(
-    args: &VerifyArgs,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-    term: Terminal,
-) -> Result<(), CliError> {
+pub fn run(args: &VerifyArgs, out: &mut dyn Write, term: Terminal) -> Result<(), CliError> {
     let session = args.session.as_deref().map(SessionId::from_stored);
     let bytes = matches!(StoreUrl::parse(&args.store), Ok(StoreUrl::File(_)));
-    let mut bar = Progress::new(term.progress, err, "verify", bytes);
+    let mut bar = Progress::new(term.progress, "verify", bytes);
     let result =
         verify_url(&args.store, session.as_ref(), &mut |done, total| bar.update(done, total));
     bar.finish();

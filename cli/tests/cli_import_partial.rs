@@ -270,24 +270,24 @@ fn a_partial_session_that_cannot_be_deleted_is_named_with_the_command_that_delet
         text.contains("2048 of its 4000 events are in the store and could not be deleted"),
         "{text}"
     );
-    assert!(text.contains(&format!("`stepjournal delete {URL} big`")), "{text}");
+    assert!(text.contains(&format!("`stepjournal delete {URL} big --yes`")), "{text}");
     let (err, _) = failed_import(4, Fault::NoSpace, |_| {
         Err(OpenError::Options { reason: "the disk is gone".into() })
     });
     assert!(matches!(fate(&err), Fate::Unknown { .. }), "{err}");
-    assert!(err.to_string().contains(&format!("`stepjournal delete {URL} big`")), "{err}");
+    assert!(err.to_string().contains(&format!("`stepjournal delete {URL} big --yes`")), "{err}");
 }
 
 #[test]
 fn delete_removes_named_sessions_and_refuses_a_missing_one_before_deleting_any() {
     let place = file_place();
     populate(&*place.open());
-    let out = bin(&["delete", &place.url, "stuck", "nosuch"]);
+    let out = bin(&["delete", &place.url, "stuck", "nosuch", "--yes"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("session `nosuch` is not in"), "{}", stderr(&out));
     let listed = bin_ok(&["sessions", &place.url, "--json"], 0);
     assert_eq!(listed.lines().count(), 6, "nothing was deleted: {listed}");
-    let out = bin_ok(&["delete", &place.url, "stuck", "failed"], 0);
+    let out = bin_ok(&["delete", &place.url, "stuck", "failed", "--yes"], 0);
     assert!(out.contains("deleted session stuck (8 events)"), "{out}");
     let listed = bin_ok(&["sessions", &place.url, "--json"], 0);
     assert_eq!(listed.lines().count(), 4, "{listed}");

@@ -419,3 +419,31 @@ pub fn golden(name: &str, actual: &str) {
         .unwrap_or_else(|e| panic!("{}: {e} (STEPJOURNAL_BLESS=1 writes it)", path.display()));
     assert_eq!(actual, expected, "{name} differs from its golden file");
 }
+
+/// A `sessions` table with its AGE column (the time since each last append, which moves with
+/// the clock) written as `<AGE>`, whatever its width.
+pub fn mask_ages(table: &str) -> String {
+    let Some(header) = table.lines().next() else { return String::new() };
+    let start = header.find("LAST APPEND (UTC)").unwrap() + 24 + 2;
+    let end = header.find(" AGE").unwrap() + 4;
+    table
+        .lines()
+        .map(|l| {
+            let chars: Vec<char> = l.chars().collect();
+            let head: String = chars[..start].iter().collect();
+            let tail: String = chars[end.min(chars.len())..].iter().collect();
+            format!("{head}<AGE>{tail}\n")
+        })
+        .collect()
+}
+
+/// A `calls` table with its last column (AGE) cut off each line.
+pub fn mask_call_ages(table: &str) -> String {
+    table
+        .lines()
+        .map(|l| {
+            let kept = l.trim_end().rsplit_once(' ').map_or(l, |(a, _)| a).trim_end();
+            format!("{kept}\n")
+        })
+        .collect()
+}

@@ -1,0 +1,108 @@
+//! `stepjournal stop`: stops a session's work through the session writer: its unresolved calls
+//! are paired `run_stopped`, the step is closed and `run_ended stopped` names the running run,
+//! which fences it wherever it runs.
+
+use std::io::Write;
+
+use clap::Args;
+use stepjournal_codec::{Entry, RunOutcome, SessionId};
+use stepjournal_recovery::{Config, SessionState};
+
+use super::CliError;
+use super::act::{journal, open_to_write, read_state, write_events, written_since};
+use super::plan::{StorePlan, dry_plan, explain};
+use super::shown::{Shown, StoreName};
+
+/// Arguments of `stepjournal stop`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  stepjournal stop sqlite:journal.db SESSION --dry-run\n  \
+stepjournal stop postgres://u@db/app SESSION\n\n\
+Writes through the session writer, as the runtime API's `Journal::stop` does: the saved step's \
+unresolved calls are paired `run_stopped` (rule stop.run_stopped), the step is closed, and \
+`run_ended stopped` names the running run. On SQLite and PostgreSQL this works beside a live \
+runtime: its run is fenced (its next append is refused). A file journal has one writer: while \
+a runtime holds its lock, stop through the runtime. --dry-run prints the plan and the events \
+it would write, and writes nothing. A session whose last run completed, failed or was stopped \
+has nothing to stop: the command says so and writes nothing (exit 0).")]
+pub struct StopArgs {
+    /// The store: file:PATH, sqlite:PATH or postgres://...
+    #[arg(value_name = "STORE")]
+    pub store: String,
+    /// The session.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Print what would be written; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// How the session's last run ended, when nothing is left to stop: it completed, failed or was
+/// stopped (a suspended session is stopped: its waiting calls are paired `run_stopped`).
+fn nothing_to_stop(state: &SessionState) -> Option<RunOutcome> {
+    state.last_run_outcome().filter(|o| *o != RunOutcome::Suspended)
+}
+
+fn said_nothing_to_stop(
+    out: &mut dyn Write,
+    url: &str,
+    session: &SessionId,
+    outcome: RunOutcome,
+) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "session {} of {}: its last run ended {}: nothing to stop; nothing was written",
+        Shown(session),
+        StoreName::of(url),
+        outcome.as_str()
+    )?;
+    Ok(())
+}
+
+/// Runs `stepjournal stop`.
+pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let session = SessionId::from_stored(args.session.as_str());
+    if args.dry_run {
+        let reading = super::store::open_read(&args.store)?;
+        let (records, state) = read_state(&*reading, &args.store, &session)?;
+        if let Some(outcome) = nothing_to_stop(&state) {
+            return said_nothing_to_stop(out, &args.store, &session, outcome);
+        }
+        let plan = dry_plan(&state, records.len() as u64, Entry::Stop, &Config::default());
+        let request = StorePlan {
+            url: &args.store,
+            session: &session,
+            entry: Entry::Stop,
+            tools: None,
+            config: Config::default(),
+            on_corruption: Default::default(),
+        };
+        return Ok(explain(&request, &plan, &state, out)?);
+    }
+    let store = open_to_write(&args.store, "stop")?;
+    let (_, state) = read_state(&*store, &args.store, &session)?;
+    if let Some(outcome) = nothing_to_stop(&state) {
+        return said_nothing_to_stop(out, &args.store, &session, outcome);
+    }
+    let (journal, owner) = journal(std::sync::Arc::clone(&store), &state);
+    let run = journal.begin_run(&session, Entry::Stop).map_err(|source| CliError::Action {
+        url: StoreName::of(&args.store),
+        session: session.clone(),
+        what: "stop",
+        source: Box::new(source.into()),
+    })?;
+    let at = run.begun_at().get();
+    let run_id = run.id().clone();
+    drop(run);
+    super::act::let_go(&journal, &*store, &args.store, &session, &owner, &run_id)?;
+    let written = written_since(&*store, &args.store, &session, at)?;
+    writeln!(
+        out,
+        "stopped session {} of {}: wrote {} event{} at seq {at}:",
+        Shown(&session),
+        StoreName::of(&args.store),
+        written.len(),
+        if written.len() == 1 { "" } else { "s" }
+    )?;
+    write_events(out, at, &written)?;
+    Ok(())
+}
