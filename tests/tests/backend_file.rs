@@ -944,3 +944,143 @@ fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
     assert!(matches!(err, OpenError::Store(StoreError::Corrupt { .. })), "{err:?}");
     assert!(err.to_string().contains(&first.display().to_string()), "{err}");
 }
+
+mod read_amplification {
+    //! Reading a session reads about what its batches occupy: counted in bytes through the I/O
+    //! layer, whatever the other sessions wrote between its batches.
+
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use stepjournal_backends::file::io::{EntryKind, Io, IoFile, IoLock};
+    use stepjournal_codec::{Limits, batch};
+    use stepjournal_tests::file_fixture::sim_dir;
+
+    use super::*;
+
+    /// The simulated disk, counting every byte read from any of its files.
+    #[derive(Debug, Clone)]
+    struct Counting {
+        disk: SimDisk,
+        read: Arc<AtomicU64>,
+    }
+
+    #[derive(Debug)]
+    struct CountingFile {
+        file: Arc<dyn IoFile>,
+        read: Arc<AtomicU64>,
+    }
+
+    impl IoFile for CountingFile {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+            let n = self.file.read_at(buf, offset)?;
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            self.file.write_all_at(buf, offset)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.file.sync_data()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.file.set_len(len)
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            self.file.len()
+        }
+    }
+
+    impl Counting {
+        fn wrap(&self, file: Arc<dyn IoFile>) -> Arc<dyn IoFile> {
+            Arc::new(CountingFile { file, read: Arc::clone(&self.read) })
+        }
+    }
+
+    impl Io for Counting {
+        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+            self.disk.create_dir_all(dir)
+        }
+        fn create_new(&self, path: &Path) -> std::io::Result<Arc<dyn IoFile>> {
+            self.disk.create_new(path).map(|f| self.wrap(f))
+        }
+        fn open(&self, path: &Path, read_only: bool) -> std::io::Result<Arc<dyn IoFile>> {
+            self.disk.open(path, read_only).map(|f| self.wrap(f))
+        }
+        fn entry_kind(&self, path: &Path) -> std::io::Result<Option<EntryKind>> {
+            self.disk.entry_kind(path)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            self.disk.remove(path)
+        }
+        fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+            self.disk.list(dir)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            self.disk.sync_dir(dir)
+        }
+        fn try_lock(&self, path: &Path) -> std::io::Result<Option<Box<dyn IoLock>>> {
+            self.disk.try_lock(path)
+        }
+        fn lock_is_held(&self, path: &Path) -> std::io::Result<bool> {
+            self.disk.lock_is_held(path)
+        }
+    }
+
+    /// `sessions` sessions appended in turn for `rounds` rounds, `events` events per batch;
+    /// returns the disk and the bytes the first session's batches occupy (frames, headers
+    /// included, encoded as the store encodes them).
+    fn interleaved(
+        options: FileOptions,
+        sessions: usize,
+        rounds: u64,
+        events: u64,
+    ) -> (Counting, u64) {
+        let io = Counting { disk: SimDisk::new(), read: Arc::default() };
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        let limits = Limits::default();
+        let mut own = 0;
+        let mut frame = Vec::new();
+        for round in 0..rounds {
+            for s in 0..sessions {
+                let from = round * events;
+                let batch = stamped_numbered(s as u64 * 1_000_000 + from, events);
+                let session = sid(&format!("s{s}"));
+                if s == 0 {
+                    frame.clear();
+                    own += batch::encode_into(&mut frame, &session, Seq(from), &batch, &limits)
+                        .unwrap() as u64;
+                }
+                store.append(&session, Seq(from), &batch, Durability::Buffered).unwrap();
+            }
+        }
+        (io, own)
+    }
+
+    /// Reads session `s0` through a store opened fresh on `io`; returns the bytes read for it.
+    fn bytes_to_read(io: &Counting, options: FileOptions, expected: u64) -> u64 {
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        let before = io.read.load(Ordering::Relaxed);
+        let records = store.read_all(&sid("s0")).unwrap();
+        assert_eq!(records.len() as u64, expected);
+        io.read.load(Ordering::Relaxed) - before
+    }
+
+    #[test]
+    fn a_session_interleaved_one_to_three_reads_at_most_1_3_times_its_batches() {
+        let options = FileOptions::new().segment_size(256 << 10);
+        let (io, own) = interleaved(options, 4, 300, 4);
+        let read = bytes_to_read(&io, options, 300 * 4);
+        assert!(read * 10 <= own * 13, "read {read} bytes for batches of {own}");
+        assert!(read >= own, "read {read} bytes for batches of {own}");
+    }
+
+    #[test]
+    fn a_session_written_alone_is_read_in_few_large_reads_and_no_more_bytes() {
+        let options = FileOptions::new().segment_size(256 << 10);
+        let (io, own) = interleaved(options, 1, 300, 4);
+        let read = bytes_to_read(&io, options, 300 * 4);
+        assert!(read * 10 <= own * 13, "read {read} bytes for batches of {own}");
+    }
+}
