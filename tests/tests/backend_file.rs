@@ -153,6 +153,7 @@ fn disk_use_stays_bounded_when_sessions_are_created_and_deleted_forever() {
         // Sessions live a while, then are deleted.
         if round >= 3 {
             assert!(f.delete(&crash_session(round - 2)).unwrap());
+            f.wait_reclaimed();
         }
         let size = dir_size(f.dir.path());
         peak = peak.max(size);
@@ -187,7 +188,7 @@ fn append_text(store: &dyn JournalStore, s: &SessionId, at: u64, bytes: usize) {
 fn a_deleted_session_stays_deleted_after_the_segment_of_its_deletion_is_removed() {
     // A deletion frame may be removed only once no older frame of its session remains, or the
     // session would come back on the next open.
-    let opts = FileOptions::new().segment_size(4096);
+    let opts = FileOptions::new().segment_size(4096).compact_when_dead(75);
     let mut f = RealFixture::new(opts);
     let (live, gone, filler) = (sid("live"), sid("gone"), sid("filler"));
     // The first segment stays: more than a quarter of it is live.
@@ -215,6 +216,7 @@ fn a_deleted_session_stays_deleted_after_the_segment_of_its_deletion_is_removed(
         r += 1;
     }
     assert!(f.delete(&other).unwrap());
+    f.wait_reclaimed();
     let first = f.dir.path().join(format!("{:020}.seg", 1));
     assert!(first.exists(), "the first segment holds live data");
     f.reopen(opts);
@@ -241,6 +243,7 @@ fn compaction_moves_live_batches_out_of_mostly_dead_segments() {
         assert!(f.delete(&s).unwrap());
         n += 1;
     }
+    f.wait_reclaimed();
     assert!(
         !f.dir.path().join(format!("{:020}.seg", 1)).exists(),
         "the first segment's one live batch was moved and the segment removed"
@@ -764,6 +767,7 @@ fn reads_racing_compaction_find_the_batches_where_they_moved() {
             append_text(&*f, &s, 0, 300);
             assert!(f.delete(&s).unwrap());
         }
+        f.wait_reclaimed();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(reader.join().unwrap() > 0);
     });
@@ -798,6 +802,7 @@ fn a_read_only_store_meeting_a_segment_its_writer_removed_reads_the_directory_ag
     let first = f.dir.path().join(stepjournal_backends::file::SegmentId(1).file_name());
     // The first segment is now mostly dead: compaction moves the keeper out and removes it.
     assert!(f.delete(&filler).unwrap());
+    f.wait_reclaimed();
     assert!(!first.exists());
     assert_eq!(ro.tail(&filler).unwrap(), Seq(q), "the snapshot holds the filler");
     let log = ro.read_all(&keep).unwrap();
@@ -887,6 +892,7 @@ fn journal_compacting_after_the_next_listing(
             q += 1;
         }
         assert!(w.delete(&sid("filler")).unwrap());
+        w.wait_reclaimed();
     });
     (disk, writer)
 }

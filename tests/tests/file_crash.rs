@@ -90,10 +90,28 @@ impl Model {
         self.attempted.len()
     }
 
-    /// Runs the steps until the first error. Returns whether all ran.
+    /// Runs the steps until the first error. Returns whether all ran. After each step the
+    /// store's reclaim thread is waited for, so that its removals and compactions come between
+    /// the steps, in the same order on every run (a crash can be placed at each of their
+    /// operations too), and a failure of one ends the run as a failed step does.
     fn run(&mut self, store: &FileStore, steps: &[Step]) -> bool {
+        store.wait_reclaimed();
         for step in steps {
-            match *step {
+            if !self.step(store, *step) {
+                return false;
+            }
+            store.wait_reclaimed();
+            if store.heads().is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Runs one step; returns whether it succeeded.
+    fn step(&mut self, store: &FileStore, step: Step) -> bool {
+        {
+            match step {
                 Step::Append { s, n, sync } => {
                     let name = self.current[s];
                     let from = self.acked[name];

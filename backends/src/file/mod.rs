@@ -30,8 +30,11 @@
 //!   and byte offset, unless [`OnCorruption::TruncateAtCorruption`] was chosen; a file named like
 //!   a segment that is not one (not a regular file, or a header this journal never wrote) is
 //!   refused by name and left alone.
-//! - **Space**: deleting a session appends a deletion frame; segments left with no live batch
-//!   are removed (a deletion frame stays while older frames of its session remain on disk).
+//! - **Space**: deleting a session appends a deletion frame; the reclaim thread the store owns
+//!   removes segments left with no live batch (a deletion frame stays while older frames of its
+//!   session remain on disk) and compacts sealed segments dead enough
+//!   ([`FileOptions::compact_when_dead`], half by default), in small throttled chunks beside the
+//!   appends, never inside a group; [`FileStore::wait_reclaimed`] waits for it.
 //!
 //! Every byte goes through the `io::Io` trait: the operating system, or (feature `testing`) the
 //! simulated disk `sim::SimDisk` that crash tests use.
@@ -58,8 +61,8 @@
 //! - `torn`: what a torn tail held;
 //! - `segment`: creating a segment file, and the write paths' I/O failure; `aside`: keeping bytes
 //!   aside before opening cuts them;
-//! - `write`: writing one group to the active segment; `reclaim`: removing and compacting
-//!   segments; `commit`: the group commit (the leader, the committer thread);
+//! - `write`: writing one group to the active segment; `reclaim`: the reclaim thread, removing
+//!   and compacting segments; `commit`: the group commit (the leader, the committer thread);
 //! - `open`: scanning, judging and repairing a directory into a `Core`;
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.

@@ -19,7 +19,7 @@ use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile};
 use super::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
-use super::reclaim::reclaim;
+use super::reclaim::remove_unneeded;
 use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Counters, State, Writer};
 use super::torn::TornTail;
@@ -442,9 +442,11 @@ fn open_at(
         io,
         dir,
         options,
-        state: Mutex::new(State { index, active, ..State::default() }),
+        state: Mutex::new(State { index, active, reclaim_wanted: true, ..State::default() }),
         wake: Condvar::new(),
         cohort_back: Condvar::new(),
+        reclaim_wake: Condvar::new(),
+        reclaim_idle: Condvar::new(),
         answers: Answers::default(),
         files,
         frame_hint: AtomicUsize::new(64),
@@ -453,7 +455,7 @@ fn open_at(
         counters: Counters::default(),
     };
     if !read_only {
-        reclaim(&core).map_err(failure)?;
+        remove_unneeded(&core).map_err(failure)?;
     }
     Ok(Opened::Store(Box::new(OpenedStore { core, torn })))
 }
