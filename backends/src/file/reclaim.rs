@@ -8,7 +8,7 @@
 //! A compaction never holds up an append for long: it reads what it copies with no lock held,
 //! then writes it in chunks of at most [`CHUNK`] bytes, each under the writer's lock for one
 //! `pwrite`, with a pause of [`PAUSE_FACTOR`] times that (at least [`MIN_PAUSE`]) before the
-//! next; its one `fdatasync` comes at the end.
+//! next; its one `fdatasync` comes at the end, without the writer's lock.
 //!
 //! What a chunk copies is checked, written and published with the writer's lock held, so no
 //! group lands in between: a batch is copied only if it is still where the index found it and
@@ -198,7 +198,7 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<bo
             return Ok(false);
         }
     }
-    sync_active(core, &mut lock(&core.writer))?;
+    sync_active(core)?;
     Ok(all)
 }
 

@@ -119,21 +119,29 @@ pub(crate) fn write_frames_in(
     Ok(Written { seg: a.id, body_at, sealed, took: started.elapsed() })
 }
 
-/// Makes every byte written to the active segment durable (one `fdatasync`, none when it all
-/// is), with the writer's lock held.
-pub(crate) fn sync_active(core: &Core, w: &mut Writer) -> Result<(), IoFailure> {
-    let Some(a) = w.active.as_mut() else { return Ok(()) };
-    if a.synced == a.len {
-        return Ok(());
-    }
+/// Makes every byte written to the active segment so far durable (one `fdatasync`, none when
+/// it all is). The sync runs without the writer's lock, so groups go on being written beside
+/// it; only what was written before it began is then known durable.
+pub(crate) fn sync_active(core: &Core) -> Result<(), IoFailure> {
+    let (id, file, upto) = {
+        let w = lock(&core.writer);
+        match &w.active {
+            Some(a) if a.synced < a.len => (a.id, Arc::clone(&a.file), a.len),
+            _ => return Ok(()),
+        }
+    };
     let started = Instant::now();
-    a.file.sync_data().map_err(|e| {
-        let what = format!("fdatasync of segment {}", core.segment_path(a.id).display());
+    file.sync_data().map_err(|e| {
+        let what = format!("fdatasync of segment {}", core.segment_path(id).display());
         IoFailure::after_write(what, e)
     })?;
     core.counters.synced(started.elapsed());
-    a.synced = a.len;
-    a.check();
+    let mut w = lock(&core.writer);
+    // A segment sealed meanwhile was synced whole by its sealing.
+    if let Some(a) = w.active.as_mut().filter(|a| a.id == id) {
+        a.synced = a.synced.max(upto);
+        a.check();
+    }
     Ok(())
 }
 
