@@ -1032,7 +1032,7 @@ mod compaction {
         let mut temps = vec![0u64; TEMPS];
         let mut k = 0usize;
         while store.index_size().segments < 3 {
-            let (s, at) = if k % (TEMPS + 1) == 0 {
+            let (s, at) = if k.is_multiple_of(TEMPS + 1) {
                 (0, &mut kept)
             } else {
                 let t = k % (TEMPS + 1);
