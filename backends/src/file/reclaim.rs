@@ -7,8 +7,12 @@
 //!
 //! A compaction never holds up an append for long: it reads what it copies with no lock held,
 //! then writes it in chunks of at most [`CHUNK`] bytes, each under the writer's lock for one
-//! `pwrite`, with a pause of [`PAUSE_FACTOR`] times that (at least [`MIN_PAUSE`]) before the
-//! next; its one `fdatasync` comes at the end, without the writer's lock.
+//! `pwrite`, with a pause of [`PAUSE_FACTOR`] times as long as the chunk took, its wait for the
+//! lock included (at least [`MIN_PAUSE`]), before the next. The wait is what adapts the pace to
+//! the disk: the lock is held through each group's `fdatasync`, and every byte a chunk writes
+//! is one more for the next group's `fdatasync` to flush, so chunks come no faster than about
+//! one per four of the appenders' syncs. Its own `fdatasync` comes at the end, without the
+//! writer's lock.
 //!
 //! What a chunk copies is checked, written and published with the writer's lock held, so no
 //! group lands in between: a batch is copied only if it is still where the index found it and
@@ -186,9 +190,8 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<bo
         let (chunk, later) = rest.split_at(n);
         rest = later;
         let frames = read_live(core, id, &file, chunk)?;
-        let held = Instant::now();
-        all &= copy_chunk(core, chunk, &frames)?;
-        let held = held.elapsed();
+        let (copied, held) = copy_chunk(core, chunk, &frames)?;
+        all &= copied;
         let st = lock(&core.state);
         if st.stopping {
             return Ok(false);
@@ -234,12 +237,14 @@ fn read_live(
 /// Writes the batches of `chunk` that may still be copied as one group (not synced) and
 /// publishes their new homes, all under the writer's lock. Returns false if a batch was left
 /// for later because a deletion of its session is queued (one deleted or moved since it was
-/// looked up is dead here: nothing to copy).
+/// looked up is dead here: nothing to copy), and how long it took, the wait for the lock
+/// included.
 fn copy_chunk(
     core: &Core,
     chunk: &[(String, BatchLoc)],
     frames: &[Vec<u8>],
-) -> Result<bool, IoFailure> {
+) -> Result<(bool, Duration), IoFailure> {
+    let held = Instant::now();
     let mut w = lock(&core.writer);
     let mut later = false;
     let keep: Vec<bool> = {
@@ -256,7 +261,7 @@ fn copy_chunk(
     let refs: Vec<&[u8]> =
         frames.iter().zip(&keep).filter(|(_, k)| **k).map(|(f, _)| f.as_slice()).collect();
     if refs.is_empty() {
-        return Ok(!later);
+        return Ok((!later, held.elapsed()));
     }
     let written = write_frames_in(core, &mut w, &refs, false)?;
     let mut st = lock(&core.state);
@@ -265,6 +270,7 @@ fn copy_chunk(
         st.index.moved(session, run.first, written.seg, offset);
     }
     drop(st);
+    let held = held.elapsed();
     drop(w);
-    Ok(!later)
+    Ok((!later, held))
 }
