@@ -944,6 +944,10 @@ fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
     }
     let first = stepjournal_tests::file_fixture::sim_dir()
         .join(stepjournal_backends::file::SegmentId(1).file_name());
+    // A segment without its sidecar index is scanned on open (one with it: below).
+    writer.wait_reclaimed();
+    let sidecar = first.with_extension("idx");
+    stepjournal_backends::file::io::Io::remove(&disk, &sidecar).unwrap();
     assert!(disk.flip_byte(&first, 100, 0x10));
     assert!(writer.writer_is_live().unwrap());
     let err = open_sim(&disk, opts.read_only(true)).unwrap_err();
@@ -951,14 +955,48 @@ fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
     assert!(err.to_string().contains(&first.display().to_string()), "{err}");
 }
 
-mod read_amplification {
-    //! Reading a session reads about what its batches occupy: counted in bytes through the I/O
-    //! layer, whatever the other sessions wrote between its batches.
+#[test]
+fn damage_inside_a_sealed_segment_read_from_its_sidecar_is_found_by_the_read_and_by_verify() {
+    // An open that reads a sealed segment's sidecar does not read the segment: damage inside it
+    // is found when the batch it hit is read (or by verify), never handed on.
+    let opts = FileOptions::new().segment_size(4096).preallocate(0);
+    let disk = SimDisk::new();
+    let writer = open_sim(&disk, opts).unwrap();
+    let mut q = 0;
+    while writer.index_size().segments < 3 {
+        append_events(&writer, 0, q, 1);
+        q += 1;
+    }
+    writer.wait_reclaimed();
+    drop(writer);
+    let first = stepjournal_tests::file_fixture::sim_dir()
+        .join(stepjournal_backends::file::SegmentId(1).file_name());
+    assert!(disk.read_file(&first.with_extension("idx")).is_some());
+    assert!(disk.flip_byte(&first, 100, 0x10));
+    let store = open_sim(&disk, opts).unwrap();
+    let err = store.read_all(&crash_session(0)).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains(&first.display().to_string()), "{err}");
+    drop(store);
+    let report = verify_sim(&disk);
+    assert!(!report.is_clean());
+    assert!(
+        report.findings.iter().any(|f| f.to_string().contains(&first.display().to_string())),
+        "{:?}",
+        report.findings
+    );
+}
+
+mod bytes_read {
+    //! What reads and opens read, counted in bytes through the I/O layer: reading a session
+    //! reads about what its batches occupy, whatever the other sessions wrote between them; an
+    //! open reads the sidecar indexes of sealed segments and scans only the newest.
 
     use std::path::Path;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    use stepjournal_backends::SessionHead;
     use stepjournal_backends::file::io::{EntryKind, Io, IoFile, IoLock};
     use stepjournal_codec::{Limits, batch};
     use stepjournal_tests::file_fixture::sim_dir;
@@ -1088,5 +1126,171 @@ mod read_amplification {
         let (io, own) = interleaved(options, 1, 300, 4);
         let read = bytes_to_read(&io, options, 300 * 4);
         assert!(read * 10 <= own * 13, "read {read} bytes for batches of {own}");
+    }
+
+    fn sidecars(disk: &SimDisk) -> Vec<(std::path::PathBuf, u64)> {
+        let mut found: Vec<_> = disk
+            .files(&sim_dir())
+            .into_iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "idx"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn segments(disk: &SimDisk) -> Vec<(std::path::PathBuf, u64)> {
+        let mut found: Vec<_> = disk
+            .files(&sim_dir())
+            .into_iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "seg"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Opens the journal on `io`; returns the store and the bytes the open read.
+    fn open_counted(io: &Counting, options: FileOptions) -> (FileStore, u64) {
+        let before = io.read.load(Ordering::Relaxed);
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        (store, io.read.load(Ordering::Relaxed) - before)
+    }
+
+    /// Everything an open rebuilds: each session's head and events.
+    fn rebuilt(store: &FileStore) -> Vec<(SessionHead, Vec<stepjournal_codec::Record>)> {
+        let mut out = Vec::new();
+        for h in store.heads().unwrap() {
+            let events = store.read_all(&h.session).unwrap();
+            out.push((h, events));
+        }
+        out
+    }
+
+    /// A journal of many sealed segments: four sessions interleaved, one with every kind of
+    /// event (alone and together, so heads are read from the sidecars), one deleted.
+    fn many_segments(options: FileOptions) -> Counting {
+        let io = Counting { disk: SimDisk::new(), read: Arc::default() };
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        // Events of about 256 bytes, one or four to a batch, as an agent's are.
+        let text = |s: usize, q: u64| Stamped {
+            at: UnixMillis(1_700_000_000_000 + q),
+            event: Message { role: Role::User, text: format!("{s}.{q} {}", "z".repeat(220)) }
+                .into(),
+        };
+        for round in 0..150u64 {
+            for s in 0..4usize {
+                let n = if s % 2 == 0 { 1 } else { 4 };
+                let from = round * n;
+                let batch: Vec<Stamped> = (from..from + n).map(|q| text(s, q)).collect();
+                store
+                    .append(&sid(&format!("s{s}")), Seq(from), &batch, Durability::Buffered)
+                    .unwrap();
+            }
+        }
+        let every = sid("every-kind");
+        let mut at = 0u64;
+        for round in 0..3 {
+            for e in stepjournal_tests::sample::every_event_type() {
+                let stamped = vec![Stamped::at(UnixMillis(at), e)];
+                store.append(&every, Seq(at), &stamped, Durability::Buffered).unwrap();
+                at += 1;
+            }
+            let all: Vec<Stamped> = stepjournal_tests::sample::every_event_type()
+                .into_iter()
+                .map(|e| Stamped::at(UnixMillis(round), e))
+                .collect();
+            let n = all.len() as u64;
+            store.append(&every, Seq(at), &all, Durability::Buffered).unwrap();
+            at += n;
+        }
+        assert!(store.delete(&sid("s2")).unwrap());
+        // More batches, so the deletion lies in a sealed segment.
+        for s in [0usize, 1, 3] {
+            let session = sid(&format!("s{s}"));
+            let tail = store.tail(&session).unwrap().get();
+            for q in tail..tail + 40 {
+                store.append(&session, Seq(q), &[text(s, q)], Durability::Buffered).unwrap();
+            }
+        }
+        store.wait_reclaimed();
+        io
+    }
+
+    #[test]
+    fn an_open_reads_the_sidecars_of_sealed_segments_and_scans_only_the_newest() {
+        let options = FileOptions::new().segment_size(16 << 10);
+        let io = many_segments(options);
+        let segs = segments(&io.disk);
+        let sides = sidecars(&io.disk);
+        assert!(segs.len() >= 6, "{segs:?}");
+        assert_eq!(sides.len(), segs.len() - 1, "a sidecar for every sealed segment: {sides:?}");
+        let (store, read) = open_counted(&io, options);
+        let sealed: u64 = segs.iter().take(segs.len() - 1).map(|(_, n)| n).sum();
+        let newest = segs.last().unwrap().1;
+        assert!(
+            read <= newest + sealed * 3 / 100,
+            "the open read {read} bytes: newest segment {newest}, sealed {sealed}"
+        );
+        let with_sidecars = rebuilt(&store);
+        drop(store);
+        // Without sidecars (a journal written before them), the scan rebuilds the same.
+        for (path, _) in &sides {
+            io.disk.remove(path).unwrap();
+        }
+        let (store, scanned) = open_counted(&io, options.read_only(true));
+        assert!(scanned >= sealed, "the open scanned {scanned} bytes of {sealed}");
+        assert_eq!(rebuilt(&store), with_sidecars);
+        drop(store);
+        // A writable open has the reclaim thread write them again.
+        let (store, _) = open_counted(&io, options);
+        store.wait_reclaimed();
+        drop(store);
+        assert_eq!(sidecars(&io.disk), sides);
+    }
+
+    #[test]
+    fn a_damaged_or_cut_sidecar_is_not_used_and_a_writable_open_writes_it_again() {
+        let options = FileOptions::new().segment_size(16 << 10);
+        let io = many_segments(options);
+        let (store, clean) = open_counted(&io, options.read_only(true));
+        let expected = rebuilt(&store);
+        drop(store);
+        let sides = sidecars(&io.disk);
+        let (flipped, cut) = (&sides[0].0, &sides[1].0);
+        assert!(io.disk.flip_byte(flipped, sides[0].1 / 2, 0x10));
+        io.disk.open(cut, false).unwrap().set_len(sides[1].1 / 2).unwrap();
+        let (store, read) = open_counted(&io, options.read_only(true));
+        assert!(read > clean, "the two segments were scanned: {read} bytes against {clean}");
+        assert_eq!(rebuilt(&store), expected);
+        drop(store);
+        let (store, _) = open_counted(&io, options);
+        assert_eq!(rebuilt(&store), expected);
+        store.wait_reclaimed();
+        drop(store);
+        assert_eq!(sidecars(&io.disk), sides, "written again, whole");
+        // (The writable open cut the zeros ahead of the newest segment's data, which the first
+        // read-only open read.)
+        let (store, read) = open_counted(&io, options.read_only(true));
+        assert!(read <= clean, "{read} bytes against {clean}");
+        assert_eq!(rebuilt(&store), expected);
+    }
+
+    #[test]
+    fn a_sidecar_of_a_segment_that_changed_is_not_used() {
+        // A segment cut (salvage) or replaced keeps a sidecar that no longer describes it.
+        let options = FileOptions::new().segment_size(16 << 10);
+        let io = many_segments(options);
+        let (store, _) = open_counted(&io, options.read_only(true));
+        let expected = rebuilt(&store);
+        drop(store);
+        let segs = segments(&io.disk);
+        let (first, len) = &segs[0];
+        // Its last byte flipped: the sidecar's checksum of the segment's tail no longer holds,
+        // so the segment is scanned and the damage found.
+        assert!(io.disk.flip_byte(first, len - 1, 0x01));
+        let opened = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options);
+        assert!(matches!(opened, Err(OpenError::Store(StoreError::Corrupt { .. }))), "{opened:?}");
+        assert!(io.disk.flip_byte(first, len - 1, 0x01));
+        let (store, _) = open_counted(&io, options.read_only(true));
+        assert_eq!(rebuilt(&store), expected);
     }
 }

@@ -95,6 +95,8 @@ pub(crate) struct SegmentInfo {
     pub live_bytes: u64,
     /// Deletion frames here that must stay.
     pub guards: Vec<Guard>,
+    /// Whether its sidecar index is written (or need not be: it was found damaged).
+    pub sidecar: bool,
 }
 
 /// Sessions and segments.
@@ -202,6 +204,11 @@ impl Index {
         if let (false, Some(seg)) = (older.is_empty(), self.segments.get_mut(&at)) {
             seg.guards.push(Guard { older });
         }
+    }
+
+    /// A sealed segment (other than `active`) whose sidecar index is not written yet.
+    pub(crate) fn without_sidecar(&self, active: Option<SegmentId>) -> Option<SegmentId> {
+        self.segments.iter().find(|(id, s)| Some(**id) != active && !s.sidecar).map(|(id, _)| *id)
     }
 
     /// A segment other than `active` with nothing needed in it, if there is one.

@@ -4,7 +4,9 @@
 //! - **Segments** (`{id:020}.seg`): a header naming the format version and the checksum
 //!   polynomial, then groups of the codec's batch frames (`layout` and `docs/format.md` draw the
 //!   bytes). The active segment is sealed at [`FileOptions::segment_size`] and a new one begun.
-//! - **Index**: rebuilt on open by one sequential scan; per session one entry per batch (first
+//! - **Index**: rebuilt on open by one pass: a sealed segment is read from its sidecar index
+//!   (`sidecar`, written by the reclaim thread after the seal) when it has a sound one, every
+//!   other segment (the newest always) scanned; per session one entry per batch (first
 //!   seq, count, segment, offset, length), not one per event, and the session's head (its last
 //!   run, kept by `RunHead::advance` as batches land), so `heads()` folds nothing.
 //! - **Group commit**: concurrent appenders are written with one write and one `fdatasync`; the
@@ -26,7 +28,8 @@
 //!   so a journal of any number of segments opens under a small limit on open files.
 //! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
 //!   any append, its bytes kept aside first and what it held reported
-//!   ([`FileStore::torn_tail`]); damage inside acknowledged data refuses to open, naming segment
+//!   ([`FileStore::torn_tail`]); damage inside acknowledged data refuses to open (or, inside a
+//!   sealed segment read from its sidecar, the read that reaches it), naming segment
 //!   and byte offset, unless [`OnCorruption::TruncateAtCorruption`] was chosen; a file named like
 //!   a segment that is not one (not a regular file, or a header this journal never wrote) is
 //!   refused by name and left alone.
@@ -52,7 +55,8 @@
 //! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
 //!   `files`: the bounded cache of open segment files;
 //! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
-//!   continuity);
+//!   continuity); `sidecar`: a sealed segment's frames kept beside it, read on open instead of
+//!   the segment;
 //! - `read`: reading batches back by their index entries;
 //! - `queue`: the requests appenders queue, and how each is answered; `cohort`: when the next
 //!   group waits for the appenders of the last; `answer`: the answer thread;
@@ -90,6 +94,7 @@ mod race;
 mod read;
 mod reclaim;
 mod segment;
+mod sidecar;
 #[cfg(feature = "testing")]
 pub mod sim;
 #[cfg(all(test, not(feature = "testing")))]
@@ -105,6 +110,7 @@ mod write;
 pub use layout::LOCK_FILE;
 pub use layout::SegmentId;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
+pub(crate) use sidecar::id_of as sidecar_id;
 pub use store::{FileStats, FileStore, IndexSize};
 pub use torn::{TornFrame, TornTail};
 #[cfg(feature = "testing")]

@@ -1,5 +1,6 @@
-//! Opening a journal: lock, scan every segment once in order, decide what damage means, apply
-//! the decision (cut a torn tail, remove a half-created segment), then accept appends.
+//! Opening a journal: lock, scan every segment once in order (a sealed segment with a sidecar
+//! index that still describes it is read from the sidecar instead), decide what damage means,
+//! apply the decision (cut a torn tail, remove a half-created segment), then accept appends.
 //!
 //! Nothing is written before the whole directory has been read and judged: a refusal leaves the
 //! files as they were.
@@ -21,6 +22,7 @@ use super::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::remove_unneeded;
 use super::segment::{IoFailure, create_segment};
+use super::sidecar::{self, Loaded};
 use super::state::{Active, Core, Counters, State, Writer};
 use super::torn::TornTail;
 use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
@@ -296,6 +298,8 @@ fn open_at(
     let mut stopped = false;
     let mut buf = Vec::new();
     let mut kept: Option<Newest> = None;
+    // Sealed segments read from their sidecars.
+    let mut from_sidecars = std::collections::BTreeSet::new();
     // Every entry is looked at before any is opened (opening a named pipe would wait for a
     // writer): one that is not a regular file is refused, whatever else is found.
     for &id in &ids {
@@ -334,6 +338,16 @@ fn open_at(
         };
         builder.add_segment(id);
         let last = k + 1 == ids.len();
+        // Salvage scans every byte, to stop at the frame it stops at.
+        if !last
+            && stop.is_none()
+            && let Loaded::Frames(f) = sidecar::load(&*io, &dir, id, &*file, &options.limits)
+        {
+            kept = Some(Newest { id, file, len: f.len, cut: false });
+            f.feed(&mut builder, id);
+            from_sidecars.insert(id);
+            continue;
+        }
         let mut indexer = Indexer { builder: &mut builder, seg: id, stop, limits: &options.limits };
         let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
             .map_err(io_error(format!("reading segment {}", path.display())))?;
@@ -401,6 +415,21 @@ fn open_at(
                 let path = dir.join(id.file_name());
                 io.remove(&path)
                     .map_err(io_error(format!("removing segment {}", path.display())))?;
+            }
+        }
+        // Sidecars kept are those read: the others are damaged, left by a segment since removed
+        // or cut, or of the segment appends go on in (the reclaim thread writes them anew).
+        if let Some(k) = &kept {
+            from_sidecars.remove(&k.id);
+        }
+        for sid in names.iter().filter_map(|n| sidecar::id_of(n)) {
+            if !from_sidecars.contains(&sid) {
+                sidecar::remove(&*io, &dir, sid).map_err(failure)?;
+            }
+        }
+        for sid in &from_sidecars {
+            if let Some(s) = index.segments.get_mut(sid) {
+                s.sidecar = true;
             }
         }
         // Always: a process that died may have created or removed a segment without syncing

@@ -1,5 +1,6 @@
-//! Freeing space, on the reclaim thread the store owns, off the append path: removing segments
-//! that hold nothing needed, and compacting sealed segments that are dead enough
+//! The reclaim thread the store owns, off the append path: writing the sidecar index of each
+//! sealed segment (`sidecar`), removing segments that hold nothing needed, and compacting sealed
+//! segments that are dead enough
 //! ([`FileOptions::compact_when_dead`](super::FileOptions::compact_when_dead)): their live
 //! batches copied to the active segment and synced, then the segment removed. Each removal is
 //! made durable before the index forgets the segment, so a deletion frame is never removed
@@ -29,6 +30,7 @@ use super::index::{BatchLoc, Reclaim};
 use super::io::IoFile;
 use super::layout::SegmentId;
 use super::segment::IoFailure;
+use super::sidecar;
 use super::state::{Core, State, lock};
 use super::write::{sync_active, write_frames_in};
 
@@ -139,7 +141,7 @@ fn reclaim(core: &Core) -> Result<Pass, IoFailure> {
             st.index.reclaim(st.active, live_at_most)
         };
         match next {
-            None => return Ok(Pass::Done),
+            None => return write_sidecars(core),
             Some(Reclaim::Remove(id)) => remove_segment(core, id)?,
             Some(Reclaim::Compact(id, live)) => {
                 if !compact(core, id, &live)? {
@@ -150,8 +152,34 @@ fn reclaim(core: &Core) -> Result<Pass, IoFailure> {
     }
 }
 
+/// Writes the sidecar index of every sealed segment that has none yet.
+fn write_sidecars(core: &Core) -> Result<Pass, IoFailure> {
+    loop {
+        let next = {
+            let st = lock(&core.state);
+            if st.stopping || st.poisoned.is_some() {
+                return Ok(Pass::Done);
+            }
+            st.index.without_sidecar(st.active)
+        };
+        let Some(id) = next else { return Ok(Pass::Done) };
+        let file = core.files.get(id).map_err(|e| {
+            let what = format!("opening segment {} to index it", core.segment_path(id).display());
+            IoFailure::new(what, e)
+        })?;
+        // A segment with damage in it gets none: it is scanned, and the damage reported, on open.
+        sidecar::write(&*core.io, &core.dir, id, &file, &core.options.limits)?;
+        if let Some(s) = lock(&core.state).index.segments.get_mut(&id) {
+            s.sidecar = true;
+        }
+    }
+}
+
 fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
     let path = core.segment_path(id);
+    // The sidecar first: one left without its segment would be no harm (a writable open
+    // removes it), but neither would a segment left without its sidecar.
+    sidecar::remove(&*core.io, &core.dir, id)?;
     core.io
         .remove(&path)
         .map_err(|e| IoFailure::new(format!("removing segment {}", path.display()), e))?;

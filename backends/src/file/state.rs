@@ -162,6 +162,10 @@ pub(crate) struct Writer {
     /// Zeros, as many as the largest extension of the active segment needed.
     pub zeros: Vec<u8>,
     pub lock_checked: Option<std::time::Instant>,
+    /// A write or sync failed (set before the lock is let go): nothing is written or synced
+    /// again, and a sync that returned since proves nothing (the kernel reports a failed
+    /// writeback once, perhaps to the other caller, and may have dropped the pages).
+    pub failed: bool,
 }
 
 /// The segment being appended to.

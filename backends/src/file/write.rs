@@ -56,8 +56,28 @@ pub(crate) fn write_frames_in(
     frames: &[&[u8]],
     sync: bool,
 ) -> Result<Written, IoFailure> {
+    if w.failed {
+        return Err(earlier_failure(core));
+    }
+    let written = write_group_in(core, w, frames, sync);
+    w.failed |= written.is_err();
+    written
+}
+
+/// What writing or syncing meets once a write or sync failed.
+fn earlier_failure(core: &Core) -> IoFailure {
+    let e = io::Error::other("an earlier write or sync of the journal failed");
+    IoFailure::new(format!("writing to {}", core.dir.display()), e)
+}
+
+fn write_group_in(
+    core: &Core,
+    w: &mut Writer,
+    frames: &[&[u8]],
+    sync: bool,
+) -> Result<Written, IoFailure> {
     let started = Instant::now();
-    let Writer { active, buf, zeros, lock_checked } = w;
+    let Writer { active, buf, zeros, lock_checked, .. } = w;
     let Some(a) = active.as_mut() else {
         let e = io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
         return Err(IoFailure::new(format!("appending to {}", core.dir.display()), e));
@@ -121,22 +141,31 @@ pub(crate) fn write_frames_in(
 
 /// Makes every byte written to the active segment so far durable (one `fdatasync`, none when
 /// it all is). The sync runs without the writer's lock, so groups go on being written beside
-/// it; only what was written before it began is then known durable.
+/// it; only what was written before it began is then known durable, and only if no write or
+/// sync failed meanwhile (a group's sync that ran beside this one may have been the one told of
+/// a failed writeback).
 pub(crate) fn sync_active(core: &Core) -> Result<(), IoFailure> {
     let (id, file, upto) = {
         let w = lock(&core.writer);
+        if w.failed {
+            return Err(earlier_failure(core));
+        }
         match &w.active {
             Some(a) if a.synced < a.len => (a.id, Arc::clone(&a.file), a.len),
             _ => return Ok(()),
         }
     };
     let started = Instant::now();
-    file.sync_data().map_err(|e| {
+    if let Err(e) = file.sync_data() {
+        lock(&core.writer).failed = true;
         let what = format!("fdatasync of segment {}", core.segment_path(id).display());
-        IoFailure::after_write(what, e)
-    })?;
+        return Err(IoFailure::after_write(what, e));
+    }
     core.counters.synced(started.elapsed());
     let mut w = lock(&core.writer);
+    if w.failed {
+        return Err(earlier_failure(core));
+    }
     // A segment sealed meanwhile was synced whole by its sealing.
     if let Some(a) = w.active.as_mut().filter(|a| a.id == id) {
         a.synced = a.synced.max(upto);
