@@ -65,36 +65,34 @@ pub(crate) enum Loaded {
     Frames(Frames),
 }
 
-/// A sidecar's frames, parsed and checked.
+/// A sidecar checked whole: its frames are decoded again as they are handed to the builder,
+/// with nothing kept per frame in between.
 pub(crate) struct Frames {
     /// The segment's length (where its data ends).
     pub len: u64,
-    names: Vec<String>,
-    frames: Vec<Frame>,
+    id: SegmentId,
+    bytes: Vec<u8>,
+    limits: Limits,
 }
 
-enum Frame {
-    Events { session: usize, run: BatchLoc, head: BatchHead },
-    Delete { session: usize },
+/// One frame, as a pass over a sidecar hands it on.
+enum Out<'a, 'b> {
+    Events { run: BatchLoc, at: UnixMillis, stored: &'b [Stored<'a>] },
+    Delete,
 }
 
 impl Frames {
     /// Hands the frames to `builder`, as the scan of the segment would.
     pub(crate) fn feed(self, builder: &mut IndexBuilder, seg: SegmentId) {
-        for f in self.frames {
-            match f {
-                Frame::Events { session, run, head } => {
-                    if let Some(name) = self.names.get(session) {
-                        builder.events(name, run, head);
-                    }
-                }
-                Frame::Delete { session } => {
-                    if let Some(name) = self.names.get(session) {
-                        builder.delete(name, seg);
-                    }
-                }
+        let limits = self.limits;
+        let fed = frames(&self.bytes, self.id, self.len, &mut |name, out| match out {
+            Out::Events { run, at, stored } => {
+                builder.events(name, run, BatchHead::of_stored(at, stored, &limits));
             }
-        }
+            Out::Delete => builder.delete(name, seg),
+        });
+        // The same bytes were checked by `load`.
+        debug_assert!(fed.is_some(), "a sidecar that loaded decodes");
     }
 }
 
@@ -130,9 +128,13 @@ pub(crate) fn load(
     if side.read_exact_at(&mut bytes, 0).is_err() {
         return Loaded::Stale;
     }
-    let Some(frames) = parse(&bytes, id, seg_len, limits) else { return Loaded::Stale };
+    if frames(&bytes, id, seg_len, &mut |_, _| {}).is_none() {
+        return Loaded::Stale;
+    }
     match (u32_at(&bytes, 24), tail_crc(file, seg_len)) {
-        (Some(want), Ok(got)) if want == got => Loaded::Frames(frames),
+        (Some(want), Ok(got)) if want == got => {
+            Loaded::Frames(Frames { len: seg_len, id, bytes, limits: *limits })
+        }
         _ => Loaded::Stale,
     }
 }
@@ -175,8 +177,14 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Parses and checks a sidecar's bytes for segment `id` of `seg_len` bytes.
-fn parse(bytes: &[u8], id: SegmentId, seg_len: u64, limits: &Limits) -> Option<Frames> {
+/// Checks a sidecar's bytes for segment `id` of `seg_len` bytes and hands each frame, with its
+/// session's name, to `each`; `None` if anything is wrong (`each` may have been handed some).
+fn frames<'a>(
+    bytes: &'a [u8],
+    id: SegmentId,
+    seg_len: u64,
+    each: &mut dyn FnMut(&'a str, Out<'a, '_>),
+) -> Option<()> {
     let body_end = bytes.len().checked_sub(4)?;
     let (body, crc) = (bytes.get(..body_end)?, u32_at(bytes, body_end)?);
     if crc32fast::hash(body) != crc || body.get(..4)? != MAGIC || u32_at(body, 4)? != VERSION {
@@ -191,17 +199,17 @@ fn parse(bytes: &[u8], id: SegmentId, seg_len: u64, limits: &Limits) -> Option<F
     let mut names = Vec::with_capacity(sessions.min(body.len()));
     for _ in 0..sessions {
         let n = r.varint()?;
-        let name = std::str::from_utf8(r.take(usize::try_from(n).ok()?)?).ok()?;
-        names.push(name.to_owned());
+        names.push(std::str::from_utf8(r.take(usize::try_from(n).ok()?)?).ok()?);
     }
-    let mut frames = Vec::with_capacity(usize::try_from(count).ok()?.min(body.len()));
     let mut end = SEGMENT_HEADER_LEN as u64;
     let mut tails = vec![None::<u64>; names.len()];
     let mut times = vec![0u64; names.len()];
+    let mut stored = Vec::new();
     for _ in 0..count {
         let flags = r.byte()?;
         let session = usize::try_from(r.varint()?).ok()?;
-        if session >= names.len() || flags & !(DELETE | FIRST | COUNT | HEAD) != 0 {
+        let name = *names.get(session)?;
+        if flags & !(DELETE | FIRST | COUNT | HEAD) != 0 {
             return None;
         }
         let offset = end.checked_add(r.varint()?)?;
@@ -210,46 +218,41 @@ fn parse(bytes: &[u8], id: SegmentId, seg_len: u64, limits: &Limits) -> Option<F
         if end > seg_len || len == 0 {
             return None;
         }
-        match flags & DELETE {
-            0 => {
-                let tail = tails.get_mut(session)?;
-                let first = if flags & FIRST != 0 { r.varint()? } else { (*tail)? };
-                let count = if flags & COUNT != 0 { u32::try_from(r.varint()?).ok()? } else { 1 };
-                if count == 0 {
-                    return None;
-                }
-                *tail = first.checked_add(u64::from(count));
-                let d = r.varint()?;
-                // Zigzag: times may go back.
-                let delta = (d >> 1) as i64 ^ -((d & 1) as i64);
-                let at = times.get_mut(session)?;
-                *at = at.checked_add_signed(delta)?;
-                let at = *at;
-                let items = if flags & HEAD != 0 { r.varint()? } else { 0 };
-                let mut stored = Vec::new();
-                for _ in 0..items {
-                    stored.push(match r.byte()? {
-                        0 => Stored::ClientAnswer,
-                        1 => Stored::ApprovalDecided,
-                        2 => Stored::Unreadable,
-                        3 => {
-                            let n = usize::try_from(r.varint()?).ok()?;
-                            Stored::Record(r.take(n)?)
-                        }
-                        _ => return None,
-                    });
-                }
-                let head = BatchHead::of_stored(UnixMillis(at), &stored, limits);
-                let run = BatchLoc { first, count, len, seg: id, offset };
-                frames.push(Frame::Events { session, run, head });
-            }
-            _ => frames.push(Frame::Delete { session }),
+        if flags & DELETE != 0 {
+            each(name, Out::Delete);
+            continue;
         }
+        let tail = tails.get_mut(session)?;
+        let first = if flags & FIRST != 0 { r.varint()? } else { (*tail)? };
+        let count = if flags & COUNT != 0 { u32::try_from(r.varint()?).ok()? } else { 1 };
+        if count == 0 {
+            return None;
+        }
+        *tail = first.checked_add(u64::from(count));
+        let d = r.varint()?;
+        // Zigzag: times may go back.
+        let delta = (d >> 1) as i64 ^ -((d & 1) as i64);
+        let at = times.get_mut(session)?;
+        *at = at.checked_add_signed(delta)?;
+        let at = UnixMillis(*at);
+        let items = if flags & HEAD != 0 { r.varint()? } else { 0 };
+        stored.clear();
+        for _ in 0..items {
+            stored.push(match r.byte()? {
+                0 => Stored::ClientAnswer,
+                1 => Stored::ApprovalDecided,
+                2 => Stored::Unreadable,
+                3 => {
+                    let n = usize::try_from(r.varint()?).ok()?;
+                    Stored::Record(r.take(n)?)
+                }
+                _ => return None,
+            });
+        }
+        let run = BatchLoc { first, count, len, seg: id, offset };
+        each(name, Out::Events { run, at, stored: &stored });
     }
-    if r.at != body.len() {
-        return None;
-    }
-    Some(Frames { len: seg_len, names, frames })
+    (r.at == body.len()).then_some(())
 }
 
 /// Collects a walk's frames into a sidecar's bytes.
