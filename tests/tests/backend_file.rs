@@ -985,6 +985,14 @@ fn damage_inside_a_sealed_segment_read_from_its_sidecar_is_found_by_the_read_and
         "{:?}",
         report.findings
     );
+    // Salvage scans every segment, sidecar or not: it keeps what precedes the damage.
+    let salvage =
+        opts.on_corruption(stepjournal_backends::file::OnCorruption::TruncateAtCorruption);
+    let store = open_sim(&disk, salvage).unwrap();
+    let kept = check_prefix(&store, 0, 0, q);
+    assert!(kept < q, "salvage kept {kept} of {q} events");
+    drop(store);
+    assert!(verify_sim(&disk).is_clean());
 }
 
 mod bytes_read {

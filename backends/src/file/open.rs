@@ -338,9 +338,9 @@ fn open_at(
         };
         builder.add_segment(id);
         let last = k + 1 == ids.len();
-        // Salvage scans every byte, to stop at the frame it stops at.
+        // Salvage scans every byte: it is asked for to find damage and stop before it.
         if !last
-            && stop.is_none()
+            && options.on_corruption == OnCorruption::Refuse
             && let Loaded::Frames(f) = sidecar::load(&*io, &dir, id, &*file, &options.limits)
         {
             kept = Some(Newest { id, file, len: f.len, cut: false });
