@@ -55,8 +55,7 @@
 //! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
 //!   `files`: the bounded cache of open segment files;
 //! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
-//!   continuity); `sidecar`: a sealed segment's frames kept beside it, read on open instead of
-//!   the segment;
+//!   continuity);
 //! - `read`: reading batches back by their index entries;
 //! - `queue`: the requests appenders queue, and how each is answered; `cohort`: when the next
 //!   group waits for the appenders of the last; `answer`: the answer thread;
@@ -64,9 +63,11 @@
 //!   under the leader's);
 //! - `torn`: what a torn tail held;
 //! - `segment`: creating a segment file, and the write paths' I/O failure; `aside`: keeping bytes
-//!   aside before opening cuts them;
-//! - `write`: writing one group to the active segment; `reclaim`: the reclaim thread, removing
-//!   and compacting segments; `commit`: the group commit (the leader, the committer thread);
+//!   aside before opening cuts them; `sidecar`: a sealed segment's frames kept beside it, read on
+//!   open instead of the segment;
+//! - `write`: writing one group to the active segment; `reclaim`: the reclaim thread (sidecars,
+//!   removing and compacting segments); `commit`: the group commit (the leader, the committer
+//!   thread);
 //! - `open`: scanning, judging and repairing a directory into a `Core`;
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
