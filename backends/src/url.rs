@@ -195,7 +195,8 @@ fn refuse_foreign_dir(dir: &std::path::Path) -> Result<(), OpenError> {
         let name = entry.map_err(io)?.file_name();
         let ours = name.to_str().is_some_and(|n| {
             n == crate::file::LOCK_FILE
-                || crate::file::layout::SegmentId::from_file_name(n).is_some()
+                || crate::file::SegmentId::from_file_name(n).is_some()
+                || crate::file::sidecar_id(n).is_some()
         });
         if !ours {
             foreign.push(name.to_string_lossy().into_owned());

@@ -250,8 +250,9 @@ fn file_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
         if t.key == drive_key {
             note = format!(
                 "{:.2}x the sync writer's steps/s from 64 threads; peak {} threads, RSS {} MiB \
-                 (high-water {} MiB) while it ran; the file backend's committer is not yet \
-                 completion-based here, so an append blocks its worker; {note}",
+                 (high-water {} MiB) while it ran; appends are async: the file backend's \
+                 committer thread writes and syncs them and completes their futures, no worker \
+                 blocks on one; {note}",
                 if sync_rate > 0.0 { m.appends_per_sec() / sync_rate } else { 0.0 },
                 peak.threads,
                 peak.rss_kib >> 10,

@@ -85,10 +85,19 @@ pub fn buffered_row(
 }
 
 pub fn segment_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    files_ending(dir, "seg")
+}
+
+/// The sidecar index files of the file journal in `dir`, in order.
+pub fn sidecar_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    files_ending(dir, "idx")
+}
+
+fn files_ending(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .collect();
     files.sort();
     Ok(files)

@@ -12,7 +12,7 @@ use stepjournal_codec::{Seq, SessionId};
 
 use crate::appends::event;
 use crate::args::WorkDir;
-use crate::file::segment_files;
+use crate::file::{segment_files, sidecar_files};
 use crate::procio::ReadCounter;
 use crate::table::{Compare, Row, Section, Table};
 
@@ -109,9 +109,16 @@ fn journal_rows(
     let segment = work.open_segment();
     fill(&dir, segment, target, batch)?;
     // Opened once untimed: that cuts the zeros preallocated ahead of the data (a write and a
-    // sync), which every later open then finds done.
-    drop(open(&dir, segment)?);
+    // sync), which every later open then finds done; and waited for until the reclaim thread
+    // has written the sidecar index of every sealed segment (as it does after each seal).
+    {
+        let store = open(&dir, segment)?;
+        store.wait_reclaimed();
+    }
     let files: Vec<PathBuf> = segment_files(&dir)?;
+    let sidecars: Vec<PathBuf> = sidecar_files(&dir)?;
+    let sidecar_bytes: u64 = sidecars.iter().map(|f| len(f)).sum();
+    let evicted: Vec<PathBuf> = files.iter().chain(&sidecars).cloned().collect();
     let bytes: u64 = files.iter().map(|f| len(f)).sum();
     let active = files.last().map_or(0, |f| len(f));
     let allowed = active as f64 + 0.03 * (bytes - active) as f64;
@@ -131,7 +138,7 @@ fn journal_rows(
         let what = format!("the open row's segments ({batch} event{plural} per batch)");
         table.push(crate::raw::read_row(&read_key, &files, &what, cold)?);
         if cold {
-            crate::cache::evict(&files)?;
+            crate::cache::evict(&evicted)?;
         }
         let counter = ReadCounter::start();
         let start = Instant::now();
@@ -168,11 +175,14 @@ fn journal_rows(
         .vs_raw(Compare::bytes(read_key))
         .note(format!(
             "whole open {}; {reads}; {} batches of {batch} event{plural}, {} sessions, {} \
-             segments; bytes read/byte: over the journal's bytes; {}",
+             segments, {} sidecar indexes of {:.1} MB; bytes read/byte: over the journal's \
+             bytes; {}",
             crate::table::fmt_us(secs * 1e6),
             size.batches,
             size.sessions,
             size.segments,
+            sidecars.len(),
+            sidecar_bytes as f64 / 1e6,
             crate::cache::describe(cold)
         ));
         if let Some(r) = read {

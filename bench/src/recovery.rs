@@ -231,9 +231,15 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     let dir = work.sub("recovery")?;
     let n = work.recovery_sessions();
     let events = build(&dir, n)?;
-    // Opened once untimed, so that the timed opens find the preallocated zeros already cut.
-    drop(FileStore::open(&dir, FileOptions::new()).map_err(|e| format!("file: {e}"))?);
+    // Opened once untimed, so that the timed opens find the preallocated zeros already cut and
+    // every sealed segment's sidecar index written (the reclaim thread writes one after each
+    // seal).
+    {
+        let store = FileStore::open(&dir, FileOptions::new()).map_err(|e| format!("file: {e}"))?;
+        store.wait_reclaimed();
+    }
     let files = crate::file::segment_files(&dir)?;
+    let evicted: Vec<_> = files.iter().cloned().chain(crate::file::sidecar_files(&dir)?).collect();
     let bytes: u64 = files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cold_ok = crate::cache::available(&dir);
@@ -253,7 +259,7 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
             table.push(crate::raw::read_row(&read_key, &files, &what, cold)?);
         }
         if cold {
-            crate::cache::evict(&files)?;
+            crate::cache::evict(&evicted)?;
         }
         let r = recover(&dir, threads)?;
         if r.sessions != n {

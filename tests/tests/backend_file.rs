@@ -153,6 +153,7 @@ fn disk_use_stays_bounded_when_sessions_are_created_and_deleted_forever() {
         // Sessions live a while, then are deleted.
         if round >= 3 {
             assert!(f.delete(&crash_session(round - 2)).unwrap());
+            f.wait_reclaimed();
         }
         let size = dir_size(f.dir.path());
         peak = peak.max(size);
@@ -187,7 +188,7 @@ fn append_text(store: &dyn JournalStore, s: &SessionId, at: u64, bytes: usize) {
 fn a_deleted_session_stays_deleted_after_the_segment_of_its_deletion_is_removed() {
     // A deletion frame may be removed only once no older frame of its session remains, or the
     // session would come back on the next open.
-    let opts = FileOptions::new().segment_size(4096);
+    let opts = FileOptions::new().segment_size(4096).compact_when_dead(75);
     let mut f = RealFixture::new(opts);
     let (live, gone, filler) = (sid("live"), sid("gone"), sid("filler"));
     // The first segment stays: more than a quarter of it is live.
@@ -215,6 +216,7 @@ fn a_deleted_session_stays_deleted_after_the_segment_of_its_deletion_is_removed(
         r += 1;
     }
     assert!(f.delete(&other).unwrap());
+    f.wait_reclaimed();
     let first = f.dir.path().join(format!("{:020}.seg", 1));
     assert!(first.exists(), "the first segment holds live data");
     f.reopen(opts);
@@ -241,6 +243,7 @@ fn compaction_moves_live_batches_out_of_mostly_dead_segments() {
         assert!(f.delete(&s).unwrap());
         n += 1;
     }
+    f.wait_reclaimed();
     assert!(
         !f.dir.path().join(format!("{:020}.seg", 1)).exists(),
         "the first segment's one live batch was moved and the segment removed"
@@ -764,6 +767,7 @@ fn reads_racing_compaction_find_the_batches_where_they_moved() {
             append_text(&*f, &s, 0, 300);
             assert!(f.delete(&s).unwrap());
         }
+        f.wait_reclaimed();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(reader.join().unwrap() > 0);
     });
@@ -798,6 +802,7 @@ fn a_read_only_store_meeting_a_segment_its_writer_removed_reads_the_directory_ag
     let first = f.dir.path().join(stepjournal_backends::file::SegmentId(1).file_name());
     // The first segment is now mostly dead: compaction moves the keeper out and removes it.
     assert!(f.delete(&filler).unwrap());
+    f.wait_reclaimed();
     assert!(!first.exists());
     assert_eq!(ro.tail(&filler).unwrap(), Seq(q), "the snapshot holds the filler");
     let log = ro.read_all(&keep).unwrap();
@@ -887,6 +892,7 @@ fn journal_compacting_after_the_next_listing(
             q += 1;
         }
         assert!(w.delete(&sid("filler")).unwrap());
+        w.wait_reclaimed();
     });
     (disk, writer)
 }
@@ -938,9 +944,361 @@ fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
     }
     let first = stepjournal_tests::file_fixture::sim_dir()
         .join(stepjournal_backends::file::SegmentId(1).file_name());
+    // A segment without its sidecar index is scanned on open (one with it: below).
+    writer.wait_reclaimed();
+    let sidecar = first.with_extension("idx");
+    stepjournal_backends::file::io::Io::remove(&disk, &sidecar).unwrap();
     assert!(disk.flip_byte(&first, 100, 0x10));
     assert!(writer.writer_is_live().unwrap());
     let err = open_sim(&disk, opts.read_only(true)).unwrap_err();
     assert!(matches!(err, OpenError::Store(StoreError::Corrupt { .. })), "{err:?}");
     assert!(err.to_string().contains(&first.display().to_string()), "{err}");
+}
+
+#[test]
+fn damage_inside_a_sealed_segment_read_from_its_sidecar_is_found_by_the_read_and_by_verify() {
+    // An open that reads a sealed segment's sidecar does not read the segment: damage inside it
+    // is found when the batch it hit is read (or by verify), never handed on.
+    let opts = FileOptions::new().segment_size(4096).preallocate(0);
+    let disk = SimDisk::new();
+    let writer = open_sim(&disk, opts).unwrap();
+    let mut q = 0;
+    while writer.index_size().segments < 3 {
+        append_events(&writer, 0, q, 1);
+        q += 1;
+    }
+    writer.wait_reclaimed();
+    drop(writer);
+    let first = stepjournal_tests::file_fixture::sim_dir()
+        .join(stepjournal_backends::file::SegmentId(1).file_name());
+    assert!(disk.read_file(&first.with_extension("idx")).is_some());
+    assert!(disk.flip_byte(&first, 100, 0x10));
+    let store = open_sim(&disk, opts).unwrap();
+    let err = store.read_all(&crash_session(0)).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains(&first.display().to_string()), "{err}");
+    drop(store);
+    let report = verify_sim(&disk);
+    assert!(!report.is_clean());
+    assert!(
+        report.findings.iter().any(|f| f.to_string().contains(&first.display().to_string())),
+        "{:?}",
+        report.findings
+    );
+    // Salvage scans every segment, sidecar or not: it keeps what precedes the damage.
+    let salvage =
+        opts.on_corruption(stepjournal_backends::file::OnCorruption::TruncateAtCorruption);
+    let store = open_sim(&disk, salvage).unwrap();
+    let kept = check_prefix(&store, 0, 0, q);
+    assert!(kept < q, "salvage kept {kept} of {q} events");
+    drop(store);
+    assert!(verify_sim(&disk).is_clean());
+}
+
+mod bytes_read {
+    //! What reads and opens read, counted in bytes through the I/O layer: reading a session
+    //! reads about what its batches occupy, whatever the other sessions wrote between them; an
+    //! open reads the sidecar indexes of sealed segments and scans only the newest.
+
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use stepjournal_backends::SessionHead;
+    use stepjournal_backends::file::io::{EntryKind, Io, IoFile, IoLock};
+    use stepjournal_codec::{Limits, batch};
+    use stepjournal_tests::file_fixture::sim_dir;
+
+    use super::*;
+
+    /// The simulated disk, counting every byte read from any of its files.
+    #[derive(Debug, Clone)]
+    struct Counting {
+        disk: SimDisk,
+        read: Arc<AtomicU64>,
+    }
+
+    #[derive(Debug)]
+    struct CountingFile {
+        file: Arc<dyn IoFile>,
+        read: Arc<AtomicU64>,
+    }
+
+    impl IoFile for CountingFile {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+            let n = self.file.read_at(buf, offset)?;
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            self.file.write_all_at(buf, offset)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.file.sync_data()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.file.set_len(len)
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            self.file.len()
+        }
+    }
+
+    impl Counting {
+        fn wrap(&self, file: Arc<dyn IoFile>) -> Arc<dyn IoFile> {
+            Arc::new(CountingFile { file, read: Arc::clone(&self.read) })
+        }
+    }
+
+    impl Io for Counting {
+        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+            self.disk.create_dir_all(dir)
+        }
+        fn create_new(&self, path: &Path) -> std::io::Result<Arc<dyn IoFile>> {
+            self.disk.create_new(path).map(|f| self.wrap(f))
+        }
+        fn open(&self, path: &Path, read_only: bool) -> std::io::Result<Arc<dyn IoFile>> {
+            self.disk.open(path, read_only).map(|f| self.wrap(f))
+        }
+        fn entry_kind(&self, path: &Path) -> std::io::Result<Option<EntryKind>> {
+            self.disk.entry_kind(path)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            self.disk.remove(path)
+        }
+        fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+            self.disk.list(dir)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            self.disk.sync_dir(dir)
+        }
+        fn try_lock(&self, path: &Path) -> std::io::Result<Option<Box<dyn IoLock>>> {
+            self.disk.try_lock(path)
+        }
+        fn lock_is_held(&self, path: &Path) -> std::io::Result<bool> {
+            self.disk.lock_is_held(path)
+        }
+    }
+
+    /// `sessions` sessions appended in turn for `rounds` rounds, `events` events per batch;
+    /// returns the disk and the bytes the first session's batches occupy (frames, headers
+    /// included, encoded as the store encodes them).
+    fn interleaved(
+        options: FileOptions,
+        sessions: usize,
+        rounds: u64,
+        events: u64,
+    ) -> (Counting, u64) {
+        let io = Counting { disk: SimDisk::new(), read: Arc::default() };
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        let limits = Limits::default();
+        let mut own = 0;
+        let mut frame = Vec::new();
+        for round in 0..rounds {
+            for s in 0..sessions {
+                let from = round * events;
+                let batch = stamped_numbered(s as u64 * 1_000_000 + from, events);
+                let session = sid(&format!("s{s}"));
+                if s == 0 {
+                    frame.clear();
+                    own += batch::encode_into(&mut frame, &session, Seq(from), &batch, &limits)
+                        .unwrap() as u64;
+                }
+                store.append(&session, Seq(from), &batch, Durability::Buffered).unwrap();
+            }
+        }
+        (io, own)
+    }
+
+    /// Reads session `s0` through a store opened fresh on `io`; returns the bytes read for it.
+    fn bytes_to_read(io: &Counting, options: FileOptions, expected: u64) -> u64 {
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        let before = io.read.load(Ordering::Relaxed);
+        let records = store.read_all(&sid("s0")).unwrap();
+        assert_eq!(records.len() as u64, expected);
+        io.read.load(Ordering::Relaxed) - before
+    }
+
+    #[test]
+    fn a_session_interleaved_one_to_three_reads_at_most_1_3_times_its_batches() {
+        let options = FileOptions::new().segment_size(256 << 10);
+        let (io, own) = interleaved(options, 4, 300, 4);
+        let read = bytes_to_read(&io, options, 300 * 4);
+        assert!(read * 10 <= own * 13, "read {read} bytes for batches of {own}");
+        assert!(read >= own, "read {read} bytes for batches of {own}");
+    }
+
+    #[test]
+    fn a_session_written_alone_is_read_in_few_large_reads_and_no_more_bytes() {
+        let options = FileOptions::new().segment_size(256 << 10);
+        let (io, own) = interleaved(options, 1, 300, 4);
+        let read = bytes_to_read(&io, options, 300 * 4);
+        assert!(read * 10 <= own * 13, "read {read} bytes for batches of {own}");
+    }
+
+    fn sidecars(disk: &SimDisk) -> Vec<(std::path::PathBuf, u64)> {
+        let mut found: Vec<_> = disk
+            .files(&sim_dir())
+            .into_iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "idx"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn segments(disk: &SimDisk) -> Vec<(std::path::PathBuf, u64)> {
+        let mut found: Vec<_> = disk
+            .files(&sim_dir())
+            .into_iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "seg"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Opens the journal on `io`; returns the store and the bytes the open read.
+    fn open_counted(io: &Counting, options: FileOptions) -> (FileStore, u64) {
+        let before = io.read.load(Ordering::Relaxed);
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        (store, io.read.load(Ordering::Relaxed) - before)
+    }
+
+    /// Everything an open rebuilds: each session's head and events.
+    fn rebuilt(store: &FileStore) -> Vec<(SessionHead, Vec<stepjournal_codec::Record>)> {
+        let mut out = Vec::new();
+        for h in store.heads().unwrap() {
+            let events = store.read_all(&h.session).unwrap();
+            out.push((h, events));
+        }
+        out
+    }
+
+    /// A journal of many sealed segments: four sessions interleaved, one with every kind of
+    /// event (alone and together, so heads are read from the sidecars), one deleted.
+    fn many_segments(options: FileOptions) -> Counting {
+        let io = Counting { disk: SimDisk::new(), read: Arc::default() };
+        let store = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options).unwrap();
+        // Events of about 256 bytes, one or four to a batch, as an agent's are.
+        let text = |s: usize, q: u64| Stamped {
+            at: UnixMillis(1_700_000_000_000 + q),
+            event: Message { role: Role::User, text: format!("{s}.{q} {}", "z".repeat(220)) }
+                .into(),
+        };
+        for round in 0..150u64 {
+            for s in 0..4usize {
+                let n = if s % 2 == 0 { 1 } else { 4 };
+                let from = round * n;
+                let batch: Vec<Stamped> = (from..from + n).map(|q| text(s, q)).collect();
+                store
+                    .append(&sid(&format!("s{s}")), Seq(from), &batch, Durability::Buffered)
+                    .unwrap();
+            }
+        }
+        let every = sid("every-kind");
+        let mut at = 0u64;
+        for round in 0..3 {
+            for e in stepjournal_tests::sample::every_event_type() {
+                let stamped = vec![Stamped::at(UnixMillis(at), e)];
+                store.append(&every, Seq(at), &stamped, Durability::Buffered).unwrap();
+                at += 1;
+            }
+            let all: Vec<Stamped> = stepjournal_tests::sample::every_event_type()
+                .into_iter()
+                .map(|e| Stamped::at(UnixMillis(round), e))
+                .collect();
+            let n = all.len() as u64;
+            store.append(&every, Seq(at), &all, Durability::Buffered).unwrap();
+            at += n;
+        }
+        assert!(store.delete(&sid("s2")).unwrap());
+        // More batches, so the deletion lies in a sealed segment.
+        for s in [0usize, 1, 3] {
+            let session = sid(&format!("s{s}"));
+            let tail = store.tail(&session).unwrap().get();
+            for q in tail..tail + 40 {
+                store.append(&session, Seq(q), &[text(s, q)], Durability::Buffered).unwrap();
+            }
+        }
+        store.wait_reclaimed();
+        io
+    }
+
+    #[test]
+    fn an_open_reads_the_sidecars_of_sealed_segments_and_scans_only_the_newest() {
+        let options = FileOptions::new().segment_size(16 << 10);
+        let io = many_segments(options);
+        let segs = segments(&io.disk);
+        let sides = sidecars(&io.disk);
+        assert!(segs.len() >= 6, "{segs:?}");
+        assert_eq!(sides.len(), segs.len() - 1, "a sidecar for every sealed segment: {sides:?}");
+        let (store, read) = open_counted(&io, options);
+        let sealed: u64 = segs.iter().take(segs.len() - 1).map(|(_, n)| n).sum();
+        let newest = segs.last().unwrap().1;
+        assert!(
+            read <= newest + sealed * 3 / 100,
+            "the open read {read} bytes: newest segment {newest}, sealed {sealed}"
+        );
+        let with_sidecars = rebuilt(&store);
+        drop(store);
+        // Without sidecars (a journal written before them), the scan rebuilds the same.
+        for (path, _) in &sides {
+            io.disk.remove(path).unwrap();
+        }
+        let (store, scanned) = open_counted(&io, options.read_only(true));
+        assert!(scanned >= sealed, "the open scanned {scanned} bytes of {sealed}");
+        assert_eq!(rebuilt(&store), with_sidecars);
+        drop(store);
+        // A writable open has the reclaim thread write them again.
+        let (store, _) = open_counted(&io, options);
+        store.wait_reclaimed();
+        drop(store);
+        assert_eq!(sidecars(&io.disk), sides);
+    }
+
+    #[test]
+    fn a_damaged_or_cut_sidecar_is_not_used_and_a_writable_open_writes_it_again() {
+        let options = FileOptions::new().segment_size(16 << 10);
+        let io = many_segments(options);
+        let (store, clean) = open_counted(&io, options.read_only(true));
+        let expected = rebuilt(&store);
+        drop(store);
+        let sides = sidecars(&io.disk);
+        let (flipped, cut) = (&sides[0].0, &sides[1].0);
+        assert!(io.disk.flip_byte(flipped, sides[0].1 / 2, 0x10));
+        io.disk.open(cut, false).unwrap().set_len(sides[1].1 / 2).unwrap();
+        let (store, read) = open_counted(&io, options.read_only(true));
+        assert!(read > clean, "the two segments were scanned: {read} bytes against {clean}");
+        assert_eq!(rebuilt(&store), expected);
+        drop(store);
+        let (store, _) = open_counted(&io, options);
+        assert_eq!(rebuilt(&store), expected);
+        store.wait_reclaimed();
+        drop(store);
+        assert_eq!(sidecars(&io.disk), sides, "written again, whole");
+        // (The writable open cut the zeros ahead of the newest segment's data, which the first
+        // read-only open read.)
+        let (store, read) = open_counted(&io, options.read_only(true));
+        assert!(read <= clean, "{read} bytes against {clean}");
+        assert_eq!(rebuilt(&store), expected);
+    }
+
+    #[test]
+    fn a_sidecar_of_a_segment_that_changed_is_not_used() {
+        // A segment cut (salvage) or replaced keeps a sidecar that no longer describes it.
+        let options = FileOptions::new().segment_size(16 << 10);
+        let io = many_segments(options);
+        let (store, _) = open_counted(&io, options.read_only(true));
+        let expected = rebuilt(&store);
+        drop(store);
+        let segs = segments(&io.disk);
+        let (first, len) = &segs[0];
+        // Its last byte flipped: the sidecar's checksum of the segment's tail no longer holds,
+        // so the segment is scanned and the damage found.
+        assert!(io.disk.flip_byte(first, len - 1, 0x01));
+        let opened = FileStore::open_with(Arc::new(io.clone()), &sim_dir(), options);
+        assert!(matches!(opened, Err(OpenError::Store(StoreError::Corrupt { .. }))), "{opened:?}");
+        assert!(io.disk.flip_byte(first, len - 1, 0x01));
+        let (store, _) = open_counted(&io, options.read_only(true));
+        assert_eq!(rebuilt(&store), expected);
+    }
 }

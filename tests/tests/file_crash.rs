@@ -90,10 +90,28 @@ impl Model {
         self.attempted.len()
     }
 
-    /// Runs the steps until the first error. Returns whether all ran.
+    /// Runs the steps until the first error. Returns whether all ran. After each step the
+    /// store's reclaim thread is waited for, so that its removals and compactions come between
+    /// the steps, in the same order on every run (a crash can be placed at each of their
+    /// operations too), and a failure of one ends the run as a failed step does.
     fn run(&mut self, store: &FileStore, steps: &[Step]) -> bool {
+        store.wait_reclaimed();
         for step in steps {
-            match *step {
+            if !self.step(store, *step) {
+                return false;
+            }
+            store.wait_reclaimed();
+            if store.heads().is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Runs one step; returns whether it succeeded.
+    fn step(&mut self, store: &FileStore, step: Step) -> bool {
+        {
+            match step {
                 Step::Append { s, n, sync } => {
                     let name = self.current[s];
                     let from = self.acked[name];
@@ -986,6 +1004,223 @@ fn a_crash_at_every_write_and_sync_of_committer_groups_keeps_every_acknowledged_
                 .unwrap_or_else(|e| panic!("crash at op {n} ({what}): reopening failed: {e}"));
             for s in 0..=FOLLOWERS {
                 check_prefix(&store, s, model.durable[s], model.attempted[s]);
+            }
+        }
+    }
+}
+
+mod compaction {
+    //! A crash at every operation of a compaction (its copies' writes, its `fdatasync`, the old
+    //! segment's removal and the directory's sync), under each way the power can go: every
+    //! acknowledged event survives, a deleted session stays deleted, and once reopened the
+    //! journal compacts and reads as before.
+
+    use super::*;
+
+    /// Session 0 is kept; sessions 1.. are written between its batches and deleted.
+    const TEMPS: usize = 3;
+
+    fn opts() -> FileOptions {
+        FileOptions::new().segment_size(8192).compact_when_dead(50)
+    }
+
+    /// Fills two sealed segments with the kept session's batches between the others' (each
+    /// append synced, the reclaim thread waited for after each). Returns the kept session's
+    /// length and each other session's.
+    fn fill(store: &FileStore) -> (u64, Vec<u64>) {
+        let mut kept = 0;
+        let mut temps = vec![0u64; TEMPS];
+        let mut k = 0usize;
+        while store.index_size().segments < 3 {
+            let (s, at) = if k.is_multiple_of(TEMPS + 1) {
+                (0, &mut kept)
+            } else {
+                let t = k % (TEMPS + 1);
+                (t, &mut temps[t - 1])
+            };
+            let events: Vec<Stamped> =
+                (*at..*at + 2).map(|q| Stamped::at(UnixMillis(q), crash_event(s, q))).collect();
+            store.append(&crash_session(s), Seq(*at), &events, Durability::Synced).unwrap();
+            *at += 2;
+            store.wait_reclaimed();
+            k += 1;
+        }
+        (kept, temps)
+    }
+
+    /// Deletes the other sessions, then waits for the reclaim thread; returns how many
+    /// deletions were acknowledged before the first failure.
+    fn delete_and_compact(store: &FileStore) -> usize {
+        for t in 1..=TEMPS {
+            if store.delete(&crash_session(t)).is_err() {
+                return t - 1;
+            }
+            store.wait_reclaimed();
+            if store.heads().is_err() {
+                return t;
+            }
+        }
+        TEMPS
+    }
+
+    fn first_segment() -> std::path::PathBuf {
+        sim_dir().join(stepjournal_backends::file::SegmentId(1).file_name())
+    }
+
+    #[test]
+    fn a_crash_at_every_operation_of_a_compaction_keeps_what_was_promised() {
+        // The run without a crash: where the compaction's operations lie, and that it happens.
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, opts()).unwrap();
+        let (kept, temps) = fill(&store);
+        let from = disk.ops();
+        disk.record_ops();
+        assert_eq!(delete_and_compact(&store), TEMPS);
+        let total = disk.ops();
+        let log = disk.op_log();
+        assert!(disk.read_file(&first_segment()).is_none(), "the first segment was compacted away");
+        let removes = log.iter().filter(|(k, _)| *k == OpKind::Remove).count();
+        let writes = log.iter().filter(|(k, _)| *k == OpKind::Write).count();
+        assert!(removes >= 2 && writes > TEMPS, "{log:?}");
+        assert_eq!(check_prefix(&store, 0, kept, kept), kept);
+        drop(store);
+
+        type PowerLoss = fn(&SimDisk) -> SimDisk;
+        let fates: [(&str, PowerLoss); 3] = [
+            ("lose unsynced", SimDisk::crash_lose_unsynced),
+            ("keep written", SimDisk::crash_keep_written),
+            ("tear every unsynced write in half", |d| {
+                d.crash(|op| match op {
+                    stepjournal_backends::file::sim::PendingOp::Write { len, .. } => {
+                        Fate::Tear(len / 2)
+                    }
+                    _ => Fate::Keep,
+                })
+            }),
+        ];
+        for n in from..=total {
+            for (what, crash) in fates {
+                let disk = SimDisk::new();
+                let store = open_sim(&disk, opts()).unwrap();
+                assert_eq!(fill(&store), (kept, temps.clone()));
+                assert_eq!(disk.ops(), from, "the same operations on every run");
+                disk.crash_at_op(n);
+                let deleted = delete_and_compact(&store);
+                assert_eq!(deleted == TEMPS, n == total, "op {n} ({what})");
+                drop(store);
+                let after = crash(&disk);
+                let store = open_sim(&after, opts())
+                    .unwrap_or_else(|e| panic!("crash at op {n} ({what}): reopening failed: {e}"));
+                assert_eq!(check_prefix(&store, 0, kept, kept), kept, "op {n} ({what})");
+                for t in 1..=TEMPS {
+                    let len = check_prefix(&store, t, 0, temps[t - 1]);
+                    if t <= deleted {
+                        assert_eq!(len, 0, "op {n} ({what}): session {t} came back");
+                    } else {
+                        assert!(len == 0 || len == temps[t - 1], "op {n} ({what}): {len}");
+                    }
+                }
+                // The reopened store finishes the work, and holds the same after another open.
+                for t in 1..=TEMPS {
+                    store.delete(&crash_session(t)).unwrap();
+                }
+                store.wait_reclaimed();
+                assert!(store.heads().is_ok(), "op {n} ({what})");
+                drop(store);
+                let store = open_sim(&after, opts()).unwrap();
+                assert!(after.read_file(&first_segment()).is_none(), "op {n} ({what})");
+                assert_eq!(check_prefix(&store, 0, kept, kept), kept, "op {n} ({what})");
+                assert_eq!(store.sessions().unwrap(), vec![crash_session(0)], "op {n} ({what})");
+            }
+        }
+    }
+}
+
+mod sidecar {
+    //! A crash at every operation of writing a sealed segment's sidecar index (its creation,
+    //! write, `fdatasync` and the directory's sync), under each way the power can go: the journal
+    //! opens with every acknowledged event, whether the sidecar survived whole, in part or not at
+    //! all, and a writable open has it written again.
+
+    use super::*;
+
+    fn opts() -> FileOptions {
+        FileOptions::new().segment_size(8192)
+    }
+
+    /// Synced appends of session 0 until the first segment is sealed; returns how many events.
+    fn until_sealed(store: &FileStore) -> u64 {
+        let mut q = 0;
+        while store.index_size().segments < 2 {
+            append_one(store, q).unwrap();
+            q += 1;
+        }
+        q
+    }
+
+    fn sidecar_path() -> std::path::PathBuf {
+        sim_dir().join(stepjournal_backends::file::SegmentId(1).file_name()).with_extension("idx")
+    }
+
+    #[test]
+    fn a_crash_at_every_operation_of_a_sidecar_write_keeps_what_was_promised() {
+        // The run without a crash: where the sidecar's operations lie (the appends' end before
+        // the reclaim thread begins: it is woken once the sealing group is published).
+        let disk = SimDisk::new();
+        let store = open_sim(&disk, opts()).unwrap();
+        let base = disk.ops();
+        disk.record_ops();
+        let kept = until_sealed(&store);
+        store.wait_reclaimed();
+        let log = disk.op_log();
+        let idx = |p: &std::path::Path| p.extension().is_some_and(|e| e == "idx");
+        let first = log.iter().position(|(_, p)| idx(p)).expect("a sidecar was written");
+        let from = base + first as u64;
+        let total = base + log.len() as u64;
+        let kinds: Vec<OpKind> = log[first..].iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            kinds,
+            [OpKind::Create, OpKind::Write, OpKind::SyncData, OpKind::SyncDir],
+            "{log:?}"
+        );
+        assert!(disk.read_file(&sidecar_path()).is_some(), "the sealed segment has its sidecar");
+        drop(store);
+        type PowerLoss = fn(&SimDisk) -> SimDisk;
+        let fates: [(&str, PowerLoss); 3] = [
+            ("lose unsynced", SimDisk::crash_lose_unsynced),
+            ("keep written", SimDisk::crash_keep_written),
+            ("tear every unsynced write in half", |d| {
+                d.crash(|op| match op {
+                    stepjournal_backends::file::sim::PendingOp::Write { len, .. } => {
+                        Fate::Tear(len / 2)
+                    }
+                    _ => Fate::Keep,
+                })
+            }),
+        ];
+        for n in from..total {
+            for (what, crash) in fates {
+                let disk = SimDisk::new();
+                let store = open_sim(&disk, opts()).unwrap();
+                disk.crash_at_op(n);
+                assert_eq!(until_sealed(&store), kept, "op {n} ({what})");
+                store.wait_reclaimed();
+                assert!(store.heads().is_err(), "op {n} ({what}): the failure poisoned the store");
+                drop(store);
+                let after = crash(&disk);
+                for read_only in [true, false] {
+                    let store = open_sim(&after, opts().read_only(read_only))
+                        .unwrap_or_else(|e| panic!("op {n} ({what}): reopening failed: {e}"));
+                    assert_eq!(check_prefix(&store, 0, kept, kept), kept, "op {n} ({what})");
+                    store.wait_reclaimed();
+                }
+                let store = open_sim(&after, opts()).unwrap();
+                assert_eq!(check_prefix(&store, 0, kept, kept), kept, "op {n} ({what})");
+                store.wait_reclaimed();
+                drop(store);
+                assert!(after.read_file(&sidecar_path()).is_some(), "op {n} ({what}): rewritten");
+                let store = open_sim(&after, opts().read_only(true)).unwrap();
+                assert_eq!(check_prefix(&store, 0, kept, kept), kept, "op {n} ({what})");
             }
         }
     }

@@ -32,7 +32,6 @@ use std::time::Instant;
 use super::answer::Answer;
 use super::index::BatchLoc;
 use super::queue::{GroupError, Request, RequestKind};
-use super::reclaim::reclaim;
 use super::segment::IoFailure;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
@@ -169,10 +168,9 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
         Ok(w) => {
             io = w.took;
             let offsets = w.offsets(group.iter().map(|r| r.frame.len()));
-            if let Some(file) = w.new_segment.clone() {
-                st.index.add_segment(w.seg);
-                core.files.put(w.seg, file, true);
-                st.active = Some(w.seg);
+            // A new segment is in the index already (`write_frames`): the one it sealed may be
+            // worth compacting.
+            if w.sealed {
                 purge = true;
             }
             let mut appends = 0;
@@ -208,13 +206,7 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
         }
     }
     if purge && st.poisoned.is_none() {
-        drop(st);
-        let purged = reclaim(core);
-        st = lock(&core.state);
-        if let Err(f) = purged {
-            st.poisoned.get_or_insert_with(|| f.to_string());
-            st.pending.clear();
-        }
+        core.want_reclaim(&mut st);
     }
     st.cohort.answered(group.len(), io);
     let mut refused = Vec::new();
@@ -222,6 +214,8 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
     let more = !st.queue.is_empty() || st.cohort.expected();
     let go_on = if st.poisoned.is_some() {
         refused.extend(st.queue.drain(..));
+        // The reclaim thread may have poisoned the store while this group was written.
+        st.pending.clear();
         st.leading = false;
         st.committer = false;
         false

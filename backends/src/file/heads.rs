@@ -4,6 +4,7 @@
 //! [`RunHead::advance`], as on the append path.
 
 use stepjournal_codec::batch::Frame;
+use stepjournal_codec::record::RecordRef;
 use stepjournal_codec::{
     ApprovalDecided, CallId, ClientAnswer, Event, EventKind, Limits, RawJson, UnixMillis,
 };
@@ -68,6 +69,54 @@ impl BatchHead {
         head
     }
 
+    /// What the events frame `bytes` tells of its session's head, in the form a sidecar index
+    /// stores: the time of its last record and the records the head rule reads ([`Stored`]).
+    /// [`BatchHead::of_stored`] turns it into what [`BatchHead::of_frame`] gives.
+    pub(crate) fn stored_of_frame<'a>(
+        bytes: &'a [u8],
+        limits: &Limits,
+    ) -> (UnixMillis, Vec<Stored<'a>>) {
+        let mut last_at = UnixMillis::default();
+        let mut kept = Vec::new();
+        let Ok((frame, _)) = Frame::parse(bytes, limits) else { return (last_at, kept) };
+        for r in frame.records() {
+            let Ok(r) = r else {
+                kept.push(Stored::Unreadable);
+                break;
+            };
+            last_at = r.at;
+            match (stand_in(r.kind), r.kind) {
+                (Stand::Needless, _) => {}
+                (Stand::In(_), EventKind::ClientAnswer) => kept.push(Stored::ClientAnswer),
+                (Stand::In(_), EventKind::ApprovalDecided) => kept.push(Stored::ApprovalDecided),
+                // Every other kind the rule reads is read from its payload.
+                (Stand::In(_) | Stand::Payload, _) => kept.push(Stored::Record(r.bytes)),
+            }
+        }
+        (last_at, kept)
+    }
+
+    /// The batch head a sidecar index stored (see [`BatchHead::stored_of_frame`]).
+    pub(crate) fn of_stored(last_at: UnixMillis, stored: &[Stored<'_>], limits: &Limits) -> Self {
+        let events: Vec<HeadEvent> = stored
+            .iter()
+            .map(|s| match s {
+                Stored::ClientAnswer => stand_in_event(EventKind::ClientAnswer),
+                Stored::ApprovalDecided => stand_in_event(EventKind::ApprovalDecided),
+                Stored::Unreadable => HeadEvent::Unreadable,
+                Stored::Record(bytes) => match RecordRef::parse(bytes, limits) {
+                    Ok((r, _)) => match stand_in(r.kind) {
+                        Stand::In(e) => HeadEvent::Event(e),
+                        _ => r.event().map_or(HeadEvent::Unreadable, HeadEvent::Event),
+                    },
+                    Err(_) => HeadEvent::Unreadable,
+                },
+            })
+            .collect();
+        let events = (!events.is_empty()).then(|| events.into_boxed_slice());
+        BatchHead { last_at, events }
+    }
+
     /// The session's head after this batch.
     pub(crate) fn apply(&self, head: &mut RunHead) {
         for e in self.events.iter().flatten() {
@@ -90,6 +139,26 @@ enum Stand {
     In(Event),
     /// Its payload (the run id, the outcome).
     Payload,
+}
+
+/// A record of a batch the head rule reads, as a sidecar index stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored<'a> {
+    /// A `client_answer` (its kind is all the rule reads).
+    ClientAnswer,
+    /// An `approval_decided` (its kind is all the rule reads).
+    ApprovalDecided,
+    /// A record whose payload the rule reads (`run_started`, `run_ended`): its bytes.
+    Record(&'a [u8]),
+    /// A record that does not decode.
+    Unreadable,
+}
+
+fn stand_in_event(kind: EventKind) -> HeadEvent {
+    match stand_in(kind) {
+        Stand::In(e) => HeadEvent::Event(e),
+        Stand::Needless | Stand::Payload => HeadEvent::Unreadable,
+    }
 }
 
 fn stand_in(kind: EventKind) -> Stand {

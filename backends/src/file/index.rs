@@ -95,6 +95,8 @@ pub(crate) struct SegmentInfo {
     pub live_bytes: u64,
     /// Deletion frames here that must stay.
     pub guards: Vec<Guard>,
+    /// Whether its sidecar index is written (or need not be: it was found damaged).
+    pub sidecar: bool,
 }
 
 /// Sessions and segments.
@@ -204,21 +206,42 @@ impl Index {
         }
     }
 
+    /// A sealed segment (other than `active`) whose sidecar index is not written yet.
+    pub(crate) fn without_sidecar(&self, active: Option<SegmentId>) -> Option<SegmentId> {
+        self.segments.iter().find(|(id, s)| Some(**id) != active && !s.sidecar).map(|(id, _)| *id)
+    }
+
+    /// A segment other than `active` with nothing needed in it, if there is one.
+    pub(crate) fn unneeded(&self, active: Option<SegmentId>) -> Option<SegmentId> {
+        self.segments
+            .iter()
+            .find(|(id, s)| Some(**id) != active && s.live == 0 && s.guards.is_empty())
+            .map(|(id, _)| *id)
+    }
+
     /// The next thing to do to free space, if any: a segment other than `active` with nothing
-    /// needed in it, or else the oldest sealed segment whose live batches fill at most a quarter
-    /// of `segment_size` and that holds no deletion frame that must stay.
-    pub(crate) fn reclaim(&self, active: Option<SegmentId>, segment_size: u64) -> Option<Reclaim> {
-        let sealed = || self.segments.iter().filter(move |(id, _)| Some(**id) != active);
-        if let Some((id, _)) = sealed().find(|(_, s)| s.live == 0 && s.guards.is_empty()) {
-            return Some(Reclaim::Remove(*id));
+    /// needed in it, or else the oldest sealed segment whose live batches fill at most
+    /// `live_at_most` bytes and that holds no deletion frame that must stay.
+    pub(crate) fn reclaim(&self, active: Option<SegmentId>, live_at_most: u64) -> Option<Reclaim> {
+        if let Some(id) = self.unneeded(active) {
+            return Some(Reclaim::Remove(id));
         }
-        let (id, _) = sealed()
-            .find(|(_, s)| s.guards.is_empty() && s.live_bytes.saturating_mul(4) <= segment_size)?;
+        let (id, _) = self.segments.iter().find(|(id, s)| {
+            Some(**id) != active && s.guards.is_empty() && s.live_bytes <= live_at_most
+        })?;
         let mut live = Vec::new();
         for (name, log) in &self.sessions {
             live.extend(log.runs.iter().filter(|r| r.seg == *id).map(|r| (name.clone(), *r)));
         }
         Some(Reclaim::Compact(*id, live))
+    }
+
+    /// Whether `run` is where the index finds that batch of `session` now: it was neither
+    /// moved nor deleted since it was looked up.
+    pub(crate) fn is_home(&self, session: &str, run: &BatchLoc) -> bool {
+        let Some(log) = self.sessions.get(session) else { return false };
+        let i = log.runs.partition_point(|r| r.first < run.first);
+        log.runs.get(i).is_some_and(|r| r == run)
     }
 
     /// A batch of `session` copied to a new place: the copy is its home from now on, and the old

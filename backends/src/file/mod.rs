@@ -4,7 +4,9 @@
 //! - **Segments** (`{id:020}.seg`): a header naming the format version and the checksum
 //!   polynomial, then groups of the codec's batch frames (`layout` and `docs/format.md` draw the
 //!   bytes). The active segment is sealed at [`FileOptions::segment_size`] and a new one begun.
-//! - **Index**: rebuilt on open by one sequential scan; per session one entry per batch (first
+//! - **Index**: rebuilt on open by one pass: a sealed segment is read from its sidecar index
+//!   (`sidecar`, written by the reclaim thread after the seal) when it has a sound one, every
+//!   other segment (the newest always) scanned; per session one entry per batch (first
 //!   seq, count, segment, offset, length), not one per event, and the session's head (its last
 //!   run, kept by `RunHead::advance` as batches land), so `heads()` folds nothing.
 //! - **Group commit**: concurrent appenders are written with one write and one `fdatasync`; the
@@ -26,12 +28,16 @@
 //!   so a journal of any number of segments opens under a small limit on open files.
 //! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
 //!   any append, its bytes kept aside first and what it held reported
-//!   ([`FileStore::torn_tail`]); damage inside acknowledged data refuses to open, naming segment
+//!   ([`FileStore::torn_tail`]); damage inside acknowledged data refuses to open (or, inside a
+//!   sealed segment read from its sidecar, the read that reaches it), naming segment
 //!   and byte offset, unless [`OnCorruption::TruncateAtCorruption`] was chosen; a file named like
 //!   a segment that is not one (not a regular file, or a header this journal never wrote) is
 //!   refused by name and left alone.
-//! - **Space**: deleting a session appends a deletion frame; segments left with no live batch
-//!   are removed (a deletion frame stays while older frames of its session remain on disk).
+//! - **Space**: deleting a session appends a deletion frame; the reclaim thread the store owns
+//!   removes segments left with no live batch (a deletion frame stays while older frames of its
+//!   session remain on disk) and compacts sealed segments dead enough
+//!   ([`FileOptions::compact_when_dead`], half by default), in small throttled chunks beside the
+//!   appends, never inside a group; [`FileStore::wait_reclaimed`] waits for it.
 //!
 //! Every byte goes through the `io::Io` trait: the operating system, or (feature `testing`) the
 //! simulated disk `sim::SimDisk` that crash tests use.
@@ -57,9 +63,11 @@
 //!   under the leader's);
 //! - `torn`: what a torn tail held;
 //! - `segment`: creating a segment file, and the write paths' I/O failure; `aside`: keeping bytes
-//!   aside before opening cuts them;
-//! - `write`: writing one group to the active segment; `reclaim`: removing and compacting
-//!   segments; `commit`: the group commit (the leader, the committer thread);
+//!   aside before opening cuts them; `sidecar`: a sealed segment's frames kept beside it, read on
+//!   open instead of the segment;
+//! - `write`: writing one group to the active segment; `reclaim`: the reclaim thread (sidecars,
+//!   removing and compacting segments); `commit`: the group commit (the leader, the committer
+//!   thread);
 //! - `open`: scanning, judging and repairing a directory into a `Core`;
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
@@ -87,6 +95,7 @@ mod race;
 mod read;
 mod reclaim;
 mod segment;
+mod sidecar;
 #[cfg(feature = "testing")]
 pub mod sim;
 #[cfg(all(test, not(feature = "testing")))]
@@ -102,6 +111,7 @@ mod write;
 pub use layout::LOCK_FILE;
 pub use layout::SegmentId;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
+pub(crate) use sidecar::id_of as sidecar_id;
 pub use store::{FileStats, FileStore, IndexSize};
 pub use torn::{TornFrame, TornTail};
 #[cfg(feature = "testing")]

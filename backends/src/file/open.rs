@@ -1,5 +1,6 @@
-//! Opening a journal: lock, scan every segment once in order, decide what damage means, apply
-//! the decision (cut a torn tail, remove a half-created segment), then accept appends.
+//! Opening a journal: lock, scan every segment once in order (a sealed segment with a sidecar
+//! index that still describes it is read from the sidecar instead), decide what damage means,
+//! apply the decision (cut a torn tail, remove a half-created segment), then accept appends.
 //!
 //! Nothing is written before the whole directory has been read and judged: a refusal leaves the
 //! files as they were.
@@ -19,8 +20,9 @@ use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile};
 use super::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
-use super::reclaim::reclaim;
+use super::reclaim::remove_unneeded;
 use super::segment::{IoFailure, create_segment};
+use super::sidecar::{self, Loaded};
 use super::state::{Active, Core, Counters, State, Writer};
 use super::torn::TornTail;
 use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
@@ -296,6 +298,8 @@ fn open_at(
     let mut stopped = false;
     let mut buf = Vec::new();
     let mut kept: Option<Newest> = None;
+    // Sealed segments read from their sidecars.
+    let mut from_sidecars = std::collections::BTreeSet::new();
     // Every entry is looked at before any is opened (opening a named pipe would wait for a
     // writer): one that is not a regular file is refused, whatever else is found.
     for &id in &ids {
@@ -334,6 +338,16 @@ fn open_at(
         };
         builder.add_segment(id);
         let last = k + 1 == ids.len();
+        // Salvage scans every byte: it is asked for to find damage and stop before it.
+        if !last
+            && options.on_corruption == OnCorruption::Refuse
+            && let Loaded::Frames(f) = sidecar::load(&*io, &dir, id, &*file, &options.limits)
+        {
+            kept = Some(Newest { id, file, len: f.len, cut: false });
+            f.feed(&mut builder, id);
+            from_sidecars.insert(id);
+            continue;
+        }
         let mut indexer = Indexer { builder: &mut builder, seg: id, stop, limits: &options.limits };
         let walk = walk_segment(&*file, id, last, &options.limits, &mut buf, &mut indexer)
             .map_err(io_error(format!("reading segment {}", path.display())))?;
@@ -403,6 +417,21 @@ fn open_at(
                     .map_err(io_error(format!("removing segment {}", path.display())))?;
             }
         }
+        // Sidecars kept are those read: the others are damaged, left by a segment since removed
+        // or cut, or of the segment appends go on in (the reclaim thread writes them anew).
+        if let Some(k) = &kept {
+            from_sidecars.remove(&k.id);
+        }
+        for sid in names.iter().filter_map(|n| sidecar::id_of(n)) {
+            if !from_sidecars.contains(&sid) {
+                sidecar::remove(&*io, &dir, sid).map_err(failure)?;
+            }
+        }
+        for sid in &from_sidecars {
+            if let Some(s) = index.segments.get_mut(sid) {
+                s.sidecar = true;
+            }
+        }
         // Always: a process that died may have created or removed a segment without syncing
         // the directory, and what it left is about to be counted on.
         io.sync_dir(&dir).map_err(io_error(format!("syncing directory {}", dir.display())))?;
@@ -442,9 +471,11 @@ fn open_at(
         io,
         dir,
         options,
-        state: Mutex::new(State { index, active, ..State::default() }),
+        state: Mutex::new(State { index, active, reclaim_wanted: true, ..State::default() }),
         wake: Condvar::new(),
         cohort_back: Condvar::new(),
+        reclaim_wake: Condvar::new(),
+        reclaim_idle: Condvar::new(),
         answers: Answers::default(),
         files,
         frame_hint: AtomicUsize::new(64),
@@ -453,7 +484,7 @@ fn open_at(
         counters: Counters::default(),
     };
     if !read_only {
-        reclaim(&core).map_err(failure)?;
+        remove_unneeded(&core).map_err(failure)?;
     }
     Ok(Opened::Store(Box::new(OpenedStore { core, torn })))
 }

@@ -29,6 +29,7 @@ pub struct FileOptions {
     pub(crate) read_only: bool,
     pub(crate) limits: Limits,
     pub(crate) max_open_segments: usize,
+    pub(crate) compact_when_dead: u8,
 }
 
 impl Default for FileOptions {
@@ -41,6 +42,7 @@ impl Default for FileOptions {
             read_only: false,
             limits: Limits::default(),
             max_open_segments: 32,
+            compact_when_dead: 50,
         }
     }
 }
@@ -51,7 +53,7 @@ pub const MIN_SEGMENT_SIZE: u64 = 4096;
 impl FileOptions {
     /// The defaults: 64 MiB segments, groups of up to 4 MiB, 1 MiB of zeros ahead of the data,
     /// [`OnCorruption::Refuse`], read and write, [`Limits::default`], 32 sealed segments kept
-    /// open.
+    /// open, sealed segments compacted once half dead.
     pub fn new() -> Self {
         Self::default()
     }
@@ -102,6 +104,21 @@ impl FileOptions {
         self
     }
 
+    /// How dead a sealed segment is, in percent of [`segment_size`](Self::segment_size), when
+    /// the store's reclaim thread compacts it (default 50, from 1 to 100): its live batches are
+    /// copied to the active segment, in small throttled chunks beside the appends, then the
+    /// segment is removed. 100 compacts nothing (a segment is removed once nothing in it is
+    /// needed); lower values free space sooner for more copying.
+    pub fn compact_when_dead(mut self, percent: u8) -> Self {
+        self.compact_when_dead = percent;
+        self
+    }
+
+    /// The most live bytes a sealed segment may hold to be compacted.
+    pub(crate) fn compact_live_at_most(&self) -> u64 {
+        self.segment_size / 100 * u64::from(100 - self.compact_when_dead.min(100))
+    }
+
     /// Size limits for records and batches (default [`Limits::default`]).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -121,6 +138,12 @@ impl FileOptions {
                 "max_group_bytes {} must be between 1 and {}",
                 self.max_group_bytes,
                 u32::MAX / 2
+            ));
+        }
+        if !(1..=100).contains(&self.compact_when_dead) {
+            return bad(format!(
+                "compact_when_dead {} must be a percentage from 1 to 100",
+                self.compact_when_dead
             ));
         }
         if self.max_open_segments == 0 {

@@ -1,7 +1,9 @@
 //! Reading a session's batches back by their index entries, for the store's reads and for
-//! [`VerifyReport::read_session`](super::VerifyReport::read_session): batches close together in
-//! one segment are read with one `pread`, and each is checked against what the index says of it
-//! before its records are handed on. Segment files come from the cache of open files, one at a
+//! [`VerifyReport::read_session`](super::VerifyReport::read_session): batches of the session
+//! that lie adjacent or nearly adjacent in one segment are read with one `pread` (see
+//! [`next_span`]: the bytes of other sessions' batches read along never exceed a quarter of the
+//! session's own), and each is checked against what the index says of it before its records are
+//! handed on. Segment files come from the cache of open files, one at a
 //! time, so a session spread over more segments than the process may open files still reads.
 
 use std::io;
@@ -42,10 +44,6 @@ pub(crate) fn read_batches(
     runs: &[BatchLoc],
     mut each: impl FnMut(&BatchLoc, RecordRef<'_>, u64) -> Result<(), DecodeError>,
 ) -> Result<(), ReadFailure> {
-    /// The most bytes between two batches read together.
-    const MAX_GAP: u64 = 64 << 10;
-    /// The most bytes one read spans.
-    const MAX_SPAN: u64 = 1 << 20;
     let mut buf = Vec::new();
     let mut i = 0;
     let mut open = None;
@@ -65,28 +63,14 @@ pub(crate) fn read_batches(
                 file
             }
         };
-        let start = head.offset;
-        let mut end = head.offset + u64::from(head.len);
-        let mut j = i + 1;
-        while let Some(r) = runs.get(j) {
-            let r_end = r.offset + u64::from(r.len);
-            if r.seg != head.seg
-                || r.offset < end
-                || r.offset - end > MAX_GAP
-                || r_end - start > MAX_SPAN
-            {
-                break;
-            }
-            end = r_end;
-            j += 1;
-        }
+        let (j, start, end) = next_span(runs, i);
         buf.resize((end - start) as usize, 0);
-        let path = dir.join(head.seg.file_name());
+        let path = || dir.join(head.seg.file_name());
         file.read_exact_at(&mut buf, start).map_err(|source| StoreError::Io {
             context: format!(
                 "reading {} bytes at byte {start} of segment {}",
                 end - start,
-                path.display()
+                path().display()
             ),
             source,
         })?;
@@ -95,7 +79,7 @@ pub(crate) fn read_batches(
             let bytes = buf.get(at..at + run.len as usize).unwrap_or_default();
             check_batch(bytes, run, session, limits, &mut each).map_err(|source| {
                 StoreError::Corrupt {
-                    context: format!("segment {} at byte {}", path.display(), run.offset),
+                    context: format!("segment {} at byte {}", path().display(), run.offset),
                     source,
                 }
             })?;
@@ -103,6 +87,43 @@ pub(crate) fn read_batches(
         i = j;
     }
     Ok(())
+}
+
+/// The most bytes one read spans.
+const MAX_SPAN: u64 = 1 << 20;
+
+/// The span the read starting at `runs[i]` covers: `(j, start, end)`, the batches `runs[i..j]`
+/// (at least one) read with one `pread` of the bytes `start..end` of their segment.
+///
+/// A batch joins the span only if it lies in the same segment after the last one, the span stays
+/// within [`MAX_SPAN`], and the bytes between the span's batches (other sessions' batches, group
+/// headers) stay at most a quarter of the span's own bytes. So every read, and the whole read of
+/// a session, reads at most 1.25 times the bytes its batches occupy, whatever the layout: a
+/// session interleaved with others is read batch by batch, one written alone in long runs with
+/// few large reads.
+fn next_span(runs: &[BatchLoc], i: usize) -> (usize, u64, u64) {
+    let Some(head) = runs.get(i) else {
+        return (i, 0, 0);
+    };
+    let start = head.offset;
+    let mut end = head.offset + u64::from(head.len);
+    let mut own = u64::from(head.len);
+    let mut j = i + 1;
+    while let Some(r) = runs.get(j) {
+        if r.seg != head.seg || r.offset < end {
+            break;
+        }
+        let r_end = r.offset + u64::from(r.len);
+        let with = own + u64::from(r.len);
+        let gaps = (r_end - start) - with;
+        if r_end - start > MAX_SPAN || gaps * 4 > with {
+            break;
+        }
+        own = with;
+        end = r_end;
+        j += 1;
+    }
+    (j, start, end)
 }
 
 /// Checks one batch's bytes against what the index says of them (one events frame of `count`
@@ -142,4 +163,62 @@ fn check_batch(
         at += n;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seg: u64, offset: u64, len: u32) -> BatchLoc {
+        BatchLoc { first: 0, count: 1, len, seg: SegmentId(seg), offset }
+    }
+
+    /// Every span of `runs`, as `(first batch, batches, bytes read)`.
+    fn spans(runs: &[BatchLoc]) -> Vec<(usize, usize, u64)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < runs.len() {
+            let (j, start, end) = next_span(runs, i);
+            assert!(j > i, "a span holds at least one batch");
+            out.push((i, j - i, end - start));
+            i = j;
+        }
+        out
+    }
+
+    #[test]
+    fn adjacent_batches_are_read_together() {
+        // Batches of 1000 bytes, each after a 16-byte group header.
+        let runs: Vec<_> = (0..10).map(|k| at(1, 32 + k * 1016, 1000)).collect();
+        assert_eq!(spans(&runs), vec![(0, 10, 10 * 1016 - 16)]);
+    }
+
+    #[test]
+    fn batches_interleaved_with_other_sessions_are_read_one_by_one() {
+        // One batch in four is ours, as when four sessions append in turn.
+        let runs: Vec<_> = (0..8).map(|k| at(1, 32 + k * 4 * 1016, 1000)).collect();
+        let spans = spans(&runs);
+        assert_eq!(spans.len(), 8);
+        assert!(spans.iter().all(|&(_, n, bytes)| n == 1 && bytes == 1000));
+    }
+
+    #[test]
+    fn a_small_gap_is_read_across_and_the_bytes_read_stay_within_a_quarter_more() {
+        // Gaps of a quarter of a batch, then one gap too large to read across.
+        let mut runs: Vec<_> = (0..4).map(|k| at(1, k * 1250, 1000)).collect();
+        runs.push(at(1, 3 * 1250 + 1000 + 5000, 1000));
+        let spans = spans(&runs);
+        assert_eq!(spans, vec![(0, 4, 4750), (4, 1, 1000)]);
+        let own: u64 = runs.iter().map(|r| u64::from(r.len)).sum();
+        let read: u64 = spans.iter().map(|s| s.2).sum();
+        assert!(read * 4 <= own * 5, "{read} bytes read for {own}");
+    }
+
+    #[test]
+    fn a_span_ends_at_its_segment_and_at_the_most_one_read_spans() {
+        let mut runs = vec![at(1, 32, 1000), at(2, 32, 1000)];
+        assert_eq!(spans(&runs).len(), 2);
+        runs = (0..3).map(|k| at(1, 32 + k * (400 << 10), 400 << 10)).collect();
+        assert_eq!(spans(&runs), vec![(0, 2, 800 << 10), (2, 1, 400 << 10)]);
+    }
 }

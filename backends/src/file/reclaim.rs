@@ -1,38 +1,185 @@
-//! Freeing space: removing segments that hold nothing needed, and compacting sealed segments
-//! that are mostly dead (their live batches copied to the active segment, synced, then the
-//! segment removed). Each removal is made durable before the index forgets the segment.
+//! The reclaim thread the store owns, off the append path: writing the sidecar index of each
+//! sealed segment (`sidecar`), removing segments that hold nothing needed, and compacting sealed
+//! segments that are dead enough
+//! ([`FileOptions::compact_when_dead`](super::FileOptions::compact_when_dead)): their live
+//! batches copied to the active segment and synced, then the segment removed. Each removal is
+//! made durable before the index forgets the segment, so a deletion frame is never removed
+//! before the frames it hides.
+//!
+//! A compaction never holds up an append for long: it reads what it copies with no lock held,
+//! then writes it in chunks of at most [`CHUNK`] bytes, each under the writer's lock for one
+//! `pwrite`, with a pause of [`PAUSE_FACTOR`] times as long as the chunk took, its wait for the
+//! lock included (at least [`MIN_PAUSE`]), before the next. The wait is what adapts the pace to
+//! the disk: the lock is held through each group's `fdatasync`, and every byte a chunk writes
+//! is one more for the next group's `fdatasync` to flush, so chunks come no faster than about
+//! one per four of the appenders' syncs. Its own `fdatasync` comes at the end, without the
+//! writer's lock.
+//!
+//! What a chunk copies is checked, written and published with the writer's lock held, so no
+//! group lands in between: a batch is copied only if it is still where the index found it and
+//! no deletion of its session is queued or being written (a copy written after a deletion frame
+//! would bring the session back on the next open).
 
 use std::io;
+use std::sync::{Arc, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use stepjournal_codec::batch::Frame;
 
 use super::index::{BatchLoc, Reclaim};
+use super::io::IoFile;
 use super::layout::SegmentId;
 use super::segment::IoFailure;
-use super::state::{Core, lock};
-use super::write::write_frames;
+use super::sidecar;
+use super::state::{Core, State, lock};
+use super::write::{sync_active, write_frames_in};
 
-/// Frees space: removes every segment that holds nothing needed, and compacts sealed
-/// segments that are mostly dead (their live batches copied to the active segment and synced,
-/// then the segment removed). Each removal is made durable before the index forgets the
-/// segment, so a deletion frame is never removed before the frames it hides. Called only by
-/// the leader (or while opening).
-pub(crate) fn reclaim(core: &Core) -> Result<(), IoFailure> {
+/// The most bytes one chunk of a compaction writes.
+const CHUNK: u64 = 64 << 10;
+/// A compaction pauses this many times as long as it held the writer's lock for a chunk.
+const PAUSE_FACTOR: u32 = 4;
+/// The shortest pause between two chunks.
+const MIN_PAUSE: Duration = Duration::from_micros(500);
+/// How long the thread waits before looking again at a segment it could not finish (a batch
+/// whose session's deletion was queued).
+const RETRY: Duration = Duration::from_millis(2);
+
+/// The reclaim thread's life: it sleeps until space is wanted, frees what it can, and ends
+/// once the store stops. A failure poisons the store, as a failed group does.
+pub(crate) fn run_reclaimer(core: &Core) {
+    loop {
+        let mut st = lock(&core.state);
+        while !st.reclaim_wanted && !st.stopping {
+            st = core.reclaim_wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        if st.stopping {
+            st.reclaim_wanted = false;
+            core.reclaim_idle.notify_all();
+            return;
+        }
+        st.reclaim_wanted = false;
+        st.reclaiming = true;
+        drop(st);
+        let done = reclaim(core);
+        let mut st = lock(&core.state);
+        st.reclaiming = false;
+        match done {
+            Ok(Pass::Done) => {}
+            Ok(Pass::Again) => {
+                st.reclaim_wanted = true;
+                st = pause(core, st, RETRY);
+            }
+            Err(f) => poison(&mut st, &f),
+        }
+        if !st.reclaim_wanted || st.poisoned.is_some() {
+            st.reclaim_wanted = false;
+            core.reclaim_idle.notify_all();
+        }
+    }
+}
+
+/// Waits `how_long`, or less if the store stops.
+fn pause<'a>(
+    core: &'a Core,
+    st: MutexGuard<'a, State>,
+    how_long: Duration,
+) -> MutexGuard<'a, State> {
+    if st.stopping {
+        return st;
+    }
+    core.reclaim_wake.wait_timeout(st, how_long).unwrap_or_else(PoisonError::into_inner).0
+}
+
+fn poison(st: &mut State, f: &IoFailure) {
+    st.poisoned.get_or_insert_with(|| f.to_string());
+    // With no leader, nothing is queued; a leader clears them when it sees the poison.
+    if !st.leading {
+        st.pending.clear();
+    }
+}
+
+/// Waits until the reclaim thread has nothing left to do now (or the store is poisoned or
+/// stopping).
+pub(crate) fn wait_reclaimed(core: &Core) {
+    let mut st = lock(&core.state);
+    while (st.reclaim_wanted || st.reclaiming) && st.poisoned.is_none() && !st.stopping {
+        st = core.reclaim_idle.wait(st).unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+/// How a pass ended.
+enum Pass {
+    /// Nothing is left to free.
+    Done,
+    /// A segment could not be finished now: look again shortly.
+    Again,
+}
+
+/// Removes every segment that holds nothing needed (while opening, before any append).
+pub(crate) fn remove_unneeded(core: &Core) -> Result<(), IoFailure> {
     loop {
         let next = {
             let st = lock(&core.state);
-            st.index.reclaim(st.active, core.options.segment_size)
+            st.index.unneeded(st.active)
         };
         match next {
             None => return Ok(()),
+            Some(id) => remove_segment(core, id)?,
+        }
+    }
+}
+
+/// Frees space until nothing more qualifies, or the store stops.
+fn reclaim(core: &Core) -> Result<Pass, IoFailure> {
+    let live_at_most = core.options.compact_live_at_most();
+    loop {
+        let next = {
+            let st = lock(&core.state);
+            if st.stopping || st.poisoned.is_some() {
+                return Ok(Pass::Done);
+            }
+            st.index.reclaim(st.active, live_at_most)
+        };
+        match next {
+            None => return write_sidecars(core),
             Some(Reclaim::Remove(id)) => remove_segment(core, id)?,
-            Some(Reclaim::Compact(id, live)) => compact(core, id, &live)?,
+            Some(Reclaim::Compact(id, live)) => {
+                if !compact(core, id, &live)? {
+                    return Ok(Pass::Again);
+                }
+            }
+        }
+    }
+}
+
+/// Writes the sidecar index of every sealed segment that has none yet.
+fn write_sidecars(core: &Core) -> Result<Pass, IoFailure> {
+    loop {
+        let next = {
+            let st = lock(&core.state);
+            if st.stopping || st.poisoned.is_some() {
+                return Ok(Pass::Done);
+            }
+            st.index.without_sidecar(st.active)
+        };
+        let Some(id) = next else { return Ok(Pass::Done) };
+        let file = core.files.get(id).map_err(|e| {
+            let what = format!("opening segment {} to index it", core.segment_path(id).display());
+            IoFailure::new(what, e)
+        })?;
+        // A segment with damage in it gets none: it is scanned, and the damage reported, on open.
+        sidecar::write(&*core.io, &core.dir, id, &file, &core.options.limits)?;
+        if let Some(s) = lock(&core.state).index.segments.get_mut(&id) {
+            s.sidecar = true;
         }
     }
 }
 
 fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
     let path = core.segment_path(id);
+    // The sidecar first: one left without its segment would be no harm (a writable open
+    // removes it), but neither would a segment left without its sidecar.
+    sidecar::remove(&*core.io, &core.dir, id)?;
     core.io
         .remove(&path)
         .map_err(|e| IoFailure::new(format!("removing segment {}", path.display()), e))?;
@@ -44,22 +191,61 @@ fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
     Ok(())
 }
 
-/// Copies the live batches of segment `id` to the active segment, synced; afterwards the
-/// segment holds nothing live and the next round removes it.
-fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<(), IoFailure> {
+/// Copies the live batches of segment `id` to the active segment, in throttled chunks, then
+/// makes the copies durable; afterwards the segment holds nothing live and the next round
+/// removes it. Returns whether every batch was copied (false: one was skipped, or the store
+/// stops).
+fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<bool, IoFailure> {
     let path = core.segment_path(id);
     if !lock(&core.state).index.segments.contains_key(&id) {
-        return Ok(());
+        return Ok(true);
     }
     let file = core.files.get(id).map_err(|e| {
         IoFailure::new(format!("opening segment {} to compact it", path.display()), e)
     })?;
-    let mut frames = Vec::with_capacity(live.len());
-    for (session, run) in live {
-        let at = format!("segment {} at byte {}", path.display(), run.offset);
+    let mut all = true;
+    let mut rest = live;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut bytes = 0u64;
+        while let Some((_, run)) = rest.get(n) {
+            if n > 0 && bytes + u64::from(run.len) > CHUNK.min(core.options.max_group_bytes) {
+                break;
+            }
+            bytes += u64::from(run.len);
+            n += 1;
+        }
+        let (chunk, later) = rest.split_at(n);
+        rest = later;
+        let frames = read_live(core, id, &file, chunk)?;
+        let (copied, held) = copy_chunk(core, chunk, &frames)?;
+        all &= copied;
+        let st = lock(&core.state);
+        if st.stopping {
+            return Ok(false);
+        }
+        let st = pause(core, st, (held * PAUSE_FACTOR).max(MIN_PAUSE));
+        if st.stopping {
+            return Ok(false);
+        }
+    }
+    sync_active(core)?;
+    Ok(all)
+}
+
+/// Reads the frames of `chunk` from segment `id`, each checked to be the batch the index says.
+fn read_live(
+    core: &Core,
+    id: SegmentId,
+    file: &Arc<dyn IoFile>,
+    chunk: &[(String, BatchLoc)],
+) -> Result<Vec<Vec<u8>>, IoFailure> {
+    let mut frames = Vec::with_capacity(chunk.len());
+    for (session, run) in chunk {
+        let at = || format!("segment {} at byte {}", core.segment_path(id).display(), run.offset);
         let mut frame = vec![0u8; run.len as usize];
         file.read_exact_at(&mut frame, run.offset)
-            .map_err(|e| IoFailure::new(format!("reading {at} to compact it"), e))?;
+            .map_err(|e| IoFailure::new(format!("reading {} to compact it", at()), e))?;
         match Frame::parse(&frame, &core.options.limits) {
             Ok((f, len)) if f.count == run.count && len == frame.len() => {}
             other => {
@@ -68,50 +254,51 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<()
                     Ok(_) => format!("not the batch of {session} the index expects"),
                 };
                 let e = io::Error::new(io::ErrorKind::InvalidData, why);
-                return Err(IoFailure::new(format!("compacting {at}: corrupt data"), e));
+                return Err(IoFailure::new(format!("compacting {}: corrupt data", at()), e));
             }
         }
         frames.push(frame);
     }
-    // Groups of at most `max_group_bytes`, the last one synced.
-    let mut chunks: Vec<&[Vec<u8>]> = Vec::new();
-    let mut start = 0;
-    let mut bytes = 0u64;
-    for (i, f) in frames.iter().enumerate() {
-        if i > start && bytes + f.len() as u64 > core.options.max_group_bytes {
-            chunks.push(frames.get(start..i).unwrap_or_default());
-            start = i;
-            bytes = 0;
-        }
-        bytes += f.len() as u64;
+    Ok(frames)
+}
+
+/// Writes the batches of `chunk` that may still be copied as one group (not synced) and
+/// publishes their new homes, all under the writer's lock. Returns false if a batch was left
+/// for later because a deletion of its session is queued (one deleted or moved since it was
+/// looked up is dead here: nothing to copy), and how long it took, the wait for the lock
+/// included.
+fn copy_chunk(
+    core: &Core,
+    chunk: &[(String, BatchLoc)],
+    frames: &[Vec<u8>],
+) -> Result<(bool, Duration), IoFailure> {
+    let held = Instant::now();
+    let mut w = lock(&core.writer);
+    let mut later = false;
+    let keep: Vec<bool> = {
+        let st = lock(&core.state);
+        chunk
+            .iter()
+            .map(|(session, run)| {
+                let deleting = st.pending.get(session).is_some_and(|p| p.deleting);
+                later |= deleting;
+                !deleting && st.index.is_home(session, run)
+            })
+            .collect()
+    };
+    let refs: Vec<&[u8]> =
+        frames.iter().zip(&keep).filter(|(_, k)| **k).map(|(f, _)| f.as_slice()).collect();
+    if refs.is_empty() {
+        return Ok((!later, held.elapsed()));
     }
-    chunks.push(frames.get(start..).unwrap_or_default());
-    let mut placed = Vec::with_capacity(frames.len());
-    let mut new_segments = Vec::new();
-    let last = chunks.len().saturating_sub(1);
-    for (k, chunk) in chunks.iter().enumerate() {
-        if chunk.is_empty() {
-            continue;
-        }
-        let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
-        let w = write_frames(core, &refs, k == last)?;
-        placed.extend(w.offsets(refs.iter().map(|f| f.len())).map(|o| (w.seg, o)));
-        if let Some(f) = w.new_segment {
-            new_segments.push((w.seg, f));
-        }
-    }
+    let written = write_frames_in(core, &mut w, &refs, false)?;
     let mut st = lock(&core.state);
-    for (seg, file) in new_segments {
-        st.index.add_segment(seg);
-        core.files.put(seg, file, true);
-        st.active = Some(seg);
+    let kept = chunk.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c);
+    for ((session, run), offset) in kept.zip(written.offsets(refs.iter().map(|f| f.len()))) {
+        st.index.moved(session, run.first, written.seg, offset);
     }
-    for ((session, run), (seg, offset)) in live.iter().zip(placed) {
-        st.index.moved(session, run.first, seg, offset);
-    }
-    debug_assert!(
-        st.index.segments.get(&id).is_none_or(|s| s.live == 0),
-        "a compacted segment holds nothing live"
-    );
-    Ok(())
+    drop(st);
+    let held = held.elapsed();
+    drop(w);
+    Ok((!later, held))
 }

@@ -92,6 +92,9 @@ pub(crate) struct Pending {
     /// Its head once they land, when one of them changes it (the default after a queued
     /// deletion); `None`: the index's.
     pub head: Option<RunHead>,
+    /// Whether a deletion of the session is among them: compaction copies none of its batches
+    /// until it landed (a copy written after the deletion frame would bring them back).
+    pub deleting: bool,
 }
 
 /// What every appender and reader shares, under one lock.
@@ -122,6 +125,11 @@ pub(crate) struct State {
     pub poisoned: Option<String>,
     /// The segment being appended to.
     pub active: Option<SegmentId>,
+    /// Whether the reclaim thread has space to look for (a segment was sealed or a session
+    /// deleted since it last looked).
+    pub reclaim_wanted: bool,
+    /// Whether the reclaim thread is removing or compacting segments now.
+    pub reclaiming: bool,
 }
 
 impl State {
@@ -154,6 +162,10 @@ pub(crate) struct Writer {
     /// Zeros, as many as the largest extension of the active segment needed.
     pub zeros: Vec<u8>,
     pub lock_checked: Option<std::time::Instant>,
+    /// A write or sync failed (set before the lock is let go): nothing is written or synced
+    /// again, and a sync that returned since proves nothing (the kernel reports a failed
+    /// writeback once, perhaps to the other caller, and may have dropped the pages).
+    pub failed: bool,
 }
 
 /// The segment being appended to.
@@ -201,6 +213,11 @@ pub(crate) struct Core {
     /// What the committer sleeps on while it waits for a cohort (with `state`): the request
     /// that completes the cohort.
     pub cohort_back: Condvar,
+    /// What the reclaim thread sleeps on (with `state`): space to look for, or the store
+    /// stopping; also its pauses between the chunks of a compaction.
+    pub reclaim_wake: Condvar,
+    /// What waits for the reclaim thread to be done sleep on (with `state`).
+    pub reclaim_idle: Condvar,
     /// The answers the leader hands to the answer thread.
     pub answers: Answers,
     /// The open segment files (the active one pinned).
@@ -219,5 +236,11 @@ pub(crate) struct Core {
 impl Core {
     pub(crate) fn segment_path(&self, id: SegmentId) -> PathBuf {
         self.dir.join(id.file_name())
+    }
+
+    /// Asks the reclaim thread to look for space to free (called with `state` held).
+    pub(crate) fn want_reclaim(&self, st: &mut State) {
+        st.reclaim_wanted = true;
+        self.reclaim_wake.notify_one();
     }
 }

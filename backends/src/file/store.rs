@@ -17,6 +17,7 @@ use super::open::{OpenedStore, open};
 use super::options::FileOptions;
 use super::queue::{Request, RequestKind, never_unanswered};
 use super::read::{ReadFailure, read_batches};
+use super::reclaim::{run_reclaimer, wait_reclaimed};
 use super::state::{Core, Pending, lock};
 use super::torn::TornTail;
 use crate::{
@@ -53,9 +54,9 @@ pub struct FileStats {
 #[derive(Debug)]
 pub struct FileStore {
     core: Arc<Core>,
-    /// The group committer and answer threads (None when read-only): joined on drop, before the
-    /// lock goes.
-    threads: Option<(JoinHandle<()>, JoinHandle<()>)>,
+    /// The group committer, answer and reclaim threads (None when read-only): joined on drop,
+    /// before the lock goes.
+    threads: Option<Threads>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
 }
@@ -117,7 +118,14 @@ impl FileStore {
                     return Err(e);
                 }
             };
-            Some((commit, answer))
+            let reclaim = match start("reclaim", run_reclaimer) {
+                Ok(reclaim) => reclaim,
+                Err(e) => {
+                    stop(&core, commit, answer, None);
+                    return Err(e);
+                }
+            };
+            Some(Threads { commit, answer, reclaim })
         };
         Ok(FileStore { core, threads, torn })
     }
@@ -165,6 +173,17 @@ impl FileStore {
             groups: c.groups.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
             bytes: c.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Waits until the store's reclaim thread has done what there is to do now: every sealed
+    /// segment that holds nothing needed removed, every one dead enough
+    /// ([`FileOptions::compact_when_dead`]) compacted and removed. Returns at once on a
+    /// read-only or poisoned store. Deletions and sealed segments only ask the thread to look;
+    /// this is for callers (tests, tools) that want the space back before going on.
+    pub fn wait_reclaimed(&self) {
+        if self.threads.is_some() {
+            wait_reclaimed(&self.core);
         }
     }
 
@@ -263,7 +282,7 @@ impl FileStore {
                 }
             }
             None => {
-                let p = Pending { tail: next.get(), head: head.clone() };
+                let p = Pending { tail: next.get(), head: head.clone(), deleting: false };
                 st.pending.insert(session.as_str().to_owned(), p);
             }
         }
@@ -289,17 +308,41 @@ fn session_head(name: &str, log: &SessionLog) -> SessionHead {
     }
 }
 
+/// The threads a writable store owns.
+#[derive(Debug)]
+struct Threads {
+    commit: JoinHandle<()>,
+    answer: JoinHandle<()>,
+    reclaim: JoinHandle<()>,
+}
+
+/// Stops a store's threads: the reclaim thread stops between two chunks (what it copied stays,
+/// and the segment it compacted with it), the committer writes what async callers queued, then
+/// ends; the answer thread gives the answers it was handed, then ends. A thread that panicked
+/// failed what it held.
+fn stop(
+    core: &Core,
+    commit: JoinHandle<()>,
+    answer: JoinHandle<()>,
+    reclaim: Option<JoinHandle<()>>,
+) {
+    lock(&core.state).stopping = true;
+    core.reclaim_wake.notify_all();
+    core.reclaim_idle.notify_all();
+    core.wake.notify_one();
+    core.cohort_back.notify_one();
+    if let Some(reclaim) = reclaim {
+        let _ = reclaim.join();
+    }
+    let _ = commit.join();
+    core.answers.stop();
+    let _ = answer.join();
+}
+
 impl Drop for FileStore {
     fn drop(&mut self) {
-        let Some((commit, answer)) = self.threads.take() else { return };
-        lock(&self.core.state).stopping = true;
-        self.core.wake.notify_one();
-        self.core.cohort_back.notify_one();
-        // The committer writes what async callers queued, then ends; the answer thread gives
-        // the answers it was handed, then ends. A thread that panicked failed what it held.
-        let _ = commit.join();
-        self.core.answers.stop();
-        let _ = answer.join();
+        let Some(Threads { commit, answer, reclaim }) = self.threads.take() else { return };
+        stop(&self.core, commit, answer, Some(reclaim));
     }
 }
 
@@ -419,7 +462,7 @@ impl JournalStore for FileStore {
         if st.pending_tail(session.as_str()) == 0 {
             return Ok(false);
         }
-        let p = Pending { tail: 0, head: Some(RunHead::default()) };
+        let p = Pending { tail: 0, head: Some(RunHead::default()), deleting: true };
         st.pending.insert(session.as_str().to_owned(), p);
         let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
         submit(&self.core, st, Request::delete(session.as_str(), frame, completer), true);

@@ -17,8 +17,8 @@ pub(crate) struct Written {
     pub seg: SegmentId,
     /// The first frame's offset in `seg`; the others follow it back to back.
     pub body_at: u64,
-    /// A segment the group started.
-    pub new_segment: Option<Arc<dyn IoFile>>,
+    /// Whether the group started a new segment (sealing the one before it).
+    pub sealed: bool,
     /// How long the write (and the sync) took.
     pub took: Duration,
 }
@@ -35,15 +35,49 @@ impl Written {
 }
 
 /// Writes `frames` as one group at the end of the active segment (starting a new segment
-/// first if this one is full), then syncs it if `sync`. Called only by the leader.
+/// first if this one is full), then syncs it if `sync`. Called by the leader (and by a
+/// compaction, through [`write_frames_in`]).
 pub(crate) fn write_frames(
     core: &Core,
     frames: &[&[u8]],
     sync: bool,
 ) -> Result<Written, IoFailure> {
+    write_frames_in(core, &mut lock(&core.writer), frames, sync)
+}
+
+/// [`write_frames`] with the writer's lock already held, so that a compaction can check what
+/// it copies, write it and publish it with no group written in between.
+///
+/// A segment the group starts is in the index (and the active one) before the lock is let go:
+/// whoever writes next may publish batches in it.
+pub(crate) fn write_frames_in(
+    core: &Core,
+    w: &mut Writer,
+    frames: &[&[u8]],
+    sync: bool,
+) -> Result<Written, IoFailure> {
+    if w.failed {
+        return Err(earlier_failure(core));
+    }
+    let written = write_group_in(core, w, frames, sync);
+    w.failed |= written.is_err();
+    written
+}
+
+/// What writing or syncing meets once a write or sync failed.
+fn earlier_failure(core: &Core) -> IoFailure {
+    let e = io::Error::other("an earlier write or sync of the journal failed");
+    IoFailure::new(format!("writing to {}", core.dir.display()), e)
+}
+
+fn write_group_in(
+    core: &Core,
+    w: &mut Writer,
+    frames: &[&[u8]],
+    sync: bool,
+) -> Result<Written, IoFailure> {
     let started = Instant::now();
-    let mut w = lock(&core.writer);
-    let Writer { active, buf, zeros, lock_checked } = &mut *w;
+    let Writer { active, buf, zeros, lock_checked, .. } = w;
     let Some(a) = active.as_mut() else {
         let e = io::Error::new(io::ErrorKind::PermissionDenied, "no segment is open for writing");
         return Err(IoFailure::new(format!("appending to {}", core.dir.display()), e));
@@ -51,9 +85,15 @@ pub(crate) fn write_frames(
     check_lock(core, lock_checked, sync, started)?;
     let body: usize = frames.iter().map(|f| f.len()).sum();
     let total = (GROUP_HEADER_LEN + body) as u64;
-    let mut new_segment = None;
+    let mut sealed = false;
     if a.len > SEGMENT_HEADER_LEN as u64 && a.len + total > core.options.segment_size {
-        new_segment = Some(rotate(core, a)?);
+        let file = rotate(core, a)?;
+        let mut st = lock(&core.state);
+        st.index.add_segment(a.id);
+        core.files.put(a.id, Arc::clone(&file), true);
+        st.active = Some(a.id);
+        drop(st);
+        sealed = true;
     }
     preallocate(core, a, zeros, a.len + total)?;
     buf.clear();
@@ -96,7 +136,42 @@ pub(crate) fn write_frames(
     if buf.capacity() > 2 * core.options.max_group_bytes as usize {
         *buf = Vec::new();
     }
-    Ok(Written { seg: a.id, body_at, new_segment, took: started.elapsed() })
+    Ok(Written { seg: a.id, body_at, sealed, took: started.elapsed() })
+}
+
+/// Makes every byte written to the active segment so far durable (one `fdatasync`, none when
+/// it all is). The sync runs without the writer's lock, so groups go on being written beside
+/// it; only what was written before it began is then known durable, and only if no write or
+/// sync failed meanwhile (a group's sync that ran beside this one may have been the one told of
+/// a failed writeback).
+pub(crate) fn sync_active(core: &Core) -> Result<(), IoFailure> {
+    let (id, file, upto) = {
+        let w = lock(&core.writer);
+        if w.failed {
+            return Err(earlier_failure(core));
+        }
+        match &w.active {
+            Some(a) if a.synced < a.len => (a.id, Arc::clone(&a.file), a.len),
+            _ => return Ok(()),
+        }
+    };
+    let started = Instant::now();
+    if let Err(e) = file.sync_data() {
+        lock(&core.writer).failed = true;
+        let what = format!("fdatasync of segment {}", core.segment_path(id).display());
+        return Err(IoFailure::after_write(what, e));
+    }
+    core.counters.synced(started.elapsed());
+    let mut w = lock(&core.writer);
+    if w.failed {
+        return Err(earlier_failure(core));
+    }
+    // A segment sealed meanwhile was synced whole by its sealing.
+    if let Some(a) = w.active.as_mut().filter(|a| a.id == id) {
+        a.synced = a.synced.max(upto);
+        a.check();
+    }
+    Ok(())
 }
 
 /// How long groups without a sync go on without looking at the lock file again.

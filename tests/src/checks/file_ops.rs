@@ -210,7 +210,18 @@ impl Harness {
         }
     }
 
+    /// Runs one operation, then waits for the store's reclaim thread (sidecar indexes, removals,
+    /// compaction), so that its disk operations come between the harness's, in the same order on
+    /// every run, and a fault injected for one lands there.
     fn step(&mut self, op: &FileOp) -> Result<(), String> {
+        self.run(op)?;
+        if let Some(store) = &self.store {
+            store.wait_reclaimed();
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, op: &FileOp) -> Result<(), String> {
         match op {
             FileOp::Append { session: s, events, size, synced } => {
                 self.append(usize::from(*s) % SESSIONS, 1 + u64::from(*events % 4), *size, *synced)
@@ -375,6 +386,16 @@ impl Harness {
             }
             match open(&self.disk, self.options) {
                 Ok(store) => {
+                    // The reclaim thread's first pass (sidecar indexes the last run did not
+                    // write, space to free) may meet a fault injected earlier: it poisons the
+                    // store as a failed open would fail, and uses the fault up.
+                    store.wait_reclaimed();
+                    if let Err(e) = store.heads() {
+                        ensure!(injected(&e), "a store poisoned with no fault injected: {e}");
+                        last = e.to_string();
+                        how = Restart::Clean;
+                        continue;
+                    }
                     self.store = Some(store);
                     return self.reconcile(power);
                 }
