@@ -169,7 +169,7 @@ mod tests {
 }
 
 /// Refuses to write into an existing directory that holds anything but a file journal's files
-/// (its `LOCK` and its segment files), or into a path that is not a directory. A missing or
+/// ([`is_journal_entry`](crate::file::is_journal_entry)), or into a path that is not a directory. A missing or
 /// empty directory passes. Nothing is changed.
 fn refuse_foreign_dir(dir: &std::path::Path) -> Result<(), OpenError> {
     let location = dir.display().to_string();
@@ -193,11 +193,7 @@ fn refuse_foreign_dir(dir: &std::path::Path) -> Result<(), OpenError> {
     let mut foreign = Vec::new();
     for entry in entries {
         let name = entry.map_err(io)?.file_name();
-        let ours = name.to_str().is_some_and(|n| {
-            n == crate::file::LOCK_FILE
-                || crate::file::SegmentId::from_file_name(n).is_some()
-                || crate::file::sidecar_id(n).is_some()
-        });
+        let ours = name.to_str().is_some_and(crate::file::is_journal_entry);
         if !ours {
             foreign.push(name.to_string_lossy().into_owned());
         }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::{Value, json};
-use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_backends::file::{FileOptions, FileStore, is_journal_entry};
 use stepjournal_backends::{JournalStore, OpenError, StoreError};
 use stepjournal_codec::{
     Call, CallId, CallKind, Entry, PairReason, RawJson, Replay, RunOutcome, SessionId,
@@ -29,9 +29,6 @@ use super::shown::Shown;
 use stepjournal::registry::{RegistryError, SchemaRegistry};
 use stepjournal::writer::{BeginError, SequentialIds, WriteError};
 use stepjournal::{Journal, JournalOptions, Reply, Step};
-
-/// The file the demo writes in its directory, so that a later run knows the journal is its own.
-pub const MARKER: &str = "stepjournal-demo.json";
 
 /// What the child prints once both bodies are running.
 const READY: &str = "bodies running";
@@ -260,7 +257,9 @@ pub fn run_child(args: &DemoChildArgs, out: &mut dyn Write) -> Result<(), CliErr
     Ok(())
 }
 
-/// Checks that `dir` is missing, empty or an earlier demo's journal, and marks it as the demo's.
+/// Checks that `dir` is missing, empty or an earlier demo's journal: a directory holding only a
+/// file journal's own entries, whose sessions are all the demo's. Nothing else is written there,
+/// so the journal stays one any store URL opens.
 fn prepare(dir: &Path) -> Result<(), DemoError> {
     if dir.exists() {
         if !dir.is_dir() {
@@ -272,31 +271,31 @@ fn prepare(dir: &Path) -> Result<(), DemoError> {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        if !names.is_empty() && !names.iter().any(|n| n == MARKER) && !holds_demo_journal(dir) {
-            let shown: Vec<&str> = names.iter().take(3).map(String::as_str).collect();
+        let foreign: Vec<&str> =
+            names.iter().map(String::as_str).filter(|n| !is_journal_entry(n)).collect();
+        if !foreign.is_empty() {
+            let shown: Vec<&str> = foreign.iter().take(3).copied().collect();
             let why = format!(
-                "it holds {} entr{} ({}{}) and no {MARKER}",
-                names.len(),
-                if names.len() == 1 { "y" } else { "ies" },
+                "it holds {} entr{} a file journal does not write ({}{})",
+                foreign.len(),
+                if foreign.len() == 1 { "y" } else { "ies" },
                 shown.join(", "),
-                if names.len() > shown.len() { ", ..." } else { "" }
+                if foreign.len() > shown.len() { ", ..." } else { "" }
             );
             return Err(DemoError::NotDemo { dir: dir.to_owned(), why });
         }
+        if !names.is_empty() && !holds_demo_journal(dir) {
+            let why = "it holds a file journal with sessions the demo did not write".to_owned();
+            return Err(DemoError::NotDemo { dir: dir.to_owned(), why });
+        }
     }
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let marker = dir.join(MARKER);
-    let text = json!({
-        "stepjournal_demo": 1,
-        "note": "A file journal written by `stepjournal demo`; run the demo again to add a session."
-    });
-    std::fs::write(&marker, format!("{text}\n")).map_err(io(&marker))
+    std::fs::create_dir_all(dir).map_err(io(dir))
 }
 
 /// Whether `dir` holds a file journal whose sessions are all the demo's.
 fn holds_demo_journal(dir: &Path) -> bool {
     let Ok(store) = FileStore::open_read_only(dir) else { return false };
-    store.sessions().is_ok_and(|s| !s.is_empty() && s.iter().all(|s| demo_number(s).is_some()))
+    store.sessions().is_ok_and(|s| s.iter().all(|s| demo_number(s).is_some()))
 }
 
 fn demo_number(session: &SessionId) -> Option<u64> {

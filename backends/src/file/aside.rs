@@ -24,6 +24,19 @@ pub(crate) fn aside_name(id: SegmentId, from: u64, n: u32) -> String {
     }
 }
 
+/// Whether `name` is one made by [`aside_name`]: a segment's name, the offset the copy starts
+/// at, perhaps `-n`, and `.torn`.
+pub(crate) fn is_aside_name(name: &str) -> bool {
+    let Some(rest) = name.strip_suffix(".torn") else { return false };
+    let Some((segment, from)) = rest.rsplit_once('.') else { return false };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let from_ok = match from.split_once('-') {
+        Some((at, n)) => digits(at) && digits(n),
+        None => digits(from),
+    };
+    from_ok && SegmentId::from_file_name(segment).is_some()
+}
+
 /// Copies bytes `bytes` of segment `id` (`file`) to a new file in `dir`, and syncs it; the
 /// caller syncs the directory before cutting them. Returns the copy's path.
 pub(crate) fn set_aside(
@@ -76,6 +89,7 @@ mod tests {
             let name = aside_name(SegmentId(7), 4096, n);
             assert_eq!(SegmentId::from_file_name(&name), None, "{name}");
             assert!(name.starts_with("00000000000000000007.seg.4096") && name.ends_with(".torn"));
+            assert!(is_aside_name(&name), "{name}");
         }
     }
 }

@@ -109,9 +109,17 @@ mod walk;
 mod write;
 
 pub use layout::LOCK_FILE;
+
+/// Whether `name` is an entry a file journal writes in its directory: its `LOCK`, a segment, a
+/// sealed segment's sidecar index, or the copy of a torn tail kept aside before a cut.
+pub fn is_journal_entry(name: &str) -> bool {
+    name == LOCK_FILE
+        || SegmentId::from_file_name(name).is_some()
+        || sidecar::id_of(name).is_some()
+        || aside::is_aside_name(name)
+}
 pub use layout::SegmentId;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
-pub(crate) use sidecar::id_of as sidecar_id;
 pub use store::{FileStats, FileStore, IndexSize};
 pub use torn::{TornFrame, TornTail};
 #[cfg(feature = "testing")]
