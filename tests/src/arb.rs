@@ -100,6 +100,11 @@ fn outcome() -> impl Strategy<Value = RunOutcome> {
     ]
 }
 
+/// Metadata as the JSON form can hold it: `null` there is an absent member, read back as none.
+fn metadata() -> impl Strategy<Value = RawJson> {
+    json().prop_filter("null metadata is none", |m| m.get() != "null")
+}
+
 /// Any event of any type.
 pub fn event() -> impl Strategy<Value = Event> {
     let call_id = || id().prop_map(CallId::from);
@@ -112,7 +117,7 @@ pub fn event() -> impl Strategy<Value = Event> {
             id(),
             text(),
             prop::collection::vec(call(), 0..4),
-            proptest::option::of(json())
+            proptest::option::of(metadata())
         )
             .prop_map(|(step, cp, text, calls, metadata)| ReplyCommitted {
                 step: StepNo(step),
@@ -134,7 +139,7 @@ pub fn event() -> impl Strategy<Value = Event> {
             text
         }
         .into()),
-        (call_id(), attempt(), json(), any::<bool>(), proptest::option::of(json())).prop_map(
+        (call_id(), attempt(), json(), any::<bool>(), proptest::option::of(metadata())).prop_map(
             |(call, attempt, output, is_error, metadata)| {
                 ToolResult { call, attempt, output, is_error, metadata }.into()
             }

@@ -31,9 +31,10 @@ impl Reply {
         Reply { text: text.into(), calls: Vec::new(), metadata: None }
     }
 
-    /// The reply with the provider's metadata.
+    /// The reply with the provider's metadata. JSON `null` is no metadata (the JSON form writes
+    /// both as an absent member).
     pub fn metadata(mut self, metadata: RawJson) -> Self {
-        self.metadata = Some(metadata);
+        self.metadata = (metadata.get() != "null").then_some(metadata);
         self
     }
 
