@@ -42,6 +42,8 @@
 
 mod config;
 pub mod order;
+#[cfg(feature = "plant")]
+pub mod plant;
 mod plan;
 mod registry;
 pub mod rules;

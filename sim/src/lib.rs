@@ -62,10 +62,12 @@
 mod check;
 mod drive_tools;
 mod driver;
+pub mod explore;
 mod fault;
 mod flow;
 mod ledger;
 mod medium;
+mod probe;
 mod recorder;
 mod report;
 mod run;
@@ -99,7 +101,7 @@ pub fn simulate(
     case: &Case,
     medium: &mut dyn Medium,
 ) -> Result<Report, ScriptError> {
-    Ok(driver::Sim::new(script, tools, case, medium, false)?.run())
+    Ok(driver::Sim::new(script, tools, case, medium, false, probe::Knobs::default())?.run())
 }
 
 /// [`simulate`], with each step run by the tool executor (`Step::drive`, `Run::drive`) as a
@@ -117,5 +119,5 @@ pub fn simulate_through_drive(
     case: &Case,
     medium: &mut dyn Medium,
 ) -> Result<Report, ScriptError> {
-    Ok(driver::Sim::new(script, tools, case, medium, true)?.run())
+    Ok(driver::Sim::new(script, tools, case, medium, true, probe::Knobs::default())?.run())
 }

@@ -142,6 +142,14 @@ pub(crate) fn start_body(seen: Seen<'_>, call: &CallId, max_bodies: u32) -> Resu
         return Err(Refusal::MaxBodies { call: call.clone(), bodies, max: max_bodies, child });
     }
     for (ahead, lane) in behind(&calls, index) {
+        #[cfg(feature = "plant")]
+        if lane == stepjournal_recovery::order::Lane::Sequential
+            && stepjournal_recovery::plant::active(
+                stepjournal_recovery::plant::Plant::OrderIgnoresSequential,
+            )
+        {
+            continue;
+        }
         let why = match blocking(ahead, true) {
             Some(Blocking::ApprovalDenied) => Some("had its approval denied".to_owned()),
             Some(Blocking::Paired(reason)) => Some(format!("is paired `{}`", reason.as_str())),
