@@ -42,9 +42,9 @@
 
 mod config;
 pub mod order;
+mod plan;
 #[cfg(feature = "plant")]
 pub mod plant;
-mod plan;
 mod registry;
 pub mod rules;
 mod state;

@@ -11,15 +11,16 @@
 //! (fewest faults first), each with the command that replays it; `--variant` with `--choices`
 //! replays one execution and prints its trace and what it broke; `--variant` alone searches that
 //! variant with up to 2 faults. `--plant NAME` plants a bug
-//! and stops at the first failing execution with the fewest faults. Exits 1 when something was
+//! and stops at the first failing execution with the fewest faults; `--progress` prints the
+//! counts after each variant on standard error. Exits 1 when something was
 //! found, 2 on a usage error.
 
 use std::process::ExitCode;
 
-use stepjournal_sim::explore::{self, Choices, Options, Plant, Scope, Variant};
+use stepjournal_sim::explore::{self, Choices, Job, Menu, Options, Plant, Scope, Variant};
 
-const USAGE: &str = "usage: explore [--scope ci|deep] [--variant V --choices C] [--plant NAME] \
-                     [--keep N]";
+const USAGE: &str = "usage: explore [--scope ci|deep] [--variant V [--choices C]] [--plant NAME] \
+                     [--keep N] [--progress]";
 
 struct Args {
     scope: Option<Scope>,
@@ -27,10 +28,12 @@ struct Args {
     choices: Option<Choices>,
     plant: Option<Plant>,
     keep: usize,
+    progress: bool,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut args = Args { scope: None, variant: None, choices: None, plant: None, keep: 10 };
+    let mut args =
+        Args { scope: None, variant: None, choices: None, plant: None, keep: 10, progress: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
@@ -39,6 +42,7 @@ fn parse() -> Result<Args, String> {
             "--variant" => args.variant = Some(value()?.parse().map_err(|e| format!("{e}"))?),
             "--choices" => args.choices = Some(value()?.parse().map_err(|e| format!("{e}"))?),
             "--plant" => args.plant = Some(value()?.parse()?),
+            "--progress" => args.progress = true,
             "--keep" => {
                 args.keep = value()?.parse().map_err(|_| "--keep needs a number".to_owned())?
             }
@@ -79,16 +83,24 @@ fn main() -> ExitCode {
             }
         };
     }
-    let options = Options { plant: args.plant, first_only: args.plant.is_some(), keep: args.keep };
-    let (name, variants) = match &args.variant {
-        Some(variant) => (format!("variant {variant}"), vec![(variant.clone(), 2)]),
+    let options = Options {
+        plant: args.plant,
+        first_only: args.plant.is_some(),
+        keep: args.keep,
+        progress: args.progress,
+    };
+    let (name, jobs) = match &args.variant {
+        Some(variant) => {
+            let job = Job { variant: variant.clone(), menus: vec![Menu::FULL, Menu::FULL] };
+            (format!("variant {variant}"), vec![job])
+        }
         None => {
             let scope = args.scope.unwrap_or(Scope::Ci);
             println!("{}", scope.describe());
-            (format!("scope {scope}"), scope.variants())
+            (format!("scope {scope}"), scope.jobs())
         }
     };
-    match explore::explore(&variants, options) {
+    match explore::explore(&jobs, options) {
         Ok(summary) => {
             println!("{name}: {}", summary.counts_line());
             print!("{}", summary.findings_text());

@@ -266,7 +266,12 @@ impl<'a> Sim<'a> {
     }
 
     /// Tells the probe, if any, the state the session is entered again in.
-    fn entered(&mut self, log: &[stepjournal_codec::Record], entry: &Entry, zombie: Option<&Zombie>) {
+    fn entered(
+        &mut self,
+        log: &[stepjournal_codec::Record],
+        entry: &Entry,
+        zombie: Option<&Zombie>,
+    ) {
         let Some(probe) = self.knobs.probe.as_mut() else { return };
         let late = match (zombie, &self.executor) {
             (Some(z), _) => Some((z.call.id.clone(), z.body.attempt().get())),

@@ -86,8 +86,7 @@ impl<'a> Blockers<'a> {
 /// search switched the bug on).
 fn forgets(lane: Lane<'_>) -> bool {
     #[cfg(feature = "plant")]
-    if lane == Lane::Sequential
-        && crate::plant::active(crate::plant::Plant::OrderIgnoresSequential)
+    if lane == Lane::Sequential && crate::plant::active(crate::plant::Plant::OrderIgnoresSequential)
     {
         return true;
     }

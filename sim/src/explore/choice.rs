@@ -23,12 +23,66 @@ const BODY_FAULTS: [BodyFault; 3] = [BodyFault::Crash, BodyFault::Abandon, BodyF
 /// The points inside a body a fault fires at: before the tool runs, after its first action
 /// (the output chunk, or the remote child's start), after its second (the effect, or the
 /// child's `child_attached`), and just before its result.
-pub(crate) const BODY_POINTS: u32 = 4;
+const BODY_POINTS: [u32; 4] = [0, 1, 2, 3];
 
 /// Every entry of FORMAT.md a session is entered through after a fault (the simulator turns an
 /// entry the state does not admit into the nearest one it does: a refused `retry` into a
 /// `wake`, a `from_checkpoint` with no checkpoint into a `wake`).
-pub(crate) const ENTRIES: [Reentry; 8] = Reentry::ALL;
+const ENTRIES: [Reentry; 8] = Reentry::ALL;
+
+/// What a fault at one depth of an execution may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Menu {
+    /// At an append.
+    pub appends: &'static [AppendFault],
+    /// Inside a body.
+    pub bodies: &'static [BodyFault],
+    /// At these points of a body.
+    pub points: &'static [u32],
+    /// The entries after it.
+    pub entries: &'static [Reentry],
+}
+
+impl Menu {
+    /// Every fault at every place, every entry after it.
+    pub const FULL: Menu = Menu {
+        appends: &APPEND_FAULTS,
+        bodies: &BODY_FAULTS,
+        points: &BODY_POINTS,
+        entries: &ENTRIES,
+    };
+
+    /// Crashes only (at an append, the batch landed or lost; inside a body, before or after
+    /// its effect), followed by a `wake` or a `stop`.
+    pub const CRASHES: Menu = Menu {
+        appends: &[AppendFault::Crash(Landing::Lands), AppendFault::Crash(Landing::Lost)],
+        bodies: &[BodyFault::Crash],
+        points: &[1, 2],
+        entries: &[Reentry::Wake, Reentry::Stop],
+    };
+
+    /// What the menu holds, for a person.
+    pub fn describe(&self) -> String {
+        if *self == Menu::FULL {
+            "any fault anywhere, any entry".to_owned()
+        } else if *self == Menu::CRASHES {
+            "a crash (at an append, or in a body before or after its effect), then wake or stop"
+                .to_owned()
+        } else {
+            format!("{self:?}")
+        }
+    }
+}
+
+/// The faults one execution of a variant may take: the menu of the `k`-th fault is
+/// `menus[k]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The variant.
+    pub variant: super::Variant,
+    /// One menu per fault; as many faults at most.
+    pub menus: Vec<Menu>,
+}
 
 /// One execution's faults, in the order they fire.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -38,19 +92,19 @@ impl Choices {
     /// The executions one fault longer, whose next fault fires at one of the places `tail`
     /// counted (every append and every point of every body after the last fault), followed
     /// by each entry.
-    pub(crate) fn children(&self, tail: Tail) -> Vec<Choices> {
+    pub(crate) fn children(&self, tail: Tail, menu: &Menu) -> Vec<Choices> {
         let mut triggers = Vec::new();
         for n in 0..tail.appends {
-            triggers.extend(APPEND_FAULTS.map(|fault| Trigger::Append { n, fault }));
+            triggers.extend(menu.appends.iter().map(|&fault| Trigger::Append { n, fault }));
         }
         for n in 0..tail.bodies {
-            for point in 0..BODY_POINTS {
-                triggers.extend(BODY_FAULTS.map(|fault| Trigger::Body { n, point, fault }));
+            for &point in menu.points {
+                triggers.extend(menu.bodies.iter().map(|&fault| Trigger::Body { n, point, fault }));
             }
         }
-        let mut out = Vec::with_capacity(triggers.len() * ENTRIES.len());
+        let mut out = Vec::with_capacity(triggers.len() * menu.entries.len());
         for trigger in triggers {
-            for then in ENTRIES {
+            for &then in menu.entries {
                 let mut next = self.0.clone();
                 next.push(Fault::new(trigger).then(then));
                 out.push(Choices(next));

@@ -42,22 +42,24 @@ impl FileMirror {
 
     fn store(&mut self) -> Result<&FileStore, String> {
         if self.store.is_none() {
-            let store = FileStore::open_with(Arc::new(self.disk.clone()), Path::new(DIR), file_options())
-                .map_err(|e| format!("opening the file store: {e}"))?;
+            let store =
+                FileStore::open_with(Arc::new(self.disk.clone()), Path::new(DIR), file_options())
+                    .map_err(|e| format!("opening the file store: {e}"))?;
             self.store = Some(store);
         }
         self.store.as_ref().ok_or_else(|| "the file store is not open".to_owned())
     }
 
-    /// Writes `log` as a session of its own, one append per record, and reads it back.
+    /// Writes `log` as a session of its own, in one append, and reads it back.
     fn through(&mut self, log: &[Record], hash: u64, made_by: &str) -> Result<Vec<Record>, String> {
         let session = SessionId::from_stored(format!("m-{}", self.written.len() + 1));
         let store = self.store()?;
-        for (i, record) in log.iter().enumerate() {
-            let stamped = [Stamped::at(record.at, record.event.clone())];
+        let stamped: Vec<Stamped> =
+            log.iter().map(|r| Stamped::at(r.at, r.event.clone())).collect();
+        if !stamped.is_empty() {
             store
-                .append(&session, Seq(i as u64), &stamped, Durability::Synced)
-                .map_err(|e| format!("appending seq {i} to the file store: {e}"))?;
+                .append(&session, Seq(0), &stamped, Durability::Synced)
+                .map_err(|e| format!("appending to the file store: {e}"))?;
         }
         let read = store.read_all(&session).map_err(|e| format!("reading the file store: {e}"))?;
         self.written.push((session, hash, made_by.to_owned()));
@@ -72,20 +74,29 @@ impl FileMirror {
     /// Opens the store again on what a process crash leaves and reads every session written
     /// back: each must hash as the log it was written from. Returns the choice vector of the
     /// first that does not, with what differs.
-    pub(crate) fn reread(&mut self, hash: impl Fn(&[Record]) -> u64) -> Result<(), (String, String)> {
+    pub(crate) fn reread(
+        &mut self,
+        hash: impl Fn(&[Record]) -> u64,
+    ) -> Result<(), (String, String)> {
         self.store = None;
         if self.written.is_empty() {
             return Ok(());
         }
         let options = file_options().read_only(true);
-        let store = FileStore::open_with(Arc::new(self.disk.process_crash()), Path::new(DIR), options)
-            .map_err(|e| ("-".to_owned(), format!("opening the file store again: {e}")))?;
+        let store =
+            FileStore::open_with(Arc::new(self.disk.process_crash()), Path::new(DIR), options)
+                .map_err(|e| ("-".to_owned(), format!("opening the file store again: {e}")))?;
         for (session, wanted, made_by) in &self.written {
             let log = store
                 .read_all(session)
                 .map_err(|e| (made_by.clone(), format!("reading {session} again: {e}")))?;
             if hash(&log) != *wanted {
-                return Err((made_by.clone(), format!("{session} read after reopening the file store differs from the log written")));
+                return Err((
+                    made_by.clone(),
+                    format!(
+                        "{session} read after reopening the file store differs from the log written"
+                    ),
+                ));
             }
         }
         Ok(())
@@ -138,20 +149,14 @@ fn entries(state: &SessionState) -> Vec<Entry> {
 
 /// The run `entry` begins, with fixed ids.
 pub(crate) fn next_run(entry: Entry) -> NewRun {
-    NewRun {
-        run: RunId::new("run-next"),
-        entry,
-        commit_checkpoint: CheckpointId::new("cp-next"),
-    }
+    NewRun { run: RunId::new("run-next"), entry, commit_checkpoint: CheckpointId::new("cp-next") }
 }
 
 fn plans(log: &[Record], registry: &dyn ToolRegistry, config: &Config) -> Vec<Plan> {
     let state = fold(log);
     entries(&state)
         .into_iter()
-        .map(|entry| {
-plan(&state, &next_run(entry), registry, config)
-        })
+        .map(|entry| plan(&state, &next_run(entry), registry, config))
         .collect()
 }
 
@@ -171,7 +176,9 @@ pub(crate) fn compare(
     for (how, copy) in copies {
         let copy = copy.map_err(|what| Mismatch { what: format!("{how}: {what}") })?;
         if let Some(i) = (0..log.len().max(copy.len())).find(|&i| log.get(i) != copy.get(i)) {
-            return Err(Mismatch { what: format!("{how} differs from the memory store at seq {i}") });
+            return Err(Mismatch {
+                what: format!("{how} differs from the memory store at seq {i}"),
+            });
         }
         for (plan, memory) in plans(&copy, registry, config).iter().zip(&wanted) {
             if plan != memory {

@@ -24,12 +24,14 @@ mod mirror;
 mod plant;
 mod scope;
 mod search;
+#[cfg(test)]
+mod tests;
 mod variant;
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-pub use choice::{Choices, ChoicesError};
+pub use choice::{Choices, ChoicesError, Job, Menu};
 pub use plant::Plant;
 pub use scope::{Scope, shapes};
 pub use search::{Counts, Finding};
@@ -47,12 +49,14 @@ pub struct Options {
     pub first_only: bool,
     /// Failing executions kept for the summary.
     pub keep: usize,
+    /// Print the counts so far on standard error after each variant.
+    pub progress: bool,
 }
 
 impl Default for Options {
     /// No plant; every failing execution counted, the first 10 kept.
     fn default() -> Self {
-        Options { plant: None, first_only: false, keep: 10 }
+        Options { plant: None, first_only: false, keep: 10, progress: false }
     }
 }
 
@@ -106,9 +110,16 @@ impl Summary {
         let mut out = String::new();
         for f in &self.findings {
             let _ = writeln!(out, "failing execution: variant {} choices {}", f.variant, f.choices);
+            let planted = match f.plant {
+                Some(p) if p.needs_feature() => {
+                    format!(" --features plant --example explore -- --plant {p}")
+                }
+                Some(p) => format!(" --example explore -- --plant {p}"),
+                None => " --example explore --".to_owned(),
+            };
             let _ = writeln!(
                 out,
-                "  replay: cargo run -p stepjournal-sim --example explore -- --variant '{}' --choices '{}'",
+                "  replay: cargo run -p stepjournal-sim{planted} --variant '{}' --choices '{}'",
                 f.variant, f.choices
             );
             for v in &f.violations {
@@ -146,26 +157,32 @@ impl Drop for Planted {
     }
 }
 
-/// Searches `variants`, each with up to its number of faults.
-pub fn explore(variants: &[(Variant, usize)], options: Options) -> Result<Summary, ExploreError> {
+/// Searches every job's variant, with its faults.
+pub fn explore(jobs: &[Job], options: Options) -> Result<Summary, ExploreError> {
     let _planted = Planted::new(options.plant)?;
     let started = Instant::now();
     let mut counts = Counts::default();
     let mut findings: Vec<Finding> = Vec::new();
-    for (variant, max_faults) in variants {
+    for job in jobs {
+        let variant = &job.variant;
         // Once a failing execution is known, only shorter ones are looked for.
-        let max_faults = match (options.first_only, findings.first()) {
-            (true, Some(best)) => best.choices.0.len().saturating_sub(1).min(*max_faults),
-            _ => *max_faults,
-        };
-        if options.first_only && findings.first().is_some_and(|b| b.choices.0.is_empty()) {
-            break;
+        let mut menus = job.menus.clone();
+        if options.first_only
+            && let Some(best) = findings.first()
+        {
+            if best.choices.0.is_empty() {
+                break;
+            }
+            menus.truncate(best.choices.0.len() - 1);
         }
-        let bounds = Bounds { max_faults, first_only: options.first_only, plant: options.plant };
-        let (c, found) = search(variant, bounds, options.keep).map_err(|source| {
-            ExploreError::Script { variant: variant.to_string(), source }
-        })?;
+        let bounds = Bounds { menus, first_only: options.first_only, plant: options.plant };
+        let (c, found) = search(variant, &bounds, options.keep)
+            .map_err(|source| ExploreError::Script { variant: variant.to_string(), source })?;
         counts.add(c);
+        if options.progress {
+            let so_far = Summary { counts, findings: Vec::new(), elapsed: started.elapsed() };
+            eprintln!("{}/{} {variant}: {}", counts.variants, jobs.len(), so_far.counts_line());
+        }
         if options.first_only {
             if let Some(f) = found.into_iter().next() {
                 findings = vec![f];
@@ -181,7 +198,7 @@ pub fn explore(variants: &[(Variant, usize)], options: Options) -> Result<Summar
 
 /// Searches `scope`.
 pub fn explore_scope(scope: Scope, options: Options) -> Result<Summary, ExploreError> {
-    explore(&scope.variants(), options)
+    explore(&scope.jobs(), options)
 }
 
 /// Runs one execution again: `variant` with `choices`, checked as the search checks it.
@@ -199,5 +216,6 @@ pub fn replay(
         choices: choices.clone(),
         violations: ran.violations,
         trace: ran.report.trace,
+        plant,
     })
 }

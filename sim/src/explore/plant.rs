@@ -3,12 +3,14 @@
 //! themselves, behind the `plant` feature of the `recovery` crate (never in a normal build).
 
 use std::fmt;
+use std::ops::Range;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::ops::Range;
 
 use stepjournal_backends::memory::MemoryStore;
-use stepjournal_backends::{AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError};
+use stepjournal_backends::{
+    AppendAck, AppendError, Durability, JournalStore, OpenError, StoreError,
+};
 use stepjournal_codec::{Record, Seq, SessionId, Stamped};
 
 use crate::Medium;
@@ -130,8 +132,8 @@ impl Medium for PlantMedium {
     }
 }
 
-/// A store that appends at its tail whatever position the writer expects: the check that
-/// fences a stale writer is gone.
+/// A store that appends at its tail whatever position the writer expects, and answers as if
+/// the batch went where it was expected: the check that fences a stale writer is gone.
 struct Unfenced(Arc<MemoryStore>);
 
 impl JournalStore for Unfenced {
@@ -142,12 +144,13 @@ impl JournalStore for Unfenced {
     fn append(
         &self,
         session: &SessionId,
-        _expected: Seq,
+        expected: Seq,
         events: &[Stamped],
         durability: Durability,
     ) -> Result<AppendAck, AppendError> {
         let tail = self.0.tail(session)?;
-        self.0.append(session, tail, events, durability)
+        let ack = self.0.append(session, tail, events, durability)?;
+        Ok(AppendAck { first: expected, next: expected.add(events.len() as u64), ..ack })
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {

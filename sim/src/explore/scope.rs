@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 use stepjournal_codec::{CallKind, Replay};
 
+use super::choice::{Job, Menu};
 use super::variant::{CallShape, Now, Order, Runner, Variant};
 
 /// A scope of the search.
@@ -20,8 +21,8 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// The variants searched, smallest first, each with its most faults per execution.
-    pub fn variants(self) -> Vec<(Variant, usize)> {
+    /// The variants searched, smallest first, each with the faults its executions take.
+    pub fn jobs(self) -> Vec<Job> {
         match self {
             Scope::Ci => ci(),
             Scope::Deep => deep(),
@@ -38,27 +39,36 @@ impl Scope {
 }
 
 const CI_COVERS: &str = "\
-scope ci: up to 2 faults per execution, each at any append (crash, the batch landed or lost; \
-a store failure, poisoning or not) or any of 4 points in any body (crash, run abandoned with \
-the body writing late, run failed), each followed by any of the 8 entries;
-  - 1 call: every kind but companion, with every saved and current policy pair it reads \
-(safe/unsafe saved; safe, unsafe, removed or arguments failing now; approvals granted or \
-denied), max_bodies 1 and 2, the step runner;
-  - the same through the tool executor (drive), max_bodies 2;
-  - 2 calls: a server tool saved safe or unsafe, kept safe, then every call shape of the 1-call \
-set, in one group or in the sequential chain, max_bodies 2, the step runner; 1 fault;
-  - 1 call followed by a second reply with one unsafe tool call, max_bodies 2.";
+scope ci (a fault is any append fault: a crash whose batch landed or was lost, a store failure \
+that poisons or not; or a body fault at any of 4 points: a crash, the run abandoned with the \
+body writing late, the run failed; each followed by any of the 8 entries):
+  - 1 call of every shape (every kind but companion, with each saved and current policy pair \
+it reads: safe/unsafe saved; safe, unsafe, removed or arguments failing now; approvals granted \
+or denied), max_bodies 2, the step runner: 1 fault;
+  - max_bodies 1: the shapes that can run a body again (saved safe) and remote sub-agents;
+  - through the tool executor (drive), max_bodies 2: every tool shape and one of each other \
+kind: 1 fault;
+  - 2 calls in the sequential chain, max_bodies 2: a tool saved unsafe (safe now) then a call \
+of every shape, and a tool saved safe then a tool, a denied approval or a remote sub-agent; and \
+in one group, a tool saved unsafe then those four: 1 fault;
+  - 1 safe tool call, max_bodies 2: any fault, then a crash (at an append, or in the body \
+before or after its effect) followed by wake or stop;
+  - 1 tool call and a second reply with one unsafe tool call, max_bodies 2: 1 fault.";
 
 const DEEP_COVERS: &str = "\
-scope deep: up to 2 faults per execution, every append and body point, every entry, as in ci;
-  - 1 call: every call shape, max_bodies 1 to 3, both runners, with and without a second reply;
-  - 2 calls: every pair of call shapes, free, in one group, or in the sequential chain, \
-max_bodies 1 and 2, the step runner; and through drive, max_bodies 2.";
+scope deep (faults and entries as in ci):
+  - 1 call of every shape, max_bodies 1 and 2, the step runner: 2 faults of any kind;
+  - the same through drive, max_bodies 2: 2 faults;
+  - 1 tool call of every policy pair and a second reply with one unsafe tool call, \
+max_bodies 2: 2 faults;
+  - 2 calls, every pair of shapes, free, in one group, or in the sequential chain, max_bodies 2, \
+the step runner: 1 fault.";
 
 /// Every call shape worth telling apart: attributes a kind does not read are fixed.
 pub fn shapes() -> Vec<CallShape> {
     let saved = [Replay::Safe, Replay::Unsafe];
-    let nows = [Now::Present(Replay::Safe), Now::Present(Replay::Unsafe), Now::Removed, Now::Rejects];
+    let nows =
+        [Now::Present(Replay::Safe), Now::Present(Replay::Unsafe), Now::Removed, Now::Rejects];
     let shape = |kind, saved, now, approve| CallShape { kind, saved, now, approve };
     let mut out = Vec::new();
     // A server tool and an approved approval read both policies and the registry.
@@ -82,61 +92,69 @@ pub fn shapes() -> Vec<CallShape> {
     out
 }
 
-fn one(runner: Runner, max_bodies: u32, call: CallShape, second: bool) -> (Variant, usize) {
-    (Variant { runner, max_bodies, order: Order::Free, calls: vec![call], second }, 2)
+fn job(variant: Variant, menus: &[Menu]) -> Job {
+    Job { variant, menus: menus.to_vec() }
 }
 
-fn ci() -> Vec<(Variant, usize)> {
+fn one(runner: Runner, max_bodies: u32, call: CallShape, second: bool) -> Variant {
+    Variant { runner, max_bodies, order: Order::Free, calls: vec![call], second }
+}
+
+fn two(runner: Runner, max_bodies: u32, order: Order, calls: [CallShape; 2]) -> Variant {
+    Variant { runner, max_bodies, order, calls: calls.to_vec(), second: false }
+}
+
+fn tool(saved: Replay) -> CallShape {
+    CallShape { kind: CallKind::Tool, saved, now: Now::Present(saved), approve: true }
+}
+
+/// Whether one of the first of its kind in [`shapes`] (every tool shape is kept).
+fn first_of_kind(shape: &CallShape, all: &[CallShape]) -> bool {
+    shape.kind == CallKind::Tool || all.iter().find(|s| s.kind == shape.kind) == Some(shape)
+}
+
+fn ci() -> Vec<Job> {
+    let full = &[Menu::FULL][..];
+    let all = shapes();
     let mut out = Vec::new();
-    for max_bodies in [1, 2] {
-        out.extend(shapes().into_iter().map(|c| one(Runner::Step, max_bodies, c, false)));
+    out.extend(all.iter().map(|&c| job(one(Runner::Step, 2, c, false), full)));
+    let reruns = |c: &&CallShape| c.saved == Replay::Safe || c.kind == CallKind::RemoteAgent;
+    out.extend(all.iter().filter(reruns).map(|&c| job(one(Runner::Step, 1, c, false), full)));
+    let driven = all.iter().filter(|c| first_of_kind(c, &all) || !c.approve);
+    out.extend(driven.map(|&c| job(one(Runner::Drive, 2, c, false), full)));
+    let unsafe_first = CallShape { now: Now::Present(Replay::Safe), ..tool(Replay::Unsafe) };
+    let others = [
+        tool(Replay::Safe),
+        tool(Replay::Unsafe),
+        CallShape { kind: CallKind::Approval, approve: false, ..tool(Replay::Unsafe) },
+        CallShape { kind: CallKind::RemoteAgent, ..tool(Replay::Unsafe) },
+    ];
+    for &second in &all {
+        out.push(job(two(Runner::Step, 2, Order::Sequential, [unsafe_first, second]), full));
     }
-    out.extend(shapes().into_iter().map(|c| one(Runner::Drive, 2, c, false)));
-    let firsts = [Replay::Safe, Replay::Unsafe].map(|saved| CallShape {
-        kind: CallKind::Tool,
-        saved,
-        now: Now::Present(Replay::Safe),
-        approve: true,
-    });
-    for order in [Order::Group, Order::Sequential] {
-        for first in firsts {
-            for second in shapes() {
-                let calls = vec![first, second];
-                let variant =
-                    Variant { runner: Runner::Step, max_bodies: 2, order, calls, second: false };
-                out.push((variant, 1));
-            }
-        }
+    for second in others {
+        out.push(job(two(Runner::Step, 2, Order::Sequential, [tool(Replay::Safe), second]), full));
+        out.push(job(two(Runner::Step, 2, Order::Group, [unsafe_first, second]), full));
     }
-    let plain = CallShape {
-        kind: CallKind::Tool,
-        saved: Replay::Safe,
-        now: Now::Present(Replay::Safe),
-        approve: true,
-    };
-    out.push(one(Runner::Step, 2, plain, true));
+    out.push(job(one(Runner::Step, 2, tool(Replay::Safe), false), &[Menu::FULL, Menu::CRASHES]));
+    out.push(job(one(Runner::Step, 2, tool(Replay::Safe), true), full));
     out
 }
 
-fn deep() -> Vec<(Variant, usize)> {
+fn deep() -> Vec<Job> {
+    let twice = &[Menu::FULL, Menu::FULL][..];
+    let all = shapes();
     let mut out = Vec::new();
-    for runner in [Runner::Step, Runner::Drive] {
-        for second in [false, true] {
-            for max_bodies in 1..=3 {
-                out.extend(shapes().into_iter().map(|c| one(runner, max_bodies, c, second)));
-            }
-        }
+    for max_bodies in [1, 2] {
+        out.extend(all.iter().map(|&c| job(one(Runner::Step, max_bodies, c, false), twice)));
     }
-    for (runner, bodies) in [(Runner::Step, &[1, 2][..]), (Runner::Drive, &[2][..])] {
-        for &max_bodies in bodies {
-            for order in [Order::Free, Order::Group, Order::Sequential] {
-                for a in shapes() {
-                    for b in shapes() {
-                        let calls = vec![a, b];
-                        let variant = Variant { runner, max_bodies, order, calls, second: false };
-                        out.push((variant, 2));
-                    }
-                }
+    out.extend(all.iter().map(|&c| job(one(Runner::Drive, 2, c, false), twice)));
+    let tools = all.iter().filter(|c| c.kind == CallKind::Tool);
+    out.extend(tools.map(|&c| job(one(Runner::Step, 2, c, true), twice)));
+    for order in [Order::Free, Order::Group, Order::Sequential] {
+        for &a in &all {
+            for &b in &all {
+                out.push(job(two(Runner::Step, 2, order, [a, b]), &[Menu::FULL]));
             }
         }
     }

@@ -12,7 +12,7 @@ use stepjournal_recovery::{Config, ToolRegistry, plan};
 
 use super::super::driver::Sim;
 use super::super::probe::{Knobs, Probe, Snapshot, Tail};
-use super::choice::Choices;
+use super::choice::{Choices, Menu};
 use super::deploy::Deploy;
 use super::mirror::{self, FileMirror};
 use super::plant::{Plant, PlantMedium};
@@ -30,6 +30,8 @@ pub struct Finding {
     pub violations: Vec<Violation>,
     /// What happened.
     pub trace: Vec<String>,
+    /// The bug planted, if any.
+    pub plant: Option<Plant>,
 }
 
 /// What searching one variant (or a whole scope) counted.
@@ -65,10 +67,10 @@ impl Counts {
 }
 
 /// What one search is told.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Bounds {
-    /// Faults per execution, at most.
-    pub(crate) max_faults: usize,
+    /// The menu of each fault; faults per execution, at most, is their number.
+    pub(crate) menus: Vec<Menu>,
     /// Stop at the first failing execution (it has the fewest faults of the variant's).
     pub(crate) first_only: bool,
     /// The bug planted, if any.
@@ -85,6 +87,23 @@ fn log_hash(h: &mut DefaultHasher, log: &[Record]) {
     for record in log {
         event_to_json(&record.event).hash(h);
         record.at.0.hash(h);
+    }
+}
+
+/// The report of a simulation that panicked.
+fn panicked(what: String) -> Report {
+    Report {
+        medium: "memory".to_owned(),
+        session: stepjournal_codec::SessionId::from_stored("sim-session"),
+        violations: vec![Violation::Unexpected {
+            what: format!("the simulation panicked: {what}"),
+        }],
+        faults_fired: 0,
+        runs: 0,
+        outcome: None,
+        trace: Vec::new(),
+        log: Vec::new(),
+        ledger: Vec::new(),
     }
 }
 
@@ -230,7 +249,19 @@ pub(crate) fn simulate_one(
     };
     let mut medium = PlantMedium::new(plant);
     let through_drive = variant.runner == Runner::Drive;
-    let report = Sim::new(&script, &tools, &case, &mut medium, through_drive, knobs)?.run();
+    let sim = Sim::new(&script, &tools, &case, &mut medium, through_drive, knobs)?;
+    // A panic of the writer (a failed debug assertion) is a finding like any other.
+    let report = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run())) {
+        Ok(report) => report,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic".to_owned());
+            panicked(what)
+        }
+    };
     // The end: the log read back after a clean restart, the ledger, what was found.
     let mut h = DefaultHasher::new();
     recording.keys.hash(&mut h);
@@ -252,7 +283,7 @@ pub(crate) fn simulate_one(
 /// executions (the first `keep` of them, fewest faults first).
 pub(crate) fn search(
     variant: &Variant,
-    bounds: Bounds,
+    bounds: &Bounds,
     keep: usize,
 ) -> Result<(Counts, Vec<Finding>), ScriptError> {
     let mut counts = Counts { variants: 1, ..Counts::default() };
@@ -273,6 +304,7 @@ pub(crate) fn search(
                     choices: choices.clone(),
                     violations: ran.violations,
                     trace: ran.report.trace,
+                    plant: bounds.plant,
                 });
             }
             if bounds.first_only {
@@ -281,15 +313,15 @@ pub(crate) fn search(
             continue;
         }
         let all_fired = ran.report.faults_fired as usize == choices.0.len();
-        if choices.0.len() >= bounds.max_faults || !all_fired {
+        let Some(menu) = bounds.menus.get(choices.0.len()).filter(|_| all_fired) else {
             continue;
-        }
+        };
         if !ran.last_new && !choices.0.is_empty() {
             counts.pruned += 1;
             continue;
         }
         if let Some(tail) = ran.tail {
-            queue.extend(choices.children(tail));
+            queue.extend(choices.children(tail, menu));
         }
     }
     // Every key is a state after a fault or an execution's end.
@@ -301,6 +333,7 @@ pub(crate) fn search(
             choices: choices.parse().unwrap_or_default(),
             violations: vec![Violation::CopiesDiffer { what }],
             trace: Vec::new(),
+            plant: bounds.plant,
         });
     }
     Ok((counts, findings))

@@ -115,8 +115,8 @@ impl Variant {
 
     /// The registry once the first fault fired.
     pub fn registry_now(&self) -> MemoryRegistry {
-        let registry = self.calls.iter().enumerate().fold(MemoryRegistry::new(), |r, (i, s)| {
-            match s.now {
+        let registry =
+            self.calls.iter().enumerate().fold(MemoryRegistry::new(), |r, (i, s)| match s.now {
                 Now::Present(replay) => r.with_tool(tool_name(i), replay),
                 Now::Removed => r,
                 Now::Rejects => r.with_rejecting_tool(
@@ -124,8 +124,7 @@ impl Variant {
                     Replay::Safe,
                     "the new schema requires a field the call lacks",
                 ),
-            }
-        });
+            });
         registry.with_tool(NEXT_TOOL, Replay::Unsafe)
     }
 
@@ -179,7 +178,9 @@ impl fmt::Display for Variant {
 
 /// A variant's text that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{text}` is not a script variant ({why}); the form is RUNNER/mbN/ORDER/KIND:S>N+...[/then-next], e.g. step/mb2/sequential/tool:u>s+client:u>u")]
+#[error(
+    "`{text}` is not a script variant ({why}); the form is RUNNER/mbN/ORDER/KIND:S>N+...[/then-next], e.g. step/mb2/sequential/tool:u>s+client:u>u"
+)]
 pub struct VariantError {
     text: String,
     why: String,
@@ -215,7 +216,9 @@ fn parse_call(s: &str) -> Result<CallShape, String> {
     let now = match now {
         "removed" => Now::Removed,
         "rejects" => Now::Rejects,
-        other => Now::Present(parse_replay(other).ok_or(format!("`{other}` is not s, u, removed or rejects"))?),
+        other => Now::Present(
+            parse_replay(other).ok_or(format!("`{other}` is not s, u, removed or rejects"))?,
+        ),
     };
     let approve = match parts.next() {
         None => true,
