@@ -8,9 +8,7 @@ use std::time::Duration;
 use stepjournal::writer::{BeginError, Clock, FixedClock, RunStatus, SequentialIds, SteppingClock};
 use stepjournal::{Journal, JournalOptions, Reply, Run};
 use stepjournal_backends::JournalStore;
-use stepjournal_codec::{
-    Call, CallKind, Entry, Event, ResumeMode, RunOutcome, SessionId, UnixMillis,
-};
+use stepjournal_codec::{Call, Entry, Event, ResumeMode, RunOutcome, SessionId, UnixMillis};
 use stepjournal_recovery::{SessionState, ToolRegistry};
 
 use super::check::{History, check};
@@ -78,9 +76,6 @@ impl<'a> Sim<'a> {
                     call: call.id.clone(),
                     tool: call.tool.clone(),
                 });
-            }
-            if call.kind == CallKind::Companion {
-                return Err(ScriptError::Companion { call: call.id.clone() });
             }
         }
         let world = World::new(script, tools, case);

@@ -9,7 +9,8 @@
 //! invariants after every fault and at the end:
 //!
 //! - a [`Script`]: the user's message and the model's replies, each with its calls (kinds
-//!   `tool`, `client`, `approval`, `remote_agent`, `local_agent`; groups; the sequential chain);
+//!   `tool`, `client`, `approval`, `remote_agent`, `local_agent`, `companion`; groups; the
+//!   sequential chain);
 //! - a [`ToolSet`]: each tool's replay policy and its body ([`SimTool`]), whose external effects
 //!   go to a [`Ledger`] kept outside the journal ([`LedgerTool`] by default; plug a runtime's own
 //!   tools in, their outside world replaced by ledger records);
@@ -22,8 +23,9 @@
 //!   [`SimDiskMedium`]: the file backend on a simulated disk, or a runtime's own).
 //!
 //! The driver acts on each entry's plan as a runtime must: a call the plan runs starts exactly
-//! the planned attempt under its dispatch id; a remote sub-agent the plan re-attaches is
-//! finished through `Step::reattach` (no new body, the same child); bodies start in reply order,
+//! the planned attempt under its dispatch id; a remote sub-agent the plan re-attaches, and a
+//! companion it re-enters, is finished through `Step::reattach` (no new body, the same child; a
+//! companion with no child yet starts a body that starts it); bodies start in reply order,
 //! each only once every call it is behind is resolved (a call behind one in doubt is skipped);
 //! client calls and approvals are answered (or the run suspends for them); each step is
 //! committed; the run ends once the script is done.

@@ -2,6 +2,12 @@
 //! takes. The full product of kinds, policies, orders, `max_bodies`, steps and runners is out of
 //! reach; the scopes cut it with symmetry (calls that differ only in name are one; every call
 //! of a reply shares the order attribute) and by dropping attributes a kind cannot read.
+//!
+//! A call's shapes ([`shapes`]): a `tool` and an approved `approval` in every pair of saved
+//! policy (safe, unsafe) and tool now (safe, unsafe, removed, arguments failing); a denied
+//! approval and a `client` call once (they read neither); `remote_agent` and `local_agent` with
+//! the tool present, removed or failing its arguments (they read no policy); a `companion`
+//! present or removed (it is re-entered whatever the registry says). 26 shapes.
 
 use std::fmt;
 use std::str::FromStr;
@@ -47,7 +53,7 @@ it reads: safe/unsafe saved; safe, unsafe, removed or arguments failing now; app
 or denied), max_bodies 2, the step runner: 1 fault;
   - max_bodies 1: the shapes that can run a body again (saved safe) and remote sub-agents;
   - through the tool executor (drive), max_bodies 2: every tool shape and one of each other \
-kind: 1 fault;
+kind, and a remote sub-agent and a companion with max_bodies 1: 1 fault;
   - 2 calls in the sequential chain, max_bodies 2: a tool saved unsafe (safe now) then a call \
 of every shape, and a tool saved safe then a tool, a denied approval or a remote sub-agent; and \
 in one group, a tool saved unsafe then those four: 1 fault;
@@ -58,7 +64,7 @@ before or after its effect) followed by wake or stop;
 const DEEP_COVERS: &str = "\
 scope deep (faults and entries as in ci):
   - 1 call of every shape, max_bodies 1 and 2, the step runner: 2 faults of any kind;
-  - the same through drive, max_bodies 2: 2 faults;
+  - the same through drive: 2 faults;
   - 1 tool call of every policy pair and a second reply with one unsafe tool call, \
 max_bodies 2: 2 faults;
   - 2 calls, every pair of shapes, free, in one group, or in the sequential chain, max_bodies 2, \
@@ -88,6 +94,10 @@ pub fn shapes() -> Vec<CallShape> {
         for now in [Now::Present(Replay::Unsafe), Now::Removed, Now::Rejects] {
             out.push(shape(kind, Replay::Unsafe, now, true));
         }
+    }
+    // A companion is re-entered whatever the registry says: present or removed.
+    for now in [Now::Present(Replay::Unsafe), Now::Removed] {
+        out.push(shape(CallKind::Companion, Replay::Unsafe, now, true));
     }
     out
 }
@@ -122,6 +132,11 @@ fn ci() -> Vec<Job> {
     out.extend(all.iter().filter(reruns).map(|&c| job(one(Runner::Step, 1, c, false), full)));
     let driven = all.iter().filter(|c| first_of_kind(c, &all) || !c.approve);
     out.extend(driven.map(|&c| job(one(Runner::Drive, 2, c, false), full)));
+    // A sub-agent or companion whose body dies before its child is recorded, with no body left.
+    for kind in [CallKind::RemoteAgent, CallKind::Companion] {
+        let call = CallShape { kind, ..tool(Replay::Unsafe) };
+        out.push(job(one(Runner::Drive, 1, call, false), full));
+    }
     let unsafe_first = CallShape { now: Now::Present(Replay::Safe), ..tool(Replay::Unsafe) };
     let others = [
         tool(Replay::Safe),
@@ -145,10 +160,11 @@ fn deep() -> Vec<Job> {
     let twice = &[Menu::FULL, Menu::FULL][..];
     let all = shapes();
     let mut out = Vec::new();
-    for max_bodies in [1, 2] {
-        out.extend(all.iter().map(|&c| job(one(Runner::Step, max_bodies, c, false), twice)));
+    for runner in [Runner::Step, Runner::Drive] {
+        for max_bodies in [1, 2] {
+            out.extend(all.iter().map(|&c| job(one(runner, max_bodies, c, false), twice)));
+        }
     }
-    out.extend(all.iter().map(|&c| job(one(Runner::Drive, 2, c, false), twice)));
     let tools = all.iter().filter(|c| c.kind == CallKind::Tool);
     out.extend(tools.map(|&c| job(one(Runner::Step, 2, c, true), twice)));
     for order in [Order::Free, Order::Group, Order::Sequential] {

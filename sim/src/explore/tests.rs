@@ -61,7 +61,8 @@ fn exhaustive_search_catches_a_fenced_result_accepted() {
 
 #[test]
 fn exhaustive_search_catches_max_bodies_off_by_one() {
-    let jobs = jobs_where(|v| v.calls.len() == 1 && v.runner == Runner::Step);
+    // max_bodies 1: one crash lets the planted writer start the second body it must not.
+    let jobs = jobs_where(|v| v.calls.len() == 1 && v.max_bodies == 1);
     let summary = first_failing(&jobs, Plant::MaxBodiesOffByOne);
     caught(&summary, Plant::MaxBodiesOffByOne, |v| matches!(v, Violation::TooManyBodies { .. }));
 }
@@ -117,6 +118,25 @@ fn variants_and_choice_vectors_read_back_as_written() {
     assert_eq!("-".parse::<Choices>().unwrap(), Choices::default());
     assert!("a1.sideways>wake".parse::<Choices>().is_err());
     assert!("step/mb0/free/tool:s>s".parse::<Variant>().is_err());
+}
+
+#[test]
+fn a_companion_whose_body_died_before_its_child_was_recorded_is_reentered_through_drive() {
+    // Regression: with max_bodies 1, the companion's first body started (its attempt_started
+    // landed) and the process died before `child_attached`. The wake plans `reenter_child`;
+    // the writer refused to re-attach (no child) and to start a body (max_bodies), so every
+    // `drive` of the step failed. Found by this search (`drive/mb1/free/companion:u>u`,
+    // `a2.lands>wake`); now the started body goes on and asks for the child under the same
+    // dispatch id.
+    let variant: Variant = "drive/mb1/free/companion:u>u".parse().unwrap();
+    let choices: Choices = "a2.lands>wake".parse().unwrap();
+    let found = replay(&variant, &choices, None).unwrap();
+    assert!(found.violations.is_empty(), "{:?}\n{:?}", found.violations, found.trace);
+    let step: Variant = "step/mb1/free/companion:u>u".parse().unwrap();
+    let found = replay(&step, &choices, None).unwrap();
+    assert!(found.violations.is_empty(), "{:?}", found.violations);
+    assert!(found.trace.iter().any(|l| l.contains("re-attached")), "{:?}", found.trace);
+    assert!(!found.trace.iter().any(|l| l.contains("the run fails")), "{:?}", found.trace);
 }
 
 #[test]
