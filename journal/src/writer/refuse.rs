@@ -200,11 +200,11 @@ pub(crate) fn reattach(seen: Seen<'_>, call: &CallId) -> Result<Reattach, Refusa
     // the remote side again under the same id starts nothing new; the earlier body goes on.
     // (Starting a new body instead would use up an attempt, and past `max_bodies` the call could
     // never finish.)
-    let starts_keyed_child = match (kind, step.plan.get(call).map(|p| &p.action)) {
-        (CallKind::RemoteAgent, Some(Action::StartChild { .. })) => true,
-        (CallKind::Companion, Some(Action::ReenterChild { .. })) => true,
-        _ => false,
-    };
+    let starts_keyed_child = matches!(
+        (kind, step.plan.get(call).map(|p| &p.action)),
+        (CallKind::RemoteAgent, Some(Action::StartChild { .. }))
+            | (CallKind::Companion, Some(Action::ReenterChild { .. }))
+    );
     let child = record.child();
     if child.is_none() && !starts_keyed_child {
         return Err(Refusal::NoChild { call: call.clone() });
