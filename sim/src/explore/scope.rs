@@ -57,8 +57,9 @@ kind, and a remote sub-agent and a companion with max_bodies 1: 1 fault;
   - 2 calls in the sequential chain, max_bodies 2: a tool saved unsafe (safe now) then a call \
 of every shape, and a tool saved safe then a tool, a denied approval or a remote sub-agent; and \
 in one group, a tool saved unsafe then those four: 1 fault;
-  - 1 safe tool call, max_bodies 2: any fault, then a crash (at an append, or in the body \
-before or after its effect) followed by wake or stop;
+  - 1 tool call saved safe, and 1 saved unsafe and safe now, max_bodies 2 (the safe one through \
+both runners): any fault, then a crash (at an append, or in the body before or after its \
+effect) followed by wake or stop;
   - 1 tool call and a second reply with one unsafe tool call, max_bodies 2: 1 fault.";
 
 const DEEP_COVERS: &str = "\
@@ -151,7 +152,10 @@ fn ci() -> Vec<Job> {
         out.push(job(two(Runner::Step, 2, Order::Sequential, [tool(Replay::Safe), second]), full));
         out.push(job(two(Runner::Step, 2, Order::Group, [unsafe_first, second]), full));
     }
-    out.push(job(one(Runner::Step, 2, tool(Replay::Safe), false), &[Menu::FULL, Menu::CRASHES]));
+    let then_crash = &[Menu::FULL, Menu::CRASHES][..];
+    out.push(job(one(Runner::Step, 2, tool(Replay::Safe), false), then_crash));
+    out.push(job(one(Runner::Step, 2, unsafe_first, false), then_crash));
+    out.push(job(one(Runner::Drive, 2, tool(Replay::Safe), false), then_crash));
     out.push(job(one(Runner::Step, 2, tool(Replay::Safe), true), full));
     out
 }
