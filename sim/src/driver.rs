@@ -298,18 +298,21 @@ impl<'a> Sim<'a> {
             return Entry::NewTurn { message: self.world.script.message.clone() };
         }
         let n = self.world.faults.fired();
+        // The checkpoint an entry may name: the saved step's append checkpoint, else the last
+        // commit's.
+        let checkpoint = state
+            .saved_step()
+            .map(|r| r.checkpoint.clone())
+            .or_else(|| state.last_commit().map(|c| c.checkpoint.clone()));
         match reentry {
             Reentry::Wake => Entry::Wake,
             Reentry::Continue => Entry::Resume(ResumeMode::Continue),
-            Reentry::FromCheckpoint => {
-                let checkpoint = state
-                    .saved_step()
-                    .map(|r| r.checkpoint.clone())
-                    .or_else(|| state.last_commit().map(|c| c.checkpoint.clone()));
-                match checkpoint {
-                    Some(checkpoint) => Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }),
-                    None => Entry::Wake,
-                }
+            Reentry::FromCheckpoint => match checkpoint {
+                Some(checkpoint) => Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }),
+                None => Entry::Wake,
+            },
+            Reentry::RetryFromCheckpoint => {
+                Entry::Retry { checkpoint, message: Some(format!("Try again from there ({n}).")) }
             }
             Reentry::Retry => Entry::Retry { checkpoint: None, message: None },
             Reentry::RetryWithMessage => {

@@ -28,7 +28,7 @@ const BODY_POINTS: [u32; 4] = [0, 1, 2, 3];
 /// Every entry of FORMAT.md a session is entered through after a fault (the simulator turns an
 /// entry the state does not admit into the nearest one it does: a refused `retry` into a
 /// `wake`, a `from_checkpoint` with no checkpoint into a `wake`).
-const ENTRIES: [Reentry; 8] = Reentry::ALL;
+const ENTRIES: [Reentry; 9] = Reentry::ALL;
 
 /// What a fault at one depth of an execution may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +139,7 @@ fn entry_str(entry: Reentry) -> &'static str {
         Reentry::FromCheckpoint => "from_checkpoint",
         Reentry::Retry => "retry",
         Reentry::RetryWithMessage => "retry_message",
+        Reentry::RetryFromCheckpoint => "retry_checkpoint",
         Reentry::WithMessage => "with_message",
         Reentry::NewTurn => "new_turn",
         Reentry::Stop => "stop",

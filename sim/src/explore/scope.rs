@@ -47,7 +47,7 @@ impl Scope {
 const CI_COVERS: &str = "\
 scope ci (a fault is any append fault: a crash whose batch landed or was lost, a store failure \
 that poisons or not; or a body fault at any of 4 points: a crash, the run abandoned with the \
-body writing late, the run failed; each followed by any of the 8 entries):
+body writing late, the run failed; each followed by any of the 9 entries):
   - 1 call of every shape (every kind but companion, with each saved and current policy pair \
 it reads: safe/unsafe saved; safe, unsafe, removed or arguments failing now; approvals granted \
 or denied), max_bodies 2, the step runner: 1 fault;
