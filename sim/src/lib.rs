@@ -35,6 +35,10 @@
 //! the same simulation with every step carried out by the tool executor (`Step::drive`), as a
 //! runtime built on `stepjournal::Tools` runs it.
 //!
+//! [`explore`] checks a small scope exhaustively instead of at random: every execution of
+//! every script variant of the scope, each fault at every append and body point followed by
+//! every entry, deterministically and with the states deduplicated (`docs/explore.md`).
+//!
 //! ```
 //! use stepjournal_sim::{
 //!     AppendFault, Case, Fault, Landing, MemoryMedium, Reentry, Script, ScriptCall,
