@@ -172,20 +172,15 @@ fn a_reattached_body_counts_as_running_until_it_finishes() {
     step.suspend(&[id("c2")]).unwrap();
 }
 
-#[test]
-fn a_remote_agent_whose_child_was_never_attached_goes_on_in_its_started_body() {
-    // Regression: with max_bodies 1, a body asked the remote side for the child and the process
-    // died before `child_attached`; the wake plans `start_child`, and `start_body` is refused
-    // past the limit, so the call could never finish. The start is keyed on the dispatch id:
-    // `reattach` goes on in the started body, writing nothing, and the call finishes.
+/// With max_bodies 1, `call`'s body started and the process died before `child_attached`; the
+/// wake plans what `planned` accepts, `start_body` is refused past the limit, and `reattach`
+/// goes on in the started body, writing nothing, and the call finishes there.
+fn goes_on_in_its_started_body(call: Call, planned: fn(&Action) -> bool) {
     let (store, ids) = (Arc::new(MemoryStore::new()), ids());
-    lost_run(
-        &journal(&store, &ids, 1),
-        vec![call("c1", "researcher")],
-        Lost { body: true, child: false },
-    );
+    lost_run(&journal(&store, &ids, 1), vec![call], Lost { body: true, child: false });
     let run = journal(&store, &ids, 1).begin_run(&session(), Entry::Wake).unwrap();
-    assert!(matches!(run.plan().call(&id("c1")).unwrap().action, Action::StartChild { .. }));
+    let action = &run.plan().call(&id("c1")).unwrap().action;
+    assert!(planned(action), "{action:?}");
     let step = run.step().unwrap();
     assert!(step.start_body(&id("c1")).is_err(), "no body is left under max_bodies 1");
     let before = store.tail(&session()).unwrap();
@@ -200,13 +195,34 @@ fn a_remote_agent_whose_child_was_never_attached_goes_on_in_its_started_body() {
 }
 
 #[test]
+fn a_remote_agent_whose_child_was_never_attached_goes_on_in_its_started_body() {
+    // Regression: with max_bodies 1, a body asked the remote side for the child and the process
+    // died before `child_attached`; the wake plans `start_child`, and `start_body` is refused
+    // past the limit, so the call could never finish. The start is keyed on the dispatch id:
+    // `reattach` goes on in the started body, writing nothing, and the call finishes.
+    goes_on_in_its_started_body(call("c1", "researcher"), |a| {
+        matches!(a, Action::StartChild { .. })
+    });
+}
+
+#[test]
+fn a_companion_whose_child_was_never_attached_goes_on_in_its_started_body() {
+    // Regression: with max_bodies 1, a companion's body started and the process died before
+    // `child_attached`; the wake plans `reenter_child`, `reattach` was refused (no child) and
+    // `start_body` past the limit, so the call could never finish and every `drive` of the
+    // step failed. The companion's start is keyed on the dispatch id, as a remote sub-agent's:
+    // `reattach` goes on in the started body, writing nothing, and the call finishes.
+    goes_on_in_its_started_body(companion_call("c1"), |a| matches!(a, Action::ReenterChild { .. }));
+}
+
+#[test]
 fn a_call_with_no_child_or_no_body_is_not_reattached() {
-    // A companion with a body started but no child attached: nothing to re-attach to.
+    // A companion with no body started and no child attached: nothing to re-attach to.
     let (store, ids) = (Arc::new(MemoryStore::new()), ids());
     lost_run(
         &journal(&store, &ids, 3),
         vec![companion_call("c1")],
-        Lost { body: true, child: false },
+        Lost { body: false, child: false },
     );
     let run = journal(&store, &ids, 3).begin_run(&session(), Entry::Wake).unwrap();
     let step = run.step().unwrap();

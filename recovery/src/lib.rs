@@ -43,6 +43,8 @@
 mod config;
 pub mod order;
 mod plan;
+#[cfg(feature = "plant")]
+pub mod plant;
 mod registry;
 pub mod rules;
 mod state;

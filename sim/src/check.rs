@@ -241,10 +241,16 @@ fn calls_by_step(state: &SessionState) -> HashMap<(StepNo, &CallId), (&Call, Cal
 }
 
 /// An unsafe call runs one body at most: its saved policy is unsafe and its bodies are its own
-/// (a remote sub-agent's effects are its child's, started once per dispatch id; re-attaching to
-/// the child starts no body, so the ledger records no body start for it).
+/// (a remote sub-agent's or a companion's effects are its child's, started once per dispatch
+/// id; re-attaching to the child starts no body, so the ledger records no body start for it).
 fn runs_once(call: &Call) -> bool {
-    call.replay == Replay::Unsafe && call.kind != CallKind::RemoteAgent
+    call.replay == Replay::Unsafe && !has_child(call.kind)
+}
+
+/// Whether a call of `kind` works through a child started once per dispatch id (a remote
+/// sub-agent, a companion): its bodies perform no effect of their own.
+pub(crate) fn has_child(kind: CallKind) -> bool {
+    matches!(kind, CallKind::RemoteAgent | CallKind::Companion)
 }
 
 /// A body of `call` starting (in ledger order): each call it is behind whose result resolved

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 
 use serde_json::{Value, json};
 use stepjournal::Tools;
-use stepjournal::tools::{BoxFuture, CallCtx, RemoteAgent, ToolError};
+use stepjournal::tools::{BoxFuture, CallCtx, Companion, RemoteAgent, ToolError};
 use stepjournal_codec::{
     Attempt, CallId, CallKind, Event, OutputChunk, RawJson, SessionId, StepNo,
 };
@@ -338,6 +338,18 @@ impl RemoteAgent for Remote {
     }
 }
 
+/// A companion: its child is started as a remote sub-agent's, and re-entered as one is
+/// re-attached to.
+impl Companion for Remote {
+    fn start(&self, args: RawJson, ctx: CallCtx) -> BoxFuture<Result<SessionId, ToolError>> {
+        RemoteAgent::start(self, args, ctx)
+    }
+
+    fn reenter(&self, child: SessionId, ctx: CallCtx) -> BoxFuture<Result<RawJson, ToolError>> {
+        self.attach(child, ctx)
+    }
+}
+
 /// The tool set as `Tools` for the executor: each tool with the kind the script calls it as.
 pub(crate) fn tools_of(set: &ToolSet, script: &Script, rig: &Arc<Rig>) -> Tools {
     let mut kinds: HashMap<&str, CallKind> = HashMap::new();
@@ -358,6 +370,7 @@ pub(crate) fn tools_of(set: &ToolSet, script: &Script, rig: &Arc<Rig>) -> Tools 
             CallKind::RemoteAgent => {
                 tools.remote_agent(name, json!({}), spec.replay, Remote(rig.clone()))
             }
+            CallKind::Companion => tools.companion(name, json!({}), Remote(rig.clone())),
             _ => tools.tool(name, json!({}), spec.replay, handler),
         };
     }

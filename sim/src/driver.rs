@@ -5,19 +5,18 @@ use std::fmt::Display;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stepjournal::writer::{BeginError, RunStatus, SequentialIds, SteppingClock};
+use stepjournal::writer::{BeginError, Clock, FixedClock, RunStatus, SequentialIds, SteppingClock};
 use stepjournal::{Journal, JournalOptions, Reply, Run};
 use stepjournal_backends::JournalStore;
-use stepjournal_codec::{
-    Call, CallKind, Entry, Event, ResumeMode, RunOutcome, SessionId, UnixMillis,
-};
-use stepjournal_recovery::{MemoryRegistry, SessionState};
+use stepjournal_codec::{Call, Entry, Event, ResumeMode, RunOutcome, SessionId, UnixMillis};
+use stepjournal_recovery::{SessionState, ToolRegistry};
 
 use super::check::{History, check};
 use super::fault::{AppendFault, BodyFault, Case, Reentry};
 use super::flow::{Fired, Flow, Halt, World, Zombie};
 use super::ledger::LedgerEntry;
 use super::medium::Medium;
+use super::probe::{Knobs, Snapshot, Tail};
 use super::report::{Report, ScriptError};
 use super::run::StepRunner;
 use super::script::{Script, ScriptCall};
@@ -45,11 +44,13 @@ pub(crate) struct Sim<'a> {
     pub(crate) world: World<'a>,
     medium: &'a mut dyn Medium,
     pub(crate) session: SessionId,
-    pub(crate) registry: Arc<MemoryRegistry>,
+    pub(crate) registry: Arc<dyn ToolRegistry + Send + Sync>,
     ids: Arc<SequentialIds>,
-    /// Every run's time: it moves on by 1 ms per append from the same start, so the same
-    /// simulation writes the same bytes.
-    clock: Arc<SteppingClock>,
+    /// Every run's time: it moves on by 1 ms per append from the same start (or stays at the
+    /// start, when the knobs fix it), so the same simulation writes the same bytes.
+    clock: Arc<dyn Clock>,
+    /// What a search set on this simulation.
+    knobs: Knobs<'a>,
     acked: AckLog,
     /// How many runs were begun (at most the bound `runs_until_over` sets).
     pub(crate) runs: u32,
@@ -64,6 +65,7 @@ impl<'a> Sim<'a> {
         case: &'a Case,
         medium: &'a mut dyn Medium,
         through_drive: bool,
+        knobs: Knobs<'a>,
     ) -> Result<Self, ScriptError> {
         if let Some(call) = script.repeated_call() {
             return Err(ScriptError::RepeatedCall { call: call.clone() });
@@ -75,20 +77,27 @@ impl<'a> Sim<'a> {
                     tool: call.tool.clone(),
                 });
             }
-            if call.kind == CallKind::Companion {
-                return Err(ScriptError::Companion { call: call.id.clone() });
-            }
         }
         let world = World::new(script, tools, case);
         let executor = through_drive.then(|| Executor::new(script, tools, &world));
+        let clock: Arc<dyn Clock> = if knobs.fixed_clock {
+            Arc::new(FixedClock::new(START))
+        } else {
+            Arc::new(SteppingClock::new(START, Duration::from_millis(1)))
+        };
+        let registry = match &knobs.registry {
+            Some(registry) => registry.clone(),
+            None => Arc::new(tools.registry()),
+        };
         Ok(Sim {
             world,
             medium,
             // A constant id that keeps the session-id rule.
             session: SessionId::from_stored("sim-session"),
-            registry: Arc::new(tools.registry()),
+            registry,
             ids: Arc::new(SequentialIds::new()),
-            clock: Arc::new(SteppingClock::new(START, Duration::from_millis(1))),
+            clock,
+            knobs,
             acked: Arc::new(Mutex::new(Vec::new())),
             runs: 0,
             executor,
@@ -99,6 +108,10 @@ impl<'a> Sim<'a> {
     pub(crate) fn run(mut self) -> Report {
         self.world.arm_next();
         let outcome = if self.open_store() { self.runs_until_over() } else { None };
+        if let Some(probe) = self.knobs.probe.as_mut() {
+            let appends = self.world.store().map_or(0, |s| s.appends_since_armed());
+            probe.ended(Tail { appends, bodies: self.world.faults.bodies_since() });
+        }
         // A clean restart: every handle dropped, the store opened again, the log read back.
         self.world.close();
         let log = match self.medium.open() {
@@ -186,6 +199,7 @@ impl<'a> Sim<'a> {
                     self.check_log(&log, false);
                     self.world.arm_next();
                     entry = self.entry_for(fault.then);
+                    self.entered(&log, &entry, zombie.as_deref());
                 }
             }
         }
@@ -246,6 +260,33 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Tells the probe, if any, the state the session is entered again in.
+    fn entered(
+        &mut self,
+        log: &[stepjournal_codec::Record],
+        entry: &Entry,
+        zombie: Option<&Zombie>,
+    ) {
+        let Some(probe) = self.knobs.probe.as_mut() else { return };
+        let late = match (zombie, &self.executor) {
+            (Some(z), _) => Some((z.call.id.clone(), z.body.attempt().get())),
+            (None, Some(executor)) => executor.late_body_of(),
+            (None, None) => None,
+        };
+        let ledger = self.world.ledger.entries();
+        let acked = self.acked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        probe.entered(&Snapshot {
+            fired: self.world.faults.fired(),
+            log,
+            entry,
+            ledger: &ledger,
+            acked: &acked,
+            fenced: self.world.notes.fenced_writes(),
+            late,
+            runs: self.runs,
+        });
+    }
+
     /// The entry `reentry` names, with what it needs from the session as it is now.
     fn entry_for(&mut self, reentry: Reentry) -> Entry {
         let state = self.read_log().into_iter().fold(SessionState::default(), |mut s, r| {
@@ -257,18 +298,21 @@ impl<'a> Sim<'a> {
             return Entry::NewTurn { message: self.world.script.message.clone() };
         }
         let n = self.world.faults.fired();
+        // The checkpoint an entry may name: the saved step's append checkpoint, else the last
+        // commit's.
+        let checkpoint = state
+            .saved_step()
+            .map(|r| r.checkpoint.clone())
+            .or_else(|| state.last_commit().map(|c| c.checkpoint.clone()));
         match reentry {
             Reentry::Wake => Entry::Wake,
             Reentry::Continue => Entry::Resume(ResumeMode::Continue),
-            Reentry::FromCheckpoint => {
-                let checkpoint = state
-                    .saved_step()
-                    .map(|r| r.checkpoint.clone())
-                    .or_else(|| state.last_commit().map(|c| c.checkpoint.clone()));
-                match checkpoint {
-                    Some(checkpoint) => Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }),
-                    None => Entry::Wake,
-                }
+            Reentry::FromCheckpoint => match checkpoint {
+                Some(checkpoint) => Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }),
+                None => Entry::Wake,
+            },
+            Reentry::RetryFromCheckpoint => {
+                Entry::Retry { checkpoint, message: Some(format!("Try again from there ({n}).")) }
             }
             Reentry::Retry => Entry::Retry { checkpoint: None, message: None },
             Reentry::RetryWithMessage => {
@@ -286,7 +330,7 @@ impl<'a> Sim<'a> {
         JournalOptions::new()
             .ids(self.ids.clone())
             .clock(self.clock.clone())
-            .recovery(self.world.case.config)
+            .recovery(self.knobs.writer_config.unwrap_or(self.world.case.config))
     }
 
     /// One run: the entry, the zombie's late writes, the recovered step, then the script's next

@@ -174,6 +174,9 @@ pub enum Reentry {
     Retry,
     /// `retry` with a message: a redirect.
     RetryWithMessage,
+    /// `retry` with a message from the saved step's append checkpoint (the last commit's when
+    /// there is no saved step; none when there is neither): a redirect.
+    RetryFromCheckpoint,
     /// `resume` `with_message`: a redirect.
     WithMessage,
     /// `new_turn`: a redirect.
@@ -184,12 +187,13 @@ pub enum Reentry {
 
 impl Reentry {
     /// Every entry.
-    pub const ALL: [Reentry; 8] = [
+    pub const ALL: [Reentry; 9] = [
         Reentry::Wake,
         Reentry::Continue,
         Reentry::FromCheckpoint,
         Reentry::Retry,
         Reentry::RetryWithMessage,
+        Reentry::RetryFromCheckpoint,
         Reentry::WithMessage,
         Reentry::NewTurn,
         Reentry::Stop,

@@ -156,6 +156,11 @@ impl Schedule {
         self.fired
     }
 
+    /// Bodies started or re-attached to since the armed fault (or the last one) was armed.
+    pub(crate) fn bodies_since(&self) -> u32 {
+        self.bodies_since
+    }
+
     /// The armed fault if it fires at an append: which append, what it is, and its seed.
     fn append_trigger(&self) -> Option<(u32, AppendFault, u64)> {
         match self.armed {

@@ -9,7 +9,8 @@
 //! invariants after every fault and at the end:
 //!
 //! - a [`Script`]: the user's message and the model's replies, each with its calls (kinds
-//!   `tool`, `client`, `approval`, `remote_agent`, `local_agent`; groups; the sequential chain);
+//!   `tool`, `client`, `approval`, `remote_agent`, `local_agent`, `companion`; groups; the
+//!   sequential chain);
 //! - a [`ToolSet`]: each tool's replay policy and its body ([`SimTool`]), whose external effects
 //!   go to a [`Ledger`] kept outside the journal ([`LedgerTool`] by default; plug a runtime's own
 //!   tools in, their outside world replaced by ledger records);
@@ -22,8 +23,9 @@
 //!   [`SimDiskMedium`]: the file backend on a simulated disk, or a runtime's own).
 //!
 //! The driver acts on each entry's plan as a runtime must: a call the plan runs starts exactly
-//! the planned attempt under its dispatch id; a remote sub-agent the plan re-attaches is
-//! finished through `Step::reattach` (no new body, the same child); bodies start in reply order,
+//! the planned attempt under its dispatch id; a remote sub-agent the plan re-attaches, and a
+//! companion it re-enters, is finished through `Step::reattach` (no new body, the same child; a
+//! companion with no child yet starts a body that starts it); bodies start in reply order,
 //! each only once every call it is behind is resolved (a call behind one in doubt is skipped);
 //! client calls and approvals are answered (or the run suspends for them); each step is
 //! committed; the run ends once the script is done.
@@ -32,6 +34,10 @@
 //! found, the trace of what happened, the log and the ledger. [`simulate_through_drive`] runs
 //! the same simulation with every step carried out by the tool executor (`Step::drive`), as a
 //! runtime built on `stepjournal::Tools` runs it.
+//!
+//! [`explore`] checks a small scope exhaustively instead of at random: every execution of
+//! every script variant of the scope, each fault at every append and body point followed by
+//! every entry, deterministically and with the states deduplicated (`docs/explore.md`).
 //!
 //! ```
 //! use stepjournal_sim::{
@@ -62,10 +68,12 @@
 mod check;
 mod drive_tools;
 mod driver;
+pub mod explore;
 mod fault;
 mod flow;
 mod ledger;
 mod medium;
+mod probe;
 mod recorder;
 mod report;
 mod run;
@@ -99,7 +107,7 @@ pub fn simulate(
     case: &Case,
     medium: &mut dyn Medium,
 ) -> Result<Report, ScriptError> {
-    Ok(driver::Sim::new(script, tools, case, medium, false)?.run())
+    Ok(driver::Sim::new(script, tools, case, medium, false, probe::Knobs::default())?.run())
 }
 
 /// [`simulate`], with each step run by the tool executor (`Step::drive`, `Run::drive`) as a
@@ -117,5 +125,5 @@ pub fn simulate_through_drive(
     case: &Case,
     medium: &mut dyn Medium,
 ) -> Result<Report, ScriptError> {
-    Ok(driver::Sim::new(script, tools, case, medium, true)?.run())
+    Ok(driver::Sim::new(script, tools, case, medium, true, probe::Knobs::default())?.run())
 }

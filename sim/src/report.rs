@@ -26,12 +26,6 @@ pub enum ScriptError {
         /// The tool.
         tool: ToolName,
     },
-    /// A `companion` call: not simulated.
-    #[error("call `{call}` is a companion call, which the simulator does not run")]
-    Companion {
-        /// The call.
-        call: CallId,
-    },
 }
 
 /// What a simulation found.

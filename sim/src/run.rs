@@ -85,11 +85,7 @@ impl<'w, 'a> StepRunner<'w, 'a> {
             let action = if recovered { step.action(&call.id).map(|p| p.action) } else { None };
             let begin = match action {
                 Some(Action::Keep | Action::Pair { .. }) => continue,
-                Some(Action::ReenterChild { .. }) => {
-                    let what = format!("call {} is a companion, which is not simulated", call.id);
-                    return Err(self.unexpected(what));
-                }
-                Some(Action::Reattach { .. }) => Begin::Reattach,
+                Some(Action::Reattach { .. } | Action::ReenterChild { .. }) => Begin::Reattach,
                 _ => Begin::Start,
             };
             let flow = match call.kind {
@@ -133,8 +129,11 @@ impl<'w, 'a> StepRunner<'w, 'a> {
                     ));
                     return Ok(Ok(body));
                 }
-                // A child attached before any body started: its first body starts it.
+                // A child attached before any body started, or a companion with no child yet:
+                // its first (or next) body starts it.
                 Err(WriteError::Refused(Refusal::NoBodyStarted { .. })) => {}
+                Err(WriteError::Refused(Refusal::NoChild { .. }))
+                    if call.kind == CallKind::Companion => {}
                 Err(e) => return Err(self.halt(format!("re-attaching {}", call.id), e)),
             }
         }
@@ -150,7 +149,7 @@ impl<'w, 'a> StepRunner<'w, 'a> {
             // left: its child's start is keyed on the dispatch id, so the earlier body goes on
             // (nothing new starts, nothing enters the ledger as a body).
             Err(WriteError::Refused(Refusal::MaxBodies { child: None, .. }))
-                if call.kind == CallKind::RemoteAgent =>
+                if super::check::has_child(call.kind) =>
             {
                 match step.reattach(&call.id) {
                     Ok(body) => {
@@ -262,7 +261,7 @@ impl<'w, 'a> StepRunner<'w, 'a> {
     pub(crate) fn late_writes(&mut self, zombie: Zombie) -> Result<(), Halt> {
         let Zombie { body, call, step, effect_done } = zombie;
         let (id, attempt) = (call.id.clone(), body.attempt());
-        if !effect_done && call.kind != CallKind::RemoteAgent {
+        if !effect_done && !super::check::has_child(call.kind) {
             self.world.ledger.record(LedgerEntry::Effect {
                 step,
                 call: id.clone(),

@@ -73,7 +73,7 @@ pub struct ScriptCall {
     pub id: CallId,
     /// The tool it names.
     pub tool: ToolName,
-    /// Its kind. `companion` calls are not simulated.
+    /// Its kind.
     pub kind: CallKind,
     /// Its arguments.
     pub args: RawJson,

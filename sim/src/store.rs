@@ -87,9 +87,16 @@ impl FaultStore {
         state.armed = Some((n, fault, seed));
     }
 
-    /// Drops any armed fault.
+    /// Drops any armed fault, counting appends from now.
     pub(crate) fn disarm(&self) {
-        self.lock().armed = None;
+        let mut state = self.lock();
+        state.appends = 0;
+        state.armed = None;
+    }
+
+    /// Appends asked for since the last [`arm`](Self::arm) or [`disarm`](Self::disarm).
+    pub(crate) fn appends_since_armed(&self) -> u32 {
+        self.lock().appends
     }
 
     /// The fault that fired since the last call, if one did.

@@ -229,7 +229,7 @@ impl Default for LedgerTool {
 
 impl SimTool for LedgerTool {
     fn run(&self, body: &mut BodyRun<'_>) -> Result<ToolOutput, Interrupted> {
-        if body.kind() == CallKind::RemoteAgent {
+        if super::check::has_child(body.kind()) {
             let child = body.start_child()?;
             return Ok(ToolOutput::ok(result_of(body, Some(&child))));
         }

@@ -42,6 +42,11 @@ impl Executor {
         let tools = tools_of(set, script, &rig);
         Executor { rig, tools, late: None }
     }
+
+    /// The call and attempt of the body an abandoned step left paused, if any.
+    pub(crate) fn late_body_of(&self) -> Option<(stepjournal_codec::CallId, u32)> {
+        self.late.as_ref().map(|l| (l.paused.call.clone(), l.paused.attempt.get()))
+    }
 }
 
 struct Unpark(std::thread::Thread);

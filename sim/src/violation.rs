@@ -223,6 +223,13 @@ pub enum Violation {
         /// The tail after.
         after: Seq,
     },
+    /// The same log read from another store, or exported and imported, is not the same log,
+    /// or gives an entry another plan.
+    #[error("the log's copies disagree: {what}")]
+    CopiesDiffer {
+        /// Which copy, and how.
+        what: String,
+    },
     /// The store could not be opened again after a crash.
     #[error("the store ({medium}) could not be opened after a crash: {error}")]
     Reopen {

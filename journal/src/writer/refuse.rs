@@ -142,6 +142,14 @@ pub(crate) fn start_body(seen: Seen<'_>, call: &CallId, max_bodies: u32) -> Resu
         return Err(Refusal::MaxBodies { call: call.clone(), bodies, max: max_bodies, child });
     }
     for (ahead, lane) in behind(&calls, index) {
+        #[cfg(feature = "plant")]
+        if lane == stepjournal_recovery::order::Lane::Sequential
+            && stepjournal_recovery::plant::active(
+                stepjournal_recovery::plant::Plant::OrderIgnoresSequential,
+            )
+        {
+            continue;
+        }
         let why = match blocking(ahead, true) {
             Some(Blocking::ApprovalDenied) => Some("had its approval denied".to_owned()),
             Some(Blocking::Paired(reason)) => Some(format!("is paired `{}`", reason.as_str())),
@@ -187,11 +195,16 @@ pub(crate) fn reattach(seen: Seen<'_>, call: &CallId) -> Result<Reattach, Refusa
         let (what, wanted) = ("re-attaching", "kind `remote_agent` or `companion`");
         return Err(Refusal::WrongKind { call: call.clone(), kind, what, wanted });
     }
-    // A remote sub-agent whose body started but attached no child before the crash: the plan's
-    // `start_child` is keyed on the dispatch id, so asking the remote side again under the same
-    // id starts nothing new; the earlier body goes on.
-    let starts_keyed_child = kind == CallKind::RemoteAgent
-        && matches!(step.plan.get(call).map(|p| &p.action), Some(Action::StartChild { .. }));
+    // A remote sub-agent or a companion whose body started but attached no child before the
+    // crash: the plan's `start_child` (`reenter_child`) is keyed on the dispatch id, so asking
+    // the remote side again under the same id starts nothing new; the earlier body goes on.
+    // (Starting a new body instead would use up an attempt, and past `max_bodies` the call could
+    // never finish.)
+    let starts_keyed_child = matches!(
+        (kind, step.plan.get(call).map(|p| &p.action)),
+        (CallKind::RemoteAgent, Some(Action::StartChild { .. }))
+            | (CallKind::Companion, Some(Action::ReenterChild { .. }))
+    );
     let child = record.child();
     if child.is_none() && !starts_keyed_child {
         return Err(Refusal::NoChild { call: call.clone() });

@@ -205,9 +205,10 @@ impl Step {
     /// or the one it makes now, once), records it with
     /// [`child_attached`](Self::child_attached), and finishes through this body; no attempt is
     /// used up, so even a call at `max_bodies` can finish. A companion's
-    /// `Action::ReenterChild` goes through it too when its child is attached and a body of it
-    /// started (re-entering the child phase starts nothing new); a companion with no child or
-    /// no body yet starts one with [`start_body`](Self::start_body).
+    /// `Action::ReenterChild` goes through it too once a body of it started (re-entering the
+    /// child phase starts nothing new; a companion whose child was never attached is asked for
+    /// it again under the same dispatch id, as a remote sub-agent is); a companion with no body
+    /// yet starts one with [`start_body`](Self::start_body).
     ///
     /// No order rule is checked: the child was started (behind whatever it was behind) by the
     /// body that attached it, and nothing new starts here.
@@ -218,7 +219,7 @@ impl Step {
     /// - the entry's plan paired the call ([`Refusal::PairedByPlan`]), or it is resolved
     ///   ([`Refusal::Resolved`]);
     /// - the call is not of kind `remote_agent` or `companion` ([`Refusal::WrongKind`]);
-    /// - it has no `child_attached` and the plan does not start its child
+    /// - it has no `child_attached` and the plan neither starts nor re-enters its child
     ///   ([`Refusal::NoChild`]: start it with `start_body`), or no body of it ever started
     ///   ([`Refusal::NoBodyStarted`]: start its first with `start_body`);
     /// - a body of it was already started or re-attached in this run

@@ -72,13 +72,36 @@ impl<'a> Blockers<'a> {
     /// The rule and sentence of the order rule that holds `record` back, if one does: the first
     /// of its lanes (see [`Lane::of`]) a call ahead of it blocks.
     fn holding(&self, record: &CallRecord<'_>) -> Option<(&'static str, String)> {
-        let (lane, what) =
-            Lane::of(record.call()).find_map(|lane| Some((lane, self.first.get(&lane)?)))?;
+        let (lane, what) = Lane::of(record.call())
+            .filter(|lane| !forgets(*lane))
+            .find_map(|lane| Some((lane, self.first.get(&lane)?)))?;
         Some(match lane {
             Lane::Group(_) => (rules::ORDER_GROUP, format!("it is behind {what} of {lane}")),
             Lane::Sequential => (rules::ORDER_SEQUENTIAL, format!("it is behind {what} in {lane}")),
         })
     }
+}
+
+/// Whether the planted order bug forgets `lane` (never, unless the `plant` feature is on and a
+/// search switched the bug on).
+fn forgets(lane: Lane<'_>) -> bool {
+    #[cfg(feature = "plant")]
+    if lane == Lane::Sequential && crate::plant::active(crate::plant::Plant::OrderIgnoresSequential)
+    {
+        return true;
+    }
+    let _ = lane;
+    false
+}
+
+/// Whether the planted policy bug ignores the saved policy (never, unless the `plant` feature
+/// is on and a search switched the bug on).
+fn reads_current_policy_only() -> bool {
+    #[cfg(feature = "plant")]
+    if crate::plant::active(crate::plant::Plant::UnsafeRerun) {
+        return true;
+    }
+    false
 }
 
 /// Whether the current registry lets the call run: the tool is present and the saved arguments
@@ -255,7 +278,7 @@ fn recover_one(
         );
     }
     let tool = &record.call().tool;
-    let refusal = if record.call().replay != Replay::Safe {
+    let refusal = if record.call().replay != Replay::Safe && !reads_current_policy_only() {
         Some("the call was saved with policy unsafe".to_owned())
     } else {
         match runnable(record, registry) {
