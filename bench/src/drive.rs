@@ -29,6 +29,9 @@ struct Peak {
     threads: u64,
     rss_kib: u64,
     hwm_kib: u64,
+    /// The steps `drive` had taken by then, over all sessions: each run's state holds its
+    /// session's history, so the resident memory grows with them.
+    steps: u64,
 }
 
 /// A field of `/proc/self/status` (`Threads`, `VmRSS`, `VmHWM`): its first number.
@@ -203,6 +206,7 @@ fn contender(
             kept.threads = kept.threads.max(seen.threads);
             kept.rss_kib = kept.rss_kib.max(seen.rss_kib);
             kept.hwm_kib = kept.hwm_kib.max(seen.hwm_kib);
+            kept.steps += m.appends;
             let after = file.as_ref().map(|f| f.stats().syncs);
             Ok((m, after.zip(before).map(|(a, b)| a - b)))
         }),
@@ -252,13 +256,16 @@ fn file_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
         if t.key == drive_key {
             note = format!(
                 "{:.2}x the sync writer's steps/s from 64 threads; peak {} threads, RSS {} MiB \
-                 (high-water {} MiB) while it ran; appends are async: the file backend's \
+                 (high-water {} MiB, {} KiB per session, each after {:.1} steps on average) \
+                 while it ran; appends are async: the file backend's \
                  committer thread writes and syncs them and completes their futures, no worker \
                  blocks on one; {note}",
                 if sync_rate > 0.0 { m.appends_per_sec() / sync_rate } else { 0.0 },
                 peak.threads,
                 peak.rss_kib >> 10,
                 peak.hwm_kib >> 10,
+                peak.rss_kib / sessions.max(1) as u64,
+                peak.steps as f64 / sessions.max(1) as f64,
             );
         }
         table.push(
