@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use stepjournal_sim::explore::{self, Choices, Job, Menu, Options, Plant, Scope, Variant};
 
-const USAGE: &str = "usage: explore [--scope ci|deep] [--variant V [--choices C]] [--plant NAME] \
+const USAGE: &str = "usage: explore [--scope ci|deep|three] [--variant V [--choices C]] [--plant NAME] \
                      [--keep N] [--progress]";
 
 struct Args {
