@@ -62,7 +62,8 @@ pub enum Answers {
     /// run (the step runner), or `Journal::answer_client` / `decide_approval`, which append
     /// the answer and wake the session (`drive`).
     Suspend,
-    /// The run suspends, and the answers land last call first.
+    /// The run suspends, and the answers land last call first (the step runner writes them
+    /// all before it acts on any call; in reply order it answers each call as it reaches it).
     SuspendReversed,
 }
 
