@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p stepjournal-sim --example explore -- --scope deep
+//! cargo run --release -p stepjournal-sim --example explore -- --scope three
 //! cargo run -p stepjournal-sim --example explore -- --scope ci
 //! cargo run -p stepjournal-sim --example explore -- --variant 'step/mb2/free/tool:u>s' --choices 'a4.lands>wake'
 //! cargo run -p stepjournal-sim --features plant --example explore -- --scope ci --plant unsafe-rerun
@@ -19,7 +20,7 @@ use std::process::ExitCode;
 
 use stepjournal_sim::explore::{self, Choices, Job, Menu, Options, Plant, Scope, Variant};
 
-const USAGE: &str = "usage: explore [--scope ci|deep] [--variant V [--choices C]] [--plant NAME] \
+const USAGE: &str = "usage: explore [--scope ci|deep|three] [--variant V [--choices C]] [--plant NAME] \
                      [--keep N] [--progress]";
 
 struct Args {

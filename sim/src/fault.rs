@@ -16,12 +16,20 @@ pub struct Case {
     /// Whether a step with client or undecided approval calls suspends the run to wait for
     /// their answers (a later `wake` gives them), instead of answering them at once.
     pub suspend: bool,
+    /// Whether the answers to a suspended step land in the reverse of reply order (the last
+    /// awaited call's first), instead of in reply order.
+    pub reverse_answers: bool,
 }
 
 impl Case {
     /// No faults, `max_bodies` 3, client calls and approvals answered at once.
     pub fn new() -> Self {
-        Case { faults: Vec::new(), config: Config::default(), suspend: false }
+        Case {
+            faults: Vec::new(),
+            config: Config::default(),
+            suspend: false,
+            reverse_answers: false,
+        }
     }
 
     /// The case with one more fault.
@@ -39,6 +47,12 @@ impl Case {
     /// The case suspending for client calls and approvals.
     pub fn suspending(mut self) -> Self {
         self.suspend = true;
+        self
+    }
+
+    /// The case whose answers to a suspended step land last call first.
+    pub fn answering_in_reverse(mut self) -> Self {
+        self.reverse_answers = true;
         self
     }
 }

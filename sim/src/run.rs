@@ -77,6 +77,13 @@ impl<'w, 'a> StepRunner<'w, 'a> {
                 self.world.notes.trace(format!("step {number} suspended for {awaiting:?}"));
                 return Ok(Flow::Suspended);
             }
+            // The answers land last call first; the calls are then acted on in reply order.
+            if self.world.case.reverse_answers {
+                let answering = spec.calls.iter().rev().filter(|c| awaits(run, c));
+                for call in answering.cloned().collect::<Vec<_>>() {
+                    self.answer(step, &call)?;
+                }
+            }
         }
         for call in &spec.calls {
             if step.is_resolved(&call.id) {
@@ -90,15 +97,11 @@ impl<'w, 'a> StepRunner<'w, 'a> {
             };
             let flow = match call.kind {
                 CallKind::Client => {
-                    let output = RawJson::from_value(&serde_json::json!({ "client": "done" }))
-                        .unwrap_or_else(|_| RawJson::null());
-                    step.client_answer(&call.id, output)
-                        .map_err(|e| self.halt(format!("answering client call {}", call.id), e))?;
+                    self.answer(step, call)?;
                     Flow::Next
                 }
                 CallKind::Approval if awaits(run, call) => {
-                    step.approval(&call.id, call.approve)
-                        .map_err(|e| self.halt(format!("deciding approval {}", call.id), e))?;
+                    self.answer(step, call)?;
                     if call.approve { self.start(run, step, call, begin)? } else { Flow::Next }
                 }
                 _ => self.start(run, step, call, begin)?,
@@ -108,6 +111,19 @@ impl<'w, 'a> StepRunner<'w, 'a> {
             }
         }
         Ok(Flow::Next)
+    }
+
+    /// The answer from outside to a client call (its output) or an approval (the decision).
+    fn answer(&mut self, step: &Step, call: &ScriptCall) -> Result<(), Halt> {
+        if call.kind == CallKind::Client {
+            let output = RawJson::from_value(&serde_json::json!({ "client": "done" }))
+                .unwrap_or_else(|_| RawJson::null());
+            step.client_answer(&call.id, output)
+                .map_err(|e| self.halt(format!("answering client call {}", call.id), e))
+        } else {
+            step.approval(&call.id, call.approve)
+                .map_err(|e| self.halt(format!("deciding approval {}", call.id), e))
+        }
     }
 
     /// The body of `call` `begin` asks for: a new one (recorded in the ledger: a body started),

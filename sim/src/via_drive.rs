@@ -135,7 +135,7 @@ impl Sim<'_> {
             };
             let number = step.number();
             self.world.notes.trace(format!("step {number} suspended for {awaiting:?}"));
-            let calls: Vec<_> = self
+            let mut calls: Vec<_> = self
                 .world
                 .script
                 .steps
@@ -144,6 +144,9 @@ impl Sim<'_> {
                 .filter(|c| awaiting.contains(&c.id))
                 .cloned()
                 .collect();
+            if self.world.case.reverse_answers {
+                calls.reverse();
+            }
             let mut woken: Option<Run> = None;
             for call in calls {
                 let written = if call.kind == CallKind::Client {

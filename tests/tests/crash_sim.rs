@@ -99,6 +99,7 @@ fn case() -> impl Strategy<Value = Case> {
             faults,
             config: RecoveryConfig::new(max_bodies).unwrap(),
             suspend,
+            reverse_answers: false,
         },
     )
 }

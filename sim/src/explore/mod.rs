@@ -35,7 +35,7 @@ pub use choice::{Choices, ChoicesError, Job, Menu};
 pub use plant::Plant;
 pub use scope::{Scope, shapes};
 pub use search::{Counts, Finding};
-pub use variant::{CallShape, Now, Order, Runner, Variant, VariantError};
+pub use variant::{Answers, CallShape, Now, Order, Runner, Variant, VariantError};
 
 use crate::ScriptError;
 use search::{Bounds, search};

@@ -15,7 +15,7 @@ use std::str::FromStr;
 use stepjournal_codec::{CallKind, Replay};
 
 use super::choice::{Job, Menu};
-use super::variant::{CallShape, Now, Order, Runner, Variant};
+use super::variant::{Answers, CallShape, Now, Order, Runner, Variant};
 
 /// A scope of the search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,6 +24,9 @@ pub enum Scope {
     Ci,
     /// The deep scope, for a release build.
     Deep,
+    /// The deep scope's suspensions and three-call replies, bounded (one fault where the deep
+    /// scope takes two, on the pairs and triples): a release run that finishes.
+    Three,
 }
 
 impl Scope {
@@ -32,6 +35,7 @@ impl Scope {
         match self {
             Scope::Ci => ci(),
             Scope::Deep => deep(),
+            Scope::Three => three(),
         }
     }
 
@@ -40,6 +44,7 @@ impl Scope {
         match self {
             Scope::Ci => CI_COVERS,
             Scope::Deep => DEEP_COVERS,
+            Scope::Three => THREE_COVERS,
         }
     }
 }
@@ -60,7 +65,9 @@ in one group, a tool saved unsafe then those four: 1 fault;
   - 1 tool call saved safe, and 1 saved unsafe and safe now, max_bodies 2 (the safe one through \
 both runners): any fault, then a crash (at an append, or in the body before or after its \
 effect) followed by wake or stop;
-  - 1 tool call and a second reply with one unsafe tool call, max_bodies 2: 1 fault.";
+  - 1 tool call and a second reply with one unsafe tool call, max_bodies 2: 1 fault;
+  - suspended runs (the answers land from outside, the session is woken): a client call, an approval granted, one denied; a client call with an approval granted, and a denied approval with a client call, free, in one group and in the chain, the answers in reply order and reversed; through drive, a client call and an approval in the chain answered reversed: 1 fault;
+  - 3 calls, a group and the sequential chain in one reply (the first in both, the second in the chain, the third in the group): a tool saved unsafe (safe now) and two tools, and a denied approval and two safe tools: 1 fault.";
 
 const DEEP_COVERS: &str = "\
 scope deep (faults and entries as in ci):
@@ -69,7 +76,23 @@ scope deep (faults and entries as in ci):
   - 1 tool call of every policy pair and a second reply with one unsafe tool call, \
 max_bodies 2: 2 faults;
   - 2 calls, every pair of shapes, free, in one group, or in the sequential chain, max_bodies 2, \
-the step runner: 1 fault.";
+the step runner: 1 fault;
+  - suspended runs: every client and approval shape alone, through both runners, and a client \
+call with an approval, a denied approval with a client call, two approvals, free, in one group \
+and in the chain, the answers in reply order and reversed (and through drive in the chain): \
+2 faults;
+  - 3 calls, max_bodies 2, the step runner: free, every multiset of 10 shapes (the tool safe, \
+unsafe, saved unsafe and safe now, removed; a client call; an approval granted, denied; a \
+remote and a local sub-agent; a companion): a reply that only permutes free calls is the same \
+reply renamed; in one group, in the chain, and in a group and the chain at once, every ordered \
+triple of 4 shapes (the tool safe, unsafe; a denied approval; a remote sub-agent): any fault, \
+then a crash followed by wake or stop.";
+
+const THREE_COVERS: &str = "\
+scope three (the deep scope's additions, bounded):
+  - suspended runs: every client and approval shape alone, through both runners: 2 faults; the \
+pairs of the deep scope: 1 fault;
+  - 3 calls, the multisets and ordered triples of the deep scope: 1 fault.";
 
 /// Every call shape worth telling apart: attributes a kind does not read are fixed.
 pub fn shapes() -> Vec<CallShape> {
@@ -108,11 +131,110 @@ fn job(variant: Variant, menus: &[Menu]) -> Job {
 }
 
 fn one(runner: Runner, max_bodies: u32, call: CallShape, second: bool) -> Variant {
-    Variant { runner, max_bodies, order: Order::Free, calls: vec![call], second }
+    let answers = Answers::AtOnce;
+    Variant { runner, max_bodies, order: Order::Free, calls: vec![call], second, answers }
 }
 
 fn two(runner: Runner, max_bodies: u32, order: Order, calls: [CallShape; 2]) -> Variant {
-    Variant { runner, max_bodies, order, calls: calls.to_vec(), second: false }
+    let answers = Answers::AtOnce;
+    Variant { runner, max_bodies, order, calls: calls.to_vec(), second: false, answers }
+}
+
+/// `calls` in one reply, `max_bodies` 2, no second reply.
+fn many(runner: Runner, order: Order, calls: &[CallShape], answers: Answers) -> Variant {
+    Variant { runner, max_bodies: 2, order, calls: calls.to_vec(), second: false, answers }
+}
+
+/// Whether the run waits for this call's answer from outside.
+fn awaited(shape: &CallShape) -> bool {
+    matches!(shape.kind, CallKind::Client | CallKind::Approval)
+}
+
+fn client() -> CallShape {
+    CallShape { kind: CallKind::Client, ..tool(Replay::Unsafe) }
+}
+
+fn approval(approve: bool) -> CallShape {
+    CallShape { kind: CallKind::Approval, approve, ..tool(Replay::Unsafe) }
+}
+
+/// Suspended runs: each awaited shape alone, through both runners, and a client call with an
+/// approval (granted or denied) and two approvals in one reply, in every order attribute, the
+/// answers in reply order and reversed.
+fn suspensions(all: &[CallShape], alone: &[Runner], menus: &[Menu], pairs: &[Menu]) -> Vec<Job> {
+    let mut out = Vec::new();
+    for &runner in alone {
+        for c in all.iter().filter(|c| awaited(c)) {
+            out.push(job(many(runner, Order::Free, &[*c], Answers::Suspend), menus));
+        }
+    }
+    let duos =
+        [[client(), approval(true)], [approval(false), client()], [approval(true), approval(true)]];
+    for order in [Order::Free, Order::Group, Order::Sequential] {
+        for duo in &duos {
+            for answers in [Answers::Suspend, Answers::SuspendReversed] {
+                out.push(job(many(Runner::Step, order, duo, answers), pairs));
+            }
+        }
+    }
+    for answers in [Answers::Suspend, Answers::SuspendReversed] {
+        out.push(job(many(Runner::Drive, Order::Sequential, &duos[0], answers), pairs));
+    }
+    out
+}
+
+/// The shapes of a three-call reply: one of each kind, and the tool in the policy pairs that
+/// decide a re-run (safe; unsafe; saved unsafe, safe now) and removed.
+fn shapes_of_three() -> Vec<CallShape> {
+    let at = |now| CallShape { now, ..tool(Replay::Unsafe) };
+    vec![
+        tool(Replay::Safe),
+        tool(Replay::Unsafe),
+        at(Now::Present(Replay::Safe)),
+        at(Now::Removed),
+        client(),
+        approval(true),
+        approval(false),
+        CallShape { kind: CallKind::RemoteAgent, ..tool(Replay::Unsafe) },
+        CallShape { kind: CallKind::LocalAgent, ..tool(Replay::Unsafe) },
+        CallShape { kind: CallKind::Companion, ..tool(Replay::Unsafe) },
+    ]
+}
+
+/// Three-call replies. Free calls are not behind one another, so the plan of each reads
+/// nothing of where it stands in the reply: a reply that only permutes free calls is the same
+/// reply with its calls renamed, and each multiset of shapes is searched once. In one group,
+/// in the chain, or in a group and the chain at once, position matters: every ordered triple
+/// of the ordered shapes.
+fn threes(menus: &[Menu], ordered: &[CallShape]) -> Vec<Job> {
+    let free = shapes_of_three();
+    let mut out = Vec::new();
+    for (i, &a) in free.iter().enumerate() {
+        for (j, &b) in free.iter().enumerate().skip(i) {
+            for &c in free.iter().skip(j) {
+                let v = many(Runner::Step, Order::Free, &[a, b, c], Answers::AtOnce);
+                out.push(job(v, menus));
+            }
+        }
+    }
+    for order in [Order::Group, Order::Sequential, Order::Mixed] {
+        for &a in ordered {
+            for &b in ordered {
+                for &c in ordered {
+                    let v = many(Runner::Step, order, &[a, b, c], Answers::AtOnce);
+                    out.push(job(v, menus));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The shapes of an ordered three-call reply: a call that may run again, one that may not,
+/// one whose predecessor's effect never happened (a denied approval), and a sub-agent.
+fn ordered_of_three() -> Vec<CallShape> {
+    let remote = CallShape { kind: CallKind::RemoteAgent, ..tool(Replay::Unsafe) };
+    vec![tool(Replay::Safe), tool(Replay::Unsafe), approval(false), remote]
 }
 
 fn tool(saved: Replay) -> CallShape {
@@ -157,10 +279,49 @@ fn ci() -> Vec<Job> {
     out.push(job(one(Runner::Step, 2, unsafe_first, false), then_crash));
     out.push(job(one(Runner::Drive, 2, tool(Replay::Safe), false), then_crash));
     out.push(job(one(Runner::Step, 2, tool(Replay::Safe), true), full));
+    // Suspended runs: an approval granted and denied and a client call alone, and the pairs
+    // with a client call in every order attribute, the answers in either order.
+    let alone = [client(), approval(true), approval(false)];
+    out.extend(
+        alone.iter().map(|c| job(many(Runner::Step, Order::Free, &[*c], Answers::Suspend), full)),
+    );
+    let duos = [[client(), approval(true)], [approval(false), client()]];
+    for order in [Order::Free, Order::Group, Order::Sequential] {
+        for duo in &duos {
+            for answers in [Answers::Suspend, Answers::SuspendReversed] {
+                out.push(job(many(Runner::Step, order, duo, answers), full));
+            }
+        }
+    }
+    out.push(job(many(Runner::Drive, Order::Sequential, &duos[0], Answers::SuspendReversed), full));
+    // A group and the sequential chain in one reply.
+    let mixed = [
+        [unsafe_first, tool(Replay::Safe), tool(Replay::Unsafe)],
+        [approval(false), tool(Replay::Safe), tool(Replay::Safe)],
+    ];
+    out.extend(
+        mixed.iter().map(|m| job(many(Runner::Step, Order::Mixed, m, Answers::AtOnce), full)),
+    );
     out
 }
 
 fn deep() -> Vec<Job> {
+    let mut out = deep_two();
+    let twice = &[Menu::FULL, Menu::FULL][..];
+    out.extend(suspensions(&shapes(), &[Runner::Step, Runner::Drive], twice, twice));
+    out.extend(threes(&[Menu::FULL, Menu::CRASHES], &ordered_of_three()));
+    out
+}
+
+fn three() -> Vec<Job> {
+    let (once, twice) = (&[Menu::FULL][..], &[Menu::FULL, Menu::FULL][..]);
+    let mut out = suspensions(&shapes(), &[Runner::Step, Runner::Drive], twice, once);
+    out.extend(threes(once, &ordered_of_three()));
+    out
+}
+
+/// One and two calls per reply.
+fn deep_two() -> Vec<Job> {
     let twice = &[Menu::FULL, Menu::FULL][..];
     let all = shapes();
     let mut out = Vec::new();
@@ -186,6 +347,7 @@ impl fmt::Display for Scope {
         f.write_str(match self {
             Scope::Ci => "ci",
             Scope::Deep => "deep",
+            Scope::Three => "three",
         })
     }
 }
@@ -197,7 +359,8 @@ impl FromStr for Scope {
         match s {
             "ci" => Ok(Scope::Ci),
             "deep" => Ok(Scope::Deep),
-            other => Err(format!("`{other}` is not a scope; the scopes are ci and deep")),
+            "three" => Ok(Scope::Three),
+            other => Err(format!("`{other}` is not a scope; the scopes are ci, deep and three")),
         }
     }
 }

@@ -17,7 +17,7 @@ use super::deploy::Deploy;
 use super::mirror::{self, FileMirror};
 use super::plant::{Plant, PlantMedium};
 use super::variant::{Runner, Variant};
-use crate::{Case, Report, ScriptError, Violation};
+use crate::{Report, ScriptError, Violation};
 
 /// An execution that broke an invariant.
 #[derive(Debug, Clone)]
@@ -224,7 +224,7 @@ pub(crate) fn simulate_one(
     let tools = variant.tools();
     let config = variant.config();
     let deploy = Arc::new(Deploy::new(tools.registry(), variant.registry_now()));
-    let case = Case { faults: choices.0.clone(), config, suspend: false };
+    let case = variant.case(choices.0.clone());
     let mut recording = Recording {
         deploy: deploy.clone(),
         config,

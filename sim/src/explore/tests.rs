@@ -149,3 +149,64 @@ fn an_execution_replays_exactly() {
     assert!(once.violations.is_empty(), "{:?}", once.violations);
     assert!(once.trace.iter().any(|l| l.contains("abandoned")), "{:?}", once.trace);
 }
+
+/// The answers' events in the order they landed: `client_answer` as `c`, `approval_decided`
+/// as `a`.
+fn answers_landed(variant: &str, choices: &str) -> (String, crate::Report) {
+    let variant: Variant = variant.parse().unwrap();
+    let choices: Choices = choices.parse().unwrap();
+    let report = crate::simulate(
+        &variant.script(),
+        &variant.tools(),
+        &variant.case(choices.0),
+        &mut crate::MemoryMedium::new(),
+    )
+    .unwrap();
+    let order = report
+        .log
+        .iter()
+        .filter_map(|r| match &r.event {
+            stepjournal_codec::Event::ClientAnswer(_) => Some('c'),
+            stepjournal_codec::Event::ApprovalDecided(_) => Some('a'),
+            _ => None,
+        })
+        .collect();
+    (order, report)
+}
+
+#[test]
+fn a_suspended_run_is_answered_from_outside_in_either_order() {
+    let (order, report) = answers_landed("step/mb2/free/client:u>u+approval:u>u/suspend", "-");
+    assert!(report.is_ok(), "{}", report.summary());
+    assert_eq!(order, "ca", "{}", report.summary());
+    assert!(report.trace.iter().any(|t| t.contains("suspended")), "{}", report.summary());
+    assert_eq!(report.runs, 2, "{}", report.summary());
+    let (order, report) =
+        answers_landed("step/mb2/sequential/client:u>u+approval:u>u/suspend-reversed", "-");
+    assert!(report.is_ok(), "{}", report.summary());
+    assert_eq!(order, "ac", "{}", report.summary());
+    let (order, report) = answers_landed("step/mb2/free/client:u>u+approval:u>u", "-");
+    assert!(report.is_ok(), "{}", report.summary());
+    assert!(!report.trace.iter().any(|t| t.contains("suspended")), "{}", report.summary());
+    assert_eq!((order.as_str(), report.runs), ("ca", 1), "{}", report.summary());
+}
+
+#[test]
+fn a_crash_while_suspended_is_followed_by_the_answers() {
+    // The first append after the suspension is the woken run's `run_started`: the crash lands
+    // it, the next wake answers.
+    let variant: Variant = "step/mb2/free/client:u>u/suspend".parse().unwrap();
+    let clean = replay(&variant, &Choices::default(), None).unwrap();
+    assert!(clean.violations.is_empty(), "{:?}", clean.violations);
+    let mut while_suspended = 0;
+    for n in 0..8 {
+        let choices: Choices = format!("a{n}.lands>wake").parse().unwrap();
+        let found = replay(&variant, &choices, None).unwrap();
+        assert!(found.violations.is_empty(), "a{n}: {:?}", found.violations);
+        let at = |what: &str| found.trace.iter().position(|t| t.contains(what));
+        if let (Some(s), Some(f)) = (at("suspended"), at("fault 1")) {
+            while_suspended += usize::from(s < f);
+        }
+    }
+    assert!(while_suspended > 0, "no crash fired after the suspension");
+}

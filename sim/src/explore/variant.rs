@@ -45,6 +45,26 @@ pub enum Order {
     Group,
     /// All in the sequential chain.
     Sequential,
+    /// A group and the sequential chain in one reply: the first call in group `g` and in the
+    /// chain, the second in the chain only, the third in the group only (so the second and
+    /// the third are each behind the first, and not behind each other).
+    Mixed,
+}
+
+/// How client calls and approvals are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Answers {
+    /// At once, in the run that made the calls (the step runner only: `drive` always
+    /// suspends, and answers in reply order).
+    AtOnce,
+    /// The run suspends (`run_ended suspended`); the answers land from outside in reply order
+    /// and the session is woken: through `Step::client_answer` / `Step::approval` in the woken
+    /// run (the step runner), or `Journal::answer_client` / `decide_approval`, which append
+    /// the answer and wake the session (`drive`).
+    Suspend,
+    /// The run suspends, and the answers land last call first (the step runner writes them
+    /// all before it acts on any call; in reply order it answers each call as it reaches it).
+    SuspendReversed,
 }
 
 /// Which runner acts on the steps.
@@ -69,6 +89,8 @@ pub struct Variant {
     pub calls: Vec<CallShape>,
     /// Whether a second reply follows, with one unsafe `tool` call.
     pub second: bool,
+    /// How client calls and approvals are answered.
+    pub answers: Answers,
 }
 
 /// The tool of the second reply's call: never changed by the deploy.
@@ -89,6 +111,11 @@ impl Variant {
                 Order::Free => {}
                 Order::Group => call = call.group("g"),
                 Order::Sequential => call = call.sequential(),
+                Order::Mixed => match i % 3 {
+                    0 => call = call.group("g").sequential(),
+                    1 => call = call.sequential(),
+                    _ => call = call.group("g"),
+                },
             }
             if shape.kind == CallKind::Approval && !shape.approve {
                 call = call.denied();
@@ -132,6 +159,16 @@ impl Variant {
     pub fn config(&self) -> Config {
         Config::new(self.max_bodies).unwrap_or_default()
     }
+
+    /// The simulator's case for `faults`: the settings and how answers land.
+    pub fn case(&self, faults: Vec<crate::Fault>) -> crate::Case {
+        crate::Case {
+            faults,
+            config: self.config(),
+            suspend: self.answers != Answers::AtOnce,
+            reverse_answers: self.answers == Answers::SuspendReversed,
+        }
+    }
 }
 
 fn replay_str(r: Replay) -> &'static str {
@@ -166,11 +203,17 @@ impl fmt::Display for Variant {
             Order::Free => "free",
             Order::Group => "group",
             Order::Sequential => "sequential",
+            Order::Mixed => "mixed",
         };
         let calls: Vec<String> = self.calls.iter().map(|c| c.to_string()).collect();
         write!(f, "{runner}/mb{}/{order}/{}", self.max_bodies, calls.join("+"))?;
         if self.second {
             f.write_str("/then-next")?;
+        }
+        match self.answers {
+            Answers::AtOnce => {}
+            Answers::Suspend => f.write_str("/suspend")?,
+            Answers::SuspendReversed => f.write_str("/suspend-reversed")?,
         }
         Ok(())
     }
@@ -179,7 +222,7 @@ impl fmt::Display for Variant {
 /// A variant's text that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{text}` is not a script variant ({why}); the form is RUNNER/mbN/ORDER/KIND:S>N+...[/then-next], e.g. step/mb2/sequential/tool:u>s+client:u>u"
+    "`{text}` is not a script variant ({why}); the form is RUNNER/mbN/ORDER/KIND:S>N+...[/then-next][/suspend|/suspend-reversed], e.g. step/mb2/sequential/tool:u>s+client:u>u"
 )]
 pub struct VariantError {
     text: String,
@@ -251,14 +294,28 @@ impl FromStr for Variant {
             "free" => Order::Free,
             "group" => Order::Group,
             "sequential" => Order::Sequential,
-            other => return Err(err(format!("order `{other}` is not free, group or sequential"))),
+            "mixed" => Order::Mixed,
+            other => {
+                return Err(err(format!(
+                    "order `{other}` is not free, group, sequential or mixed"
+                )));
+            }
         };
         let calls = calls.split('+').map(parse_call).collect::<Result<Vec<_>, _>>().map_err(err)?;
-        let second = match rest {
-            [] => false,
-            ["then-next"] => true,
-            _ => return Err(err("only `then-next` may follow the calls".to_owned())),
+        let (second, rest) = match rest {
+            ["then-next", rest @ ..] => (true, rest),
+            rest => (false, rest),
         };
-        Ok(Variant { runner, max_bodies, order, calls, second })
+        let answers = match rest {
+            [] => Answers::AtOnce,
+            ["suspend"] => Answers::Suspend,
+            ["suspend-reversed"] => Answers::SuspendReversed,
+            _ => {
+                let why =
+                    "only `then-next`, then `suspend` or `suspend-reversed`, may follow the calls";
+                return Err(err(why.to_owned()));
+            }
+        };
+        Ok(Variant { runner, max_bodies, order, calls, second, answers })
     }
 }
