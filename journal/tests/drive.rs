@@ -351,23 +351,24 @@ fn a_run_fenced_while_a_tool_runs_refuses_its_writes_fires_its_signal_and_drive_
     );
 }
 
-#[test]
-fn many_outputs_within_one_interval_make_one_chunk_that_keeps_the_last_text() {
+/// Drives one step whose safe tool writes `outputs` outputs (`0;`, `1;`, ...) with the journal
+/// reading `clock`; the texts of the output chunks it committed.
+fn chunks_of_a_chatty_tool(
+    outputs: u32,
+    clock: Arc<dyn stepjournal::writer::Clock>,
+) -> Vec<String> {
     let store = Arc::new(MemoryStore::new());
     let chatty = Tools::new().tool(
         "chatty",
         json!({}),
         stepjournal::codec::Replay::Safe,
-        |_: serde_json::Value, ctx: stepjournal::CallCtx| async move {
-            for i in 0..10 {
+        move |_: serde_json::Value, ctx: stepjournal::CallCtx| async move {
+            for i in 0..outputs {
                 ctx.output(format!("{i};")).await.map_err(stepjournal::ToolError::new)?;
             }
             Ok::<_, stepjournal::ToolError>(json!("ok"))
         },
     );
-    // The clock never moves: every output falls in the interval the body started.
-    let clock =
-        Arc::new(stepjournal::writer::FixedClock::new(stepjournal::codec::UnixMillis(1_000)));
     let options = stepjournal::JournalOptions::new().ids(ids()).clock(clock);
     let journal = stepjournal::Journal::new(store.clone(), Arc::new(chatty.clone()), options);
     run(async {
@@ -376,7 +377,7 @@ fn many_outputs_within_one_interval_make_one_chunk_that_keeps_the_last_text() {
         let step = run.commit_reply_async(chatty.reply("", [call]).unwrap()).await.unwrap();
         step.drive(&chatty).await.unwrap();
     });
-    let chunks: Vec<String> = store
+    store
         .read_all(&s())
         .unwrap()
         .into_iter()
@@ -384,44 +385,26 @@ fn many_outputs_within_one_interval_make_one_chunk_that_keeps_the_last_text() {
             Event::OutputChunk(c) => Some(c.text),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn many_outputs_within_one_interval_make_one_chunk_that_keeps_the_last_text() {
+    // The clock never moves: every output falls in the interval the body started.
+    let clock =
+        Arc::new(stepjournal::writer::FixedClock::new(stepjournal::codec::UnixMillis(1_000)));
+    let chunks = chunks_of_a_chatty_tool(10, clock);
     assert_eq!(chunks, ["0;1;2;3;4;5;6;7;8;9;"], "one append, flushed before the result");
 }
 
 #[test]
 fn outputs_an_interval_apart_are_committed_as_they_come() {
-    let store = Arc::new(MemoryStore::new());
-    let chatty = Tools::new().tool(
-        "chatty",
-        json!({}),
-        stepjournal::codec::Replay::Safe,
-        |_: serde_json::Value, ctx: stepjournal::CallCtx| async move {
-            for i in 0..3 {
-                ctx.output(format!("{i};")).await.map_err(stepjournal::ToolError::new)?;
-            }
-            Ok::<_, stepjournal::ToolError>(json!("ok"))
-        },
-    );
     // Every read of the clock moves it on by the interval.
     let clock = Arc::new(stepjournal::writer::SteppingClock::new(
         stepjournal::codec::UnixMillis(1_000),
         std::time::Duration::from_millis(100),
     ));
-    let options = stepjournal::JournalOptions::new().ids(ids()).clock(clock);
-    let journal = stepjournal::Journal::new(store.clone(), Arc::new(chatty.clone()), options);
-    run(async {
-        let run = journal.begin_run_async(&s(), new_turn()).await.unwrap();
-        let call = chatty.call("c1", "chatty", json!({})).unwrap();
-        let step = run.commit_reply_async(chatty.reply("", [call]).unwrap()).await.unwrap();
-        step.drive(&chatty).await.unwrap();
-    });
-    let chunks = store
-        .read_all(&s())
-        .unwrap()
-        .iter()
-        .filter(|r| r.event.kind() == EventKind::OutputChunk)
-        .count();
-    assert_eq!(chunks, 3);
+    assert_eq!(chunks_of_a_chatty_tool(3, clock), ["0;", "1;", "2;"]);
 }
 
 #[test]

@@ -930,11 +930,12 @@ fn verify_racing_compaction_reports_no_false_gap() {
     assert_eq!(log.len(), 6);
 }
 
-#[test]
-fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
-    // A refusal a race could cause is looked at again before it is reported; damage that stays
-    // where it is, in a sealed segment, is reported all the same.
-    let opts = FileOptions::new().segment_size(4096).preallocate(0);
+/// A journal on a simulated disk in 4 KiB segments, written until it has three (two sealed),
+/// with the reclaim thread done (the sealed segments' sidecars written); its writer, still open,
+/// the path of its first segment and how many events of session 0 it holds.
+fn three_segments_on_a_sim_disk(
+    opts: FileOptions,
+) -> (SimDisk, FileStore, std::path::PathBuf, u64) {
     let disk = SimDisk::new();
     let writer = open_sim(&disk, opts).unwrap();
     let mut q = 0;
@@ -942,10 +943,19 @@ fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
         append_events(&writer, 0, q, 1);
         q += 1;
     }
+    writer.wait_reclaimed();
     let first = stepjournal_tests::file_fixture::sim_dir()
         .join(stepjournal_backends::file::SegmentId(1).file_name());
+    (disk, writer, first, q)
+}
+
+#[test]
+fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
+    // A refusal a race could cause is looked at again before it is reported; damage that stays
+    // where it is, in a sealed segment, is reported all the same.
+    let opts = FileOptions::new().segment_size(4096).preallocate(0);
+    let (disk, writer, first, _) = three_segments_on_a_sim_disk(opts);
     // A segment without its sidecar index is scanned on open (one with it: below).
-    writer.wait_reclaimed();
     let sidecar = first.with_extension("idx");
     stepjournal_backends::file::io::Io::remove(&disk, &sidecar).unwrap();
     assert!(disk.flip_byte(&first, 100, 0x10));
@@ -960,17 +970,8 @@ fn damage_inside_a_sealed_segment_read_from_its_sidecar_is_found_by_the_read_and
     // An open that reads a sealed segment's sidecar does not read the segment: damage inside it
     // is found when the batch it hit is read (or by verify), never handed on.
     let opts = FileOptions::new().segment_size(4096).preallocate(0);
-    let disk = SimDisk::new();
-    let writer = open_sim(&disk, opts).unwrap();
-    let mut q = 0;
-    while writer.index_size().segments < 3 {
-        append_events(&writer, 0, q, 1);
-        q += 1;
-    }
-    writer.wait_reclaimed();
+    let (disk, writer, first, q) = three_segments_on_a_sim_disk(opts);
     drop(writer);
-    let first = stepjournal_tests::file_fixture::sim_dir()
-        .join(stepjournal_backends::file::SegmentId(1).file_name());
     assert!(disk.read_file(&first.with_extension("idx")).is_some());
     assert!(disk.flip_byte(&first, 100, 0x10));
     let store = open_sim(&disk, opts).unwrap();
