@@ -31,7 +31,7 @@ pub enum CliError {
         path: PathBuf,
         /// What is wrong, and where.
         #[source]
-        source: stepjournal_sim::scenario::ScenarioError,
+        source: stepjournal::scenario::ScenarioError,
     },
     /// A JSON file given on the command line (a scenario, a `--tools` file) nests arrays and
     /// objects deeper than [`RawJson::MAX_DEPTH`](stepjournal_codec::RawJson::MAX_DEPTH).

@@ -19,7 +19,7 @@ use super::CliError;
 use super::reading::{OnCorruption, Reading};
 use super::shown::{Shown, StoreName};
 use stepjournal::registry::SchemaRegistry;
-use stepjournal_sim::scenario::{Scenario, plan_to_json};
+use stepjournal::scenario::Scenario;
 
 /// Arguments of `stepjournal plan`.
 #[derive(Debug, Args)]
@@ -102,7 +102,7 @@ fn run_scenario(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Result
         .map_err(|source| CliError::Scenario { path: path.to_path_buf(), source })?;
     report_compile_errors(&scenario.registry, path, err)?;
     let plan = scenario.plan();
-    writeln!(out, "{}", plan_to_json(&plan))?;
+    writeln!(out, "{}", plan.to_json())?;
     Ok(())
 }
 
@@ -277,7 +277,7 @@ fn run_store(
         if request.tools.is_none() {
             writeln!(err, "note: {SAVED_POLICIES_NOTE}")?;
         }
-        writeln!(out, "{}", plan_to_json(&plan))?;
+        writeln!(out, "{}", plan.to_json())?;
     } else {
         explain(request, &plan, &state, out)?;
     }

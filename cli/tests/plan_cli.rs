@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use stepjournal_sim::scenario::{check, expect_of};
+use stepjournal::scenario::{check, expect_of};
 
 fn bin(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stepjournal")).args(args).output().expect("the binary runs")

@@ -6,11 +6,13 @@
 //!   save-first protocol the only path.
 //! - [`registry`] (feature `schema`): the tool registry as JSON Schemas, for recovery's argument
 //!   checks.
+//! - [`scenario`] (feature `schema`): FORMAT.md's recovery conformance scenarios: reading one,
+//!   planning it, checking a plan against its `expect` (what `stepjournal plan --scenario` runs).
 //! - [`codec`], [`recovery`] and [`backends`]: the typed events, the pure recovery fold and the
 //!   stores, re-exported.
 //!
-//! The crash simulator and the conformance scenarios are in `stepjournal-sim`; the `stepjournal`
-//! command is `stepjournal-cli`.
+//! The crash simulator and the exhaustive explorer are in `stepjournal-sim` (never linked by a
+//! production build); the `stepjournal` command is `stepjournal-cli`.
 //!
 //! # Features
 //!
@@ -27,6 +29,8 @@
 pub mod drive;
 #[cfg(feature = "schema")]
 pub mod registry;
+#[cfg(feature = "schema")]
+pub mod scenario;
 pub mod tools;
 pub mod writer;
 

@@ -1,8 +1,8 @@
-//! stepjournal-sim: the crash simulator and the recovery conformance scenarios.
+//! stepjournal-sim: the crash simulator and the exhaustive explorer.
 //!
 //! The crash simulator property-tests a runtime's tools, and the journal under them, against
-//! crashes. [`scenario`] reads, plans and checks FORMAT.md's recovery conformance scenarios (what
-//! `stepjournal plan --scenario` runs).
+//! crashes. (FORMAT.md's recovery conformance scenarios are read, planned and checked by
+//! `stepjournal::scenario`.)
 //!
 //! A simulation runs a scripted session through the session writer on a store, injects faults,
 //! enters the session again after each (through the entry the case names), and checks the
@@ -77,7 +77,6 @@ mod probe;
 mod recorder;
 mod report;
 mod run;
-pub mod scenario;
 mod script;
 mod store;
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use stepjournal_sim::scenario::{Scenario, check, expect_of, plan_to_json};
+use stepjournal::scenario::{Scenario, check, expect_of};
 
 fn cases_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/cases")
@@ -34,8 +34,7 @@ fn every_case_plans_as_its_expect_says() {
                 continue;
             }
         };
-        let plan: serde_json::Value =
-            serde_json::from_str(&plan_to_json(&scenario.plan())).unwrap();
+        let plan: serde_json::Value = serde_json::from_str(&scenario.plan().to_json()).unwrap();
         let expect = expect_of(&text).unwrap();
         let diffs = check(&plan, &expect);
         if !diffs.is_empty() {

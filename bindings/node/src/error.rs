@@ -7,8 +7,8 @@ use std::fmt::Display;
 use stepjournal::AnswerError;
 use stepjournal::DriveError;
 use stepjournal::backends::{AppendError, OpenError, StoreError};
+use stepjournal::scenario::ScenarioError;
 use stepjournal::writer::{BeginError, Refusal, WriteError};
-use stepjournal_sim::scenario::ScenarioError;
 
 /// An error with a code and the Rust message, as the native module throws it.
 pub(crate) fn coded(code: &str, message: impl Display) -> napi::Error {

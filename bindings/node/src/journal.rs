@@ -10,7 +10,6 @@ use stepjournal::codec::json::record_to_export_line;
 use stepjournal::codec::{CallId, RawJson, SessionId};
 use stepjournal::recovery::Config;
 use stepjournal::{Journal, JournalOptions, Tools};
-use stepjournal_sim::scenario::plan_to_json;
 
 use crate::convert;
 use crate::error::{coded, thrown};
@@ -80,8 +79,8 @@ pub fn plan_scenario(text: String) -> napi::Result<String> {
             format!("the scenario nests {depth} deep, over the limit of {}", RawJson::MAX_DEPTH),
         ));
     }
-    let scenario = stepjournal_sim::scenario::Scenario::parse(&text).map_err(thrown)?;
-    Ok(plan_to_json(&scenario.plan()))
+    let scenario = stepjournal::scenario::Scenario::parse(&text).map_err(thrown)?;
+    Ok(scenario.plan().to_json())
 }
 
 #[napi]
@@ -100,7 +99,7 @@ impl NativeJournal {
     pub async fn stop(&self, session: String) -> napi::Result<String> {
         let session = SessionId::from_stored(session.as_str());
         let plan = self.journal.stop_async(&session).await.map_err(thrown)?;
-        Ok(plan_to_json(&plan))
+        Ok(plan.to_json())
     }
 
     /// The sessions a start-up recovers.

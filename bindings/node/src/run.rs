@@ -2,7 +2,6 @@
 
 use napi_derive::napi;
 use stepjournal::{Run, Tools};
-use stepjournal_sim::scenario::plan_to_json;
 
 use crate::convert;
 use crate::error::thrown;
@@ -39,7 +38,7 @@ impl NativeRun {
     /// The entry's plan (FORMAT.md's plan JSON: each call with its action and rule), as text.
     #[napi(getter)]
     pub fn plan(&self) -> String {
-        plan_to_json(self.run.plan())
+        self.run.plan().to_json()
     }
 
     /// The run's status as JSON text.

@@ -3,6 +3,7 @@
 mod decide;
 mod decision;
 mod entry;
+mod json;
 #[cfg(test)]
 mod tests;
 

@@ -1,8 +1,8 @@
 //! Reading a conformance scenario (FORMAT.md) from arbitrary text and planning it.
 
+use stepjournal::scenario::{Scenario, check, expect_of};
 use stepjournal_codec::json;
 use stepjournal_recovery::{fold, verify};
-use stepjournal_sim::scenario::{Scenario, check, expect_of, plan_to_json};
 
 use super::{check_plan, ensure};
 
@@ -30,7 +30,7 @@ pub fn check_scenario_json(data: &[u8]) -> Result<(), String> {
     let plan = scenario.plan();
     ensure!(plan == scenario.plan(), "the scenario's plan is not deterministic");
     check_plan(&state, &plan, &run.entry, &scenario.registry, &scenario.config)?;
-    let printed = plan_to_json(&plan);
+    let printed = plan.to_json();
     let value: serde_json::Value = serde_json::from_str(&printed)
         .map_err(|e| format!("the plan's JSON does not parse: {e}: {printed}"))?;
     if let Ok(expect) = expect_of(text) {

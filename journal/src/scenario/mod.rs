@@ -5,7 +5,6 @@
 //! [`Scenario::parse`] never reads `expect`: that member is for checkers ([`check`]) only.
 
 mod check;
-mod json;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,9 +14,8 @@ use stepjournal_codec::{CheckpointId, Entry, Event, JsonError, RunId};
 use stepjournal_recovery::{Config, NewRun, Plan, fold, plan};
 
 pub use check::{CheckError, check, expect_of};
-pub use json::plan_to_json;
 
-use stepjournal::registry::{RegistryError, SchemaRegistry};
+use crate::registry::{RegistryError, SchemaRegistry};
 
 /// A scenario file that is not FORMAT.md's shape. Each variant names the member (and, for the
 /// log, the event's index) at fault.

@@ -36,7 +36,7 @@ fn a_well_formed_scenario_plans_through_the_fold() {
     );
     let s = Scenario::parse(&text).unwrap();
     assert_eq!(s.config.max_bodies(), 3);
-    let plan: Value = serde_json::from_str(&plan_to_json(&s.plan())).unwrap();
+    let plan: Value = serde_json::from_str(&s.plan().to_json()).unwrap();
     assert_eq!(
         plan["calls"][0],
         json!({"call": "c1", "action": "run", "dispatch": "d1", "attempt": 2,
@@ -93,8 +93,8 @@ fn expect_is_never_read() {
     let a = scenario(json!([]), json!({"kind": "wake"}));
     let mut b: Value = serde_json::from_str(&a).unwrap();
     b["expect"] = json!({"error": "validation_error", "calls": {"zz": {}}, "appends": 7});
-    let plan_a = plan_to_json(&Scenario::parse(&a).unwrap().plan());
-    let plan_b = plan_to_json(&Scenario::parse(&b.to_string()).unwrap().plan());
+    let plan_a = Scenario::parse(&a).unwrap().plan().to_json();
+    let plan_b = Scenario::parse(&b.to_string()).unwrap().plan().to_json();
     assert_eq!(plan_a, plan_b);
 }
 

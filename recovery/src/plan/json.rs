@@ -1,9 +1,9 @@
 //! The plan's JSON form, exactly FORMAT.md's "The plan", with `rule` and `why` on every call.
 
+use super::{Action, CallPlan, Plan};
 use serde_json::Value;
 use stepjournal_codec::DispatchId;
 use stepjournal_codec::json::event_to_json;
-use stepjournal_recovery::{Action, CallPlan, Plan};
 
 fn string(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
@@ -48,9 +48,17 @@ fn call_json(c: &CallPlan, out: &mut String) {
     out.push('}');
 }
 
-/// The plan as one JSON object on one line: `error`, `step`, `calls` (each with `call`,
-/// `action`, the action's members, `rule` and `why`) and `appends` (each event in its JSON form).
-pub fn plan_to_json(plan: &Plan) -> String {
+impl Plan {
+    /// The plan as one JSON object on one line, exactly FORMAT.md's "The plan": `error`,
+    /// `step`, `calls` (each with `call`, `action`, the action's members, `rule` and `why`) and
+    /// `appends` (each event in its JSON form). What `stepjournal plan` prints and the
+    /// conformance checks read.
+    pub fn to_json(&self) -> String {
+        to_json(self)
+    }
+}
+
+fn to_json(plan: &Plan) -> String {
     let mut out = String::with_capacity(256);
     out.push_str("{\"error\":");
     match &plan.error {
