@@ -2,14 +2,11 @@
 //! store to write through the session writer (a file journal a runtime holds is refused, naming
 //! its lock), the journal over it, and printing what was written.
 
-use std::future::Future;
 use std::io::Write;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 
 use stepjournal::Journal;
-use stepjournal::writer::{Clock, JournalOptions, SystemClock};
+use stepjournal::writer::{Clock, JournalOptions, SystemClock, block_on};
 use stepjournal_backends::file::{FileOptions, FileStore, LOCK_FILE};
 use stepjournal_backends::{JournalStore, OpenError, OpenOptions, OwnerId, StoreUrl, open_url};
 use stepjournal_codec::json::event_to_json;
@@ -144,26 +141,4 @@ pub(crate) fn written_since(
 ) -> Result<Vec<Event>, CliError> {
     let records = super::store::read_session(store, url, session)?;
     Ok(records.into_iter().skip(from as usize).map(|r| r.event).collect())
-}
-
-/// Wakes a parked thread.
-struct Unpark(std::thread::Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Runs one of the writer's futures to its end on this thread (the command has no executor).
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::park();
-    }
 }

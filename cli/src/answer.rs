@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use stepjournal::AnswerError;
+use stepjournal::writer::block_on;
 use stepjournal_backends::JournalStore;
 use stepjournal_codec::json::event_to_json;
 use stepjournal_codec::{CallId, CallKind, Entry, Event, RawJson, SessionId};
@@ -17,8 +18,7 @@ use stepjournal_recovery::{Action, ApprovalState, Config, SessionState};
 
 use super::CliError;
 use super::act::{
-    block_on, journal, let_go, open_to_write, read_state, refuse_if_running, write_events,
-    written_since,
+    journal, let_go, open_to_write, read_state, refuse_if_running, write_events, written_since,
 };
 use super::error::ActionError;
 use super::plan::{StorePlan, dry_plan, explain};

@@ -10,21 +10,11 @@ use std::fmt::{self, Write as _};
 
 use stepjournal_backends::StoreUrl;
 
-/// Whether `c` is escaped when shown: the C0 controls (newline and tab among them), DEL, the C1
-/// controls, the line and paragraph separators, and the bidirectional controls (U+061C,
-/// U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069).
-pub fn is_escaped(c: char) -> bool {
-    matches!(
-        c,
-        '\u{0}'..='\u{1f}'
-            | '\u{7f}'..='\u{9f}'
-            | '\u{61c}'
-            | '\u{200e}'
-            | '\u{200f}'
-            | '\u{2028}'..='\u{202e}'
-            | '\u{2066}'..='\u{2069}'
-    )
-}
+/// Whether `c` is escaped when shown: the characters that act on a terminal or on the text
+/// around them ([`acts_on_text`], the rule session ids are checked by): the C0 controls
+/// (newline and tab among them), DEL, the C1 controls, the line and paragraph separators, and
+/// the bidirectional controls.
+pub use stepjournal_codec::acts_on_text as is_escaped;
 
 /// Writes `text` to `out` with every [escaped](is_escaped) character as `\u{HEX}` (ESC shows as
 /// `\u{1b}`, a newline as `\u{a}`). Backslashes are kept as they are, so escaping shown text

@@ -71,3 +71,4 @@ pub use startup::{JournalMetrics, Shutdown};
 pub use step::Step;
 pub use trace::Span;
 pub(crate) use trace::{in_span, step_span};
+pub use wait::block_on;

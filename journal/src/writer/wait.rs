@@ -25,8 +25,12 @@ impl Wake for Unpark {
     }
 }
 
-/// Runs `future` to its end on this thread.
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+/// Runs `future` to its end on the calling thread, parking it between polls: the wait under
+/// every sync method of the writer, for callers with no executor (a command-line tool, a
+/// thread of a sync program). It nests: a future it runs may call it again (a tool handler
+/// calling the sync API), which an executor's own `block_on` refuses. Do not call it from an
+/// async task: it blocks the executor's thread until the future completes.
+pub fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
