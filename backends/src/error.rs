@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use stepjournal_codec::{DecodeError, EncodeError, Seq, SessionId};
+use stepjournal_codec::{Coded, DecodeError, EncodeError, ErrorCode, Seq, SessionId};
 
 /// A driver's own error, kept as the source of a backend error.
 pub type DriverError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -51,6 +51,15 @@ pub enum StoreError {
     ReadOnly {
         /// Where the store is.
         location: String,
+    },
+    /// The store answered against its own contract (a read that skipped sequence numbers, for
+    /// example): a defect of the backend, reported by the caller that noticed it.
+    #[error("{context}: the store broke its contract: {what}")]
+    Contract {
+        /// What was being done, and where (the session and seq).
+        context: String,
+        /// What the contract promised and the store did not keep.
+        what: &'static str,
     },
 }
 
@@ -171,4 +180,39 @@ pub enum OpenError {
     /// The store could not be read or prepared.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl Coded for StoreError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            StoreError::Io { .. } | StoreError::Backend { .. } => ErrorCode::Store,
+            StoreError::Corrupt { .. } => ErrorCode::Corrupt,
+            StoreError::Poisoned { .. } => ErrorCode::Poisoned,
+            StoreError::ReadOnly { .. } => ErrorCode::ReadOnly,
+            StoreError::Contract { .. } => ErrorCode::StoreContract,
+        }
+    }
+}
+
+impl Coded for AppendError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            AppendError::Conflict { .. } => ErrorCode::Conflict,
+            AppendError::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
+            AppendError::EmptyBatch | AppendError::Encode { .. } => ErrorCode::Encode,
+            AppendError::Store(e) => e.code(),
+        }
+    }
+}
+
+impl Coded for OpenError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            OpenError::Url { .. } | OpenError::FeatureDisabled { .. } => ErrorCode::InvalidUrl,
+            OpenError::Locked { .. } => ErrorCode::Locked,
+            OpenError::NotASegment { .. } | OpenError::NotAJournal { .. } => ErrorCode::NotAJournal,
+            OpenError::Options { .. } => ErrorCode::InvalidOptions,
+            OpenError::Store(e) => e.code(),
+        }
+    }
 }

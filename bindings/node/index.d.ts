@@ -186,36 +186,70 @@ export function openJournal(url: string, options?: OpenOptions): Promise<Journal
 /** Plans a conformance scenario as `stepjournal plan --scenario` does. */
 export function planScenario(scenario: object | string): Plan;
 
+/** What kind of failure a StepjournalError is: the engine's list of codes, exactly. */
 export type ErrorCode =
-  | 'fenced'
   | 'conflict'
   | 'outcome_unknown'
-  | 'poisoned'
-  | 'validation_error'
-  | 'refused'
-  | 'locked'
-  | 'invalid_url'
-  | 'malformed_scenario'
-  | 'ended'
-  | 'broken'
+  | 'encode'
   | 'store'
   | 'corrupt'
+  | 'poisoned'
   | 'read_only'
-  | 'encode'
+  | 'store_contract'
+  | 'invalid_url'
+  | 'locked'
   | 'not_a_journal'
   | 'invalid_options'
+  | 'validation_error'
+  | 'shutting_down'
+  | 'lease_held'
+  | 'fenced'
+  | 'ended'
+  | 'broken'
+  | 'refused'
+  | 'malformed_scenario'
+  | 'invalid_id'
+  | 'invalid_json'
   | 'invalid_entry'
   | 'invalid_reply'
   | 'invalid_tool'
   | 'invalid_answer'
-  | 'shutting_down'
-  | 'lease_held'
-  | 'cancelled'
-  | (string & {});
+  | 'invalid_outcome'
+  | 'cancelled';
+
+/** For code 'refused': which protocol rule refused. */
+export type RefusalCode =
+  | 'repeated_call'
+  | 'step_open'
+  | 'step_closed'
+  | 'unknown_call'
+  | 'resolved'
+  | 'paired_by_plan'
+  | 'client_call'
+  | 'awaiting_approval'
+  | 'body_started'
+  | 'max_bodies'
+  | 'no_child'
+  | 'no_body_started'
+  | 'behind'
+  | 'behind_blocked'
+  | 'attempt_mismatch'
+  | 'wrong_kind'
+  | 'already_decided'
+  | 'child_attached'
+  | 'may_have_run'
+  | 'nothing_to_await'
+  | 'not_awaitable'
+  | 'bodies_running'
+  | 'open_calls'
+  | 'unknown_tool'
+  | 'invalid_arguments'
+  | 'use_suspend'
+  | 'not_waiting';
 
 export class StepjournalError extends Error {
   readonly code: ErrorCode;
   /** For code 'refused': which refusal (`unknown_tool`, `invalid_arguments`, `step_open`, ...). */
-  readonly refusal?: string;
-  constructor(code: ErrorCode, message: string, extra?: { refusal?: string; cause?: unknown });
+  readonly refusal?: RefusalCode;
+  constructor(code: ErrorCode, message: string, extra?: { refusal?: RefusalCode; cause?: unknown });
 }

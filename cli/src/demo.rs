@@ -27,7 +27,8 @@ use stepjournal_recovery::{Action, CallPlan, SessionState};
 use super::CliError;
 use super::shown::Shown;
 use stepjournal::registry::{RegistryError, SchemaRegistry};
-use stepjournal::writer::{BeginError, SequentialIds, WriteError};
+use stepjournal::writer::SequentialIds;
+use stepjournal::{BeginError, WriteError};
 use stepjournal::{Journal, JournalOptions, Reply, Step};
 
 /// What the child prints once both bodies are running.

@@ -229,7 +229,7 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
 pub enum ActionError {
     /// The run the command begins (a `stop`) was refused or could not be written.
     #[error(transparent)]
-    Begin(#[from] stepjournal::writer::BeginError),
+    Begin(#[from] stepjournal::BeginError),
     /// The answer or decision was refused or could not be written.
     #[error(transparent)]
     Answer(#[from] stepjournal::AnswerError),

@@ -8,7 +8,8 @@ mod cli_support;
 use std::sync::Arc;
 
 use cli_support::*;
-use stepjournal::writer::{JournalOptions, WriteError};
+use stepjournal::WriteError;
+use stepjournal::writer::JournalOptions;
 use stepjournal::{Journal, Reply};
 use stepjournal_backends::JournalStore;
 use stepjournal_codec::{CallId, CallKind, Entry, Event, Replay, RunOutcome, SessionId, Suspended};

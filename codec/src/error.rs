@@ -1,6 +1,6 @@
 //! The codec's errors: one type per surface.
 
-use crate::IdError;
+use crate::{Coded, ErrorCode, IdError};
 
 /// Bytes that are not a valid record or batch. Every variant says what was wrong; the reader that
 /// found it adds where (file, offset, session, seq).
@@ -169,5 +169,43 @@ impl JsonError {
             | JsonError::ExportLine { position, .. } => *position = Some(p),
         }
         self
+    }
+}
+
+impl Coded for DecodeError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::Truncated { .. }
+            | DecodeError::ChecksumMismatch { .. }
+            | DecodeError::UnknownVersion { .. }
+            | DecodeError::UnknownKind { .. }
+            | DecodeError::TooLarge { .. }
+            | DecodeError::Malformed { .. } => ErrorCode::Corrupt,
+        }
+    }
+}
+
+impl Coded for EncodeError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            EncodeError::RecordTooLarge { .. }
+            | EncodeError::NotInVersion { .. }
+            | EncodeError::EmptyBatch
+            | EncodeError::BatchTooLarge { .. }
+            | EncodeError::Payload { .. } => ErrorCode::Encode,
+            EncodeError::Session(e) => e.code(),
+        }
+    }
+}
+
+impl Coded for JsonError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            JsonError::NotJson { .. }
+            | JsonError::MissingType { .. }
+            | JsonError::UnknownType { .. }
+            | JsonError::Invalid { .. }
+            | JsonError::ExportLine { .. } => ErrorCode::InvalidJson,
+        }
     }
 }

@@ -40,6 +40,16 @@ pub enum IdError {
     },
 }
 
+impl crate::Coded for IdError {
+    fn code(&self) -> crate::ErrorCode {
+        match self {
+            IdError::Empty { .. } | IdError::TooLong { .. } | IdError::Forbidden { .. } => {
+                crate::ErrorCode::InvalidId
+            }
+        }
+    }
+}
+
 /// Whether `c` acts on a terminal or on the text around it rather than standing for itself: the
 /// C0 controls (NUL, tab and newline among them), DEL, the C1 controls, the line and paragraph
 /// separators (U+2028, U+2029) and the bidirectional controls (U+061C, U+200E, U+200F, U+202A to

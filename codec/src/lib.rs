@@ -5,6 +5,8 @@
 //!   `import`.
 //! - The binary form ([`record`], [`batch`]): a checksummed, self-describing record per event, and a
 //!   batch frame that lands or is dropped whole. See `docs/format.md` for the byte layout.
+//! - The codes of errors ([`ErrorCode`], [`RefusalCode`], [`Coded`]): the stable names every
+//!   crate's errors map to, which bindings and JSON output show.
 //!
 //! This crate does no I/O. Its decoders never panic on bad bytes and never allocate from a length
 //! field they have not checked against the bytes they were given.
@@ -13,6 +15,7 @@
 
 pub mod batch;
 mod call;
+mod code;
 mod entry;
 mod error;
 mod event;
@@ -23,6 +26,7 @@ pub mod record;
 mod wire;
 
 pub use call::{Call, CallKind, Replay};
+pub use code::{Coded, ErrorCode, RefusalCode};
 pub use entry::{Entry, ResumeMode};
 pub use error::{DecodeError, EncodeError, JsonError};
 pub use event::{

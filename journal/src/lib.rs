@@ -11,6 +11,10 @@
 //! - [`codec`], [`recovery`] and [`backends`]: the typed events, the pure recovery fold and the
 //!   stores, re-exported.
 //!
+//! Every error of the facade is here at the top ([`BeginError`], [`WriteError`], [`Refusal`],
+//! [`DriveError`], [`AnswerError`], ...), each converts into the one [`Error`], and each has a
+//! stable [`ErrorCode`] ([`Coded`]): what the bindings and the command line show.
+//!
 //! The crash simulator and the exhaustive explorer are in `stepjournal-sim` (never linked by a
 //! production build); the `stepjournal` command is `stepjournal-cli`.
 //!
@@ -27,6 +31,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 pub mod drive;
+mod error;
 #[cfg(feature = "schema")]
 pub mod registry;
 #[cfg(feature = "schema")]
@@ -34,11 +39,22 @@ pub mod scenario;
 pub mod tools;
 pub mod writer;
 
-pub use drive::{AnswerError, DriveError, DriveOptions, RecoverOptions, Recovered, StepOutcome};
+pub use drive::{
+    AnswerError, DriveError, DriveOptions, RecoverFailure, RecoverOptions, Recovered, StepOutcome,
+};
+pub use error::{Error, Result};
+#[cfg(feature = "schema")]
+pub use registry::RegistryError;
+#[cfg(feature = "schema")]
+pub use scenario::ScenarioError;
 pub use stepjournal_backends as backends;
 pub use stepjournal_codec as codec;
+pub use stepjournal_codec::{Coded, ErrorCode, RefusalCode};
 pub use stepjournal_recovery as recovery;
 pub use tools::{CallCtx, ToolError, Tools};
+pub use writer::body::{FinishError, Recorded};
+pub use writer::error::{AfterFailure, BeginError, Refusal, WriteError};
+pub use writer::status::{Fence, Order, RunStatus};
 pub use writer::{Body, Journal, JournalOptions, Reply, Run, Step};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use stepjournal_codec::json::type_name;
-use stepjournal_codec::{RawJson, Replay, ToolName};
+use stepjournal_codec::{Coded, ErrorCode, RawJson, Replay, ToolName};
 use stepjournal_recovery::{ArgsCheck, ToolRegistry};
 
 /// A `tools` object that does not have FORMAT.md's shape.
@@ -33,6 +33,16 @@ pub enum RegistryError {
         /// The value found, as JSON.
         found: String,
     },
+}
+
+impl Coded for RegistryError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            RegistryError::NotAnObject { .. }
+            | RegistryError::ToolNotAnObject { .. }
+            | RegistryError::BadReplay { .. } => ErrorCode::InvalidTool,
+        }
+    }
 }
 
 /// A tool's input schema, compiled once.

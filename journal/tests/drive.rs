@@ -10,8 +10,8 @@ use stepjournal::backends::JournalStore;
 use stepjournal::backends::memory::MemoryStore;
 use stepjournal::codec::{CallId, Entry, Event, EventKind, PairReason, RunOutcome, SessionId};
 use stepjournal::recovery::{TranscriptItem, verify};
-use stepjournal::writer::{Fence, RunStatus, WriteError};
 use stepjournal::{AnswerError, StepOutcome, Tools};
+use stepjournal::{Fence, RunStatus, WriteError};
 
 fn s() -> SessionId {
     SessionId::new("s-1").unwrap()

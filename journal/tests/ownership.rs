@@ -19,7 +19,8 @@ use stepjournal::backends::{
 use stepjournal::codec::{
     CallId, Entry, Record, RunId, RunOutcome, Seq, SessionId, Stamped, UnixMillis,
 };
-use stepjournal::writer::{BeginError, FixedClock, RunStatus};
+use stepjournal::writer::FixedClock;
+use stepjournal::{BeginError, RunStatus};
 use stepjournal::{Journal, JournalOptions, RecoverOptions, StepOutcome};
 
 /// A memory store that keeps leases, by a clock the test moves, as a shared SQL store would.

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use stepjournal::Refusal;
 use stepjournal::backends::memory::MemoryStore;
 use stepjournal::codec::{Call, CallKind, Entry, Replay, ToolName};
 use stepjournal::recovery::ToolRegistry;
 use stepjournal::registry::SchemaRegistry;
-use stepjournal::writer::Refusal;
 use stepjournal::{CallCtx, Journal, JournalOptions, Reply, ToolError, Tools};
 
 fn tools() -> Tools {

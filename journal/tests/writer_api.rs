@@ -6,8 +6,8 @@ mod writer_support;
 use std::sync::Arc;
 
 use stepjournal::recovery::TranscriptItem;
-use stepjournal::writer::{Recorded, Refusal, WriteError};
 use stepjournal::{Journal, JournalOptions, Reply};
+use stepjournal::{Recorded, Refusal, WriteError};
 use stepjournal_backends::memory::MemoryStore;
 use stepjournal_codec::record::Limits;
 use stepjournal_codec::{Call, CallKind, Entry, Event, Replay, RunOutcome, ToolResult};

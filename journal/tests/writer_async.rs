@@ -6,8 +6,9 @@ mod writer_support;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use stepjournal::writer::{Journal, RunStatus, WriteError};
+use stepjournal::writer::Journal;
 use stepjournal::{Body, Reply, Run, Step};
+use stepjournal::{RunStatus, WriteError};
 use stepjournal_backends::memory::MemoryStore;
 use stepjournal_backends::{
     AppendAck, AppendError, AppendFuture, Completer, Durability, JournalStore, StoreError,

@@ -6,7 +6,8 @@ mod writer_support;
 use std::sync::Arc;
 
 use stepjournal::recovery::{Action, TranscriptItem, verify};
-use stepjournal::writer::{AfterFailure, IdSource, RunStatus, WriteError};
+use stepjournal::writer::IdSource;
+use stepjournal::{AfterFailure, RunStatus, WriteError};
 use stepjournal::{Body, Reply, Run, Step};
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::file::{FileOptions, FileStore};

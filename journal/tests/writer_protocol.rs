@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stepjournal::recovery::{Action, verify};
-use stepjournal::writer::{Order, Refusal, RunStatus, SteppingClock, WriteError};
+use stepjournal::writer::SteppingClock;
 use stepjournal::{Journal, JournalOptions, Reply};
+use stepjournal::{Order, Refusal, RunStatus, WriteError};
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::memory::MemoryStore;
 use stepjournal_codec::{
@@ -386,7 +387,7 @@ fn a_refused_entry_writes_nothing() {
     let err = journal
         .begin_run(&session(), Entry::Retry { checkpoint: None, message: None })
         .unwrap_err();
-    assert!(matches!(err, stepjournal::writer::BeginError::Refused(_)), "{err:?}");
+    assert!(matches!(err, stepjournal::BeginError::Refused(_)), "{err:?}");
     assert!(err.to_string().contains("retry"), "{err}");
     assert_eq!(store.tail(&session()).unwrap(), before);
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use stepjournal::Journal;
 use stepjournal::Reply;
 use stepjournal::recovery::{Action, TranscriptItem, verify};
-use stepjournal::writer::{IdSource, Refusal, WriteError};
+use stepjournal::writer::IdSource;
+use stepjournal::{Refusal, WriteError};
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::memory::MemoryStore;
 use stepjournal_codec::{

@@ -6,8 +6,9 @@ mod writer_support;
 use std::sync::Arc;
 
 use stepjournal::Reply;
+use stepjournal::RunStatus;
 use stepjournal::recovery::{Action, TranscriptItem, rules, verify};
-use stepjournal::writer::{IdSource, RunStatus};
+use stepjournal::writer::IdSource;
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::file::{FileOptions, FileStore};
 use stepjournal_backends::memory::MemoryStore;

@@ -14,6 +14,14 @@ pub enum ConfigError {
     },
 }
 
+impl stepjournal_codec::Coded for ConfigError {
+    fn code(&self) -> stepjournal_codec::ErrorCode {
+        match self {
+            ConfigError::MaxBodiesZero { .. } => stepjournal_codec::ErrorCode::InvalidOptions,
+        }
+    }
+}
+
 /// Recovery's settings, validated when made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {

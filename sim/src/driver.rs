@@ -5,7 +5,8 @@ use std::fmt::Display;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stepjournal::writer::{BeginError, Clock, FixedClock, RunStatus, SequentialIds, SteppingClock};
+use stepjournal::writer::{Clock, FixedClock, SequentialIds, SteppingClock};
+use stepjournal::{BeginError, RunStatus};
 use stepjournal::{Journal, JournalOptions, Reply, Run};
 use stepjournal_backends::JournalStore;
 use stepjournal_codec::{Call, Entry, Event, ResumeMode, RunOutcome, SessionId, UnixMillis};

@@ -1,8 +1,8 @@
 //! Acting on one step: answering client calls and approvals, starting bodies in reply order,
 //! running the tools, and firing a body fault where the case puts one.
 
-use stepjournal::writer::{Fence, Refusal, WriteError};
 use stepjournal::{Body, Run, Step};
+use stepjournal::{Fence, Refusal, WriteError};
 use stepjournal_codec::{CallId, CallKind, Event, OutputChunk, RawJson, ToolResult};
 use stepjournal_recovery::{Action, ApprovalState};
 

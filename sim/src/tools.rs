@@ -11,7 +11,7 @@ use stepjournal_recovery::MemoryRegistry;
 
 use super::ledger::{Ledger, LedgerEntry};
 use super::script::ScriptCall;
-use stepjournal::writer::WriteError;
+use stepjournal::WriteError;
 use stepjournal::{Body, Step};
 
 /// A tool's body, as the simulator runs it: it performs its external effects through

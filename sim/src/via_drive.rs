@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use stepjournal::writer::{RunStatus, WriteError};
 use stepjournal::{DriveError, DriveOptions, Journal, Reply, Run, Step, StepOutcome, Tools};
+use stepjournal::{RunStatus, WriteError};
 use stepjournal_codec::{CallKind, Entry, Event, RawJson, RunOutcome, ToolResult};
 
 use super::check::FencedWrite;

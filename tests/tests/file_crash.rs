@@ -836,7 +836,8 @@ fn the_writer_reports_an_unknown_outcome_when_the_poisoned_store_cannot_tell_it(
     // poisoned file store refuses the read, and the writer used to report that refusal instead
     // of the unknown outcome.
     use stepjournal::recovery::MemoryRegistry;
-    use stepjournal::writer::{AfterFailure, BeginError, Journal, JournalOptions, WriteError};
+    use stepjournal::writer::{Journal, JournalOptions};
+    use stepjournal::{AfterFailure, BeginError, WriteError};
     use stepjournal::{Reply, Run};
     use stepjournal_codec::{Call, CallKind, Entry, Event, RawJson, Replay};
 

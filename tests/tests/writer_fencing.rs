@@ -8,8 +8,9 @@ mod support;
 use std::sync::Arc;
 
 use stepjournal::recovery::{Action, MemoryRegistry, TranscriptItem, verify};
-use stepjournal::writer::{Fence, IdSource, Journal, JournalOptions, SequentialIds, WriteError};
+use stepjournal::writer::{IdSource, Journal, JournalOptions, SequentialIds};
 use stepjournal::{Body, Reply, Run, Step};
+use stepjournal::{Fence, WriteError};
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::file::{FileOptions, FileStore};
 use stepjournal_backends::memory::MemoryStore;

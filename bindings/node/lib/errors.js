@@ -1,6 +1,7 @@
 // StepjournalError: every error the engine reports, with its code and the Rust message.
 //
-// The native module throws errors whose message is `SJ:<code>:<message>`; the code of a refusal
+// The native module throws errors whose message is `SJ:<code>:<message>`, the codes being the
+// engine's own (index.d.ts lists them, tested against the engine's list); the code of a refusal
 // is `refused/<which>`. Each is turned into a StepjournalError here, in one place.
 
 const CODED = /^SJ:([a-z_]+)(?:\/([a-z_]+))?:([\s\S]*)$/;

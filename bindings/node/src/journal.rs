@@ -15,6 +15,7 @@ use crate::convert;
 use crate::error::{coded, thrown};
 use crate::run::NativeRun;
 use crate::tools::{AbortFn, ToolDef, tools};
+use stepjournal::ErrorCode;
 
 /// How a journal is opened.
 #[napi(object)]
@@ -52,13 +53,13 @@ pub async fn open(
         Some("buffered") => options = options.durability(Durability::Buffered),
         Some(other) => {
             return Err(coded(
-                "invalid_options",
+                ErrorCode::InvalidOptions,
                 format!("durability `{other}` is neither `synced` nor `buffered`"),
             ));
         }
     }
     if let Some(max) = config.max_bodies {
-        let recovery = Config::new(max).map_err(|e| coded("invalid_options", e))?;
+        let recovery = Config::new(max).map_err(|e| coded(ErrorCode::InvalidOptions, e))?;
         options = options.recovery(recovery);
     }
     let open_options =
@@ -75,7 +76,7 @@ pub fn plan_scenario(text: String) -> napi::Result<String> {
     let depth = RawJson::nesting_depth(&text);
     if depth > RawJson::MAX_DEPTH {
         return Err(coded(
-            "malformed_scenario",
+            ErrorCode::MalformedScenario,
             format!("the scenario nests {depth} deep, over the limit of {}", RawJson::MAX_DEPTH),
         ));
     }
@@ -119,7 +120,7 @@ impl NativeJournal {
         output: String,
     ) -> napi::Result<NativeRun> {
         let output = RawJson::parse(&output)
-            .map_err(|e| coded("invalid_answer", format!("the answer is not JSON: {e}")))?;
+            .map_err(|e| coded(ErrorCode::InvalidAnswer, format!("the answer is not JSON: {e}")))?;
         let session = SessionId::from_stored(session.as_str());
         let call = CallId::from(call.as_str());
         let run = self.journal.answer_client(&session, &call, output).await.map_err(thrown)?;

@@ -15,6 +15,7 @@ mod step;
 mod tools;
 
 pub use ctx::NativeCallCtx;
+pub use error::{Codes, error_codes};
 pub use journal::{JournalConfig, NativeJournal, open, plan_scenario};
 pub use run::NativeRun;
 pub use step::NativeStep;

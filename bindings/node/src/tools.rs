@@ -15,6 +15,7 @@ use stepjournal::{CallCtx, Tools};
 
 use crate::ctx::NativeCallCtx;
 use crate::error::coded;
+use stepjournal::ErrorCode;
 
 /// A JavaScript body: called with the arguments' JSON text and the context, it returns a
 /// Promise of `{"ok": value}` or `{"error": message}` as JSON text (it never rejects: the
@@ -77,14 +78,17 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
     let mut tools = Tools::new();
     for def in defs {
         let schema: serde_json::Value = serde_json::from_str(&def.input_schema).map_err(|e| {
-            coded("invalid_tool", format!("tool `{}`'s input schema is not JSON: {e}", def.name))
+            coded(
+                ErrorCode::InvalidTool,
+                format!("tool `{}`'s input schema is not JSON: {e}", def.name),
+            )
         })?;
         let replay = match def.replay.as_str() {
             "safe" => Replay::Safe,
             "unsafe" => Replay::Unsafe,
             other => {
                 return Err(coded(
-                    "invalid_tool",
+                    ErrorCode::InvalidTool,
                     format!("tool `{}`: replay `{other}` is neither `safe` nor `unsafe`", def.name),
                 ));
             }
@@ -92,7 +96,7 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
         let body = || {
             def.execute.map(Arc::new).ok_or_else(|| {
                 coded(
-                    "invalid_tool",
+                    ErrorCode::InvalidTool,
                     format!("tool `{}` of kind `{}` needs `execute`", def.name, def.kind),
                 )
             })
@@ -111,7 +115,7 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
             }
             other => {
                 return Err(coded(
-                    "invalid_tool",
+                    ErrorCode::InvalidTool,
                     format!(
                         "tool `{}`: kind `{other}` is not one of tool, client, approval, local_agent",
                         def.name

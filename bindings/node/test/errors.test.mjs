@@ -41,3 +41,18 @@ test('a refused entry is validation_error; a bad entry is invalid_entry', async 
   await assert.rejects(journal.beginRun('s', { kind: 'retry' }), coded('validation_error'));
   await assert.rejects(journal.beginRun('s', { kind: 'jump' }), coded('invalid_entry'));
 });
+
+test("index.d.ts's ErrorCode and RefusalCode are exactly the engine's lists of codes", async () => {
+  const { readFileSync } = await import('node:fs');
+  const { default: native } = await import('../lib/native.js');
+  const { packageDir } = await import('./helpers.mjs');
+  const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8');
+  const union = (name) => {
+    const m = new RegExp(`export type ${name} =([^;]*);`).exec(dts);
+    assert.ok(m, `index.d.ts declares ${name}`);
+    return [...m[1].matchAll(/\| '([a-z_]+)'/g)].map((x) => x[1]);
+  };
+  const codes = native.errorCodes();
+  assert.deepEqual(union('ErrorCode'), codes.errors);
+  assert.deepEqual(union('RefusalCode'), codes.refusals);
+});

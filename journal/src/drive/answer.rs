@@ -1,7 +1,9 @@
 //! Answers from outside the run: a client's answer to a client call, a decision on an
 //! approval-gated call, written through a run of their own (a `wake` that resumes the step).
 
-use stepjournal_codec::{CallId, CallKind, Entry, RawJson, SessionId};
+use stepjournal_codec::{
+    CallId, CallKind, Coded, Entry, ErrorCode, RawJson, RefusalCode, SessionId,
+};
 use stepjournal_recovery::ApprovalState;
 
 use crate::writer::{BeginError, Journal, Run, WriteError};
@@ -43,6 +45,25 @@ pub enum AnswerError {
         #[source]
         source: Box<WriteError>,
     },
+}
+
+impl Coded for AnswerError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            AnswerError::NotWaiting { .. } => ErrorCode::Refused,
+            AnswerError::Read { source, .. } => source.code(),
+            AnswerError::Begin(e) => e.code(),
+            AnswerError::Write { source, .. } => source.code(),
+        }
+    }
+
+    fn refusal(&self) -> Option<RefusalCode> {
+        match self {
+            AnswerError::NotWaiting { .. } => Some(RefusalCode::NotWaiting),
+            AnswerError::Read { .. } | AnswerError::Begin(_) => None,
+            AnswerError::Write { source, .. } => source.refusal(),
+        }
+    }
 }
 
 impl Journal {

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use stepjournal_codec::{CallId, CheckpointId, SessionId, StepNo};
+use stepjournal_codec::{CallId, CheckpointId, Coded, ErrorCode, RefusalCode, SessionId, StepNo};
 use stepjournal_recovery::{CallPlan, TranscriptItem, answers_of};
 
 use crate::tools::Tools;
@@ -117,6 +117,25 @@ pub enum StepOutcome {
     },
 }
 
+impl StepOutcome {
+    /// What driving the step came to, as the bindings hand it to a runtime:
+    /// `{status: "committed", checkpoint, answers}` (each answer in
+    /// [`TranscriptItem::to_json`]'s form) or `{status: "suspended", awaiting}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            StepOutcome::Committed { checkpoint, answers } => serde_json::json!({
+                "status": "committed",
+                "checkpoint": checkpoint.as_str(),
+                "answers": TranscriptItem::list_to_json(answers),
+            }),
+            StepOutcome::Suspended { awaiting } => serde_json::json!({
+                "status": "suspended",
+                "awaiting": awaiting.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            }),
+        }
+    }
+}
+
 /// Why [`Step::drive`] did not finish the step: a write the run could not make. What was
 /// written stays; the run's status says what became of it (fenced, ended, broken), and a later
 /// entry recovers the step.
@@ -161,6 +180,16 @@ impl DriveError {
         match self {
             DriveError::Call { source, .. } | DriveError::Step { source, .. } => source,
         }
+    }
+}
+
+impl Coded for DriveError {
+    fn code(&self) -> ErrorCode {
+        self.write_error().code()
+    }
+
+    fn refusal(&self) -> Option<RefusalCode> {
+        self.write_error().refusal()
     }
 }
 

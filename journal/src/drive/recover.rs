@@ -6,7 +6,7 @@ use std::future::Future;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use stepjournal_backends::{Lease, StoreError};
-use stepjournal_codec::{Entry, SessionId};
+use stepjournal_codec::{Coded, Entry, ErrorCode, RefusalCode, SessionId};
 
 use super::{DriveError, DriveOptions, StepOutcome};
 use crate::tools::Tools;
@@ -59,6 +59,22 @@ pub enum RecoverFailure {
     /// Its recovered step could not be driven to its end.
     #[error(transparent)]
     Drive(DriveError),
+}
+
+impl Coded for RecoverFailure {
+    fn code(&self) -> ErrorCode {
+        match self {
+            RecoverFailure::Begin(e) => e.code(),
+            RecoverFailure::Drive(e) => e.code(),
+        }
+    }
+
+    fn refusal(&self) -> Option<RefusalCode> {
+        match self {
+            RecoverFailure::Begin(_) => None,
+            RecoverFailure::Drive(e) => e.refusal(),
+        }
+    }
 }
 
 /// What [`Journal::recover_all`] did, session by session.

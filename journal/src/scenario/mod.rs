@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use stepjournal_codec::json::{parse_log, type_name};
-use stepjournal_codec::{CheckpointId, Entry, Event, JsonError, RunId};
+use stepjournal_codec::{CheckpointId, Coded, Entry, ErrorCode, Event, JsonError, RunId};
 use stepjournal_recovery::{Config, NewRun, Plan, fold, plan};
 
 pub use check::{CheckError, check, expect_of};
@@ -78,6 +78,21 @@ pub enum ScenarioError {
         #[source]
         source: serde_json::Error,
     },
+}
+
+impl Coded for ScenarioError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            ScenarioError::NotJson { .. }
+            | ScenarioError::NotAnObject { .. }
+            | ScenarioError::MissingMember { .. }
+            | ScenarioError::WrongType { .. }
+            | ScenarioError::MaxBodies { .. }
+            | ScenarioError::Tools { .. }
+            | ScenarioError::Log { .. }
+            | ScenarioError::Entry { .. } => ErrorCode::MalformedScenario,
+        }
+    }
 }
 
 /// One scenario, read. `expect` is not part of it.

@@ -187,13 +187,12 @@ impl Writer<'_> {
         let mut inner = self.view();
         for record in records {
             if record.seq != inner.tail {
-                return Err(AppendFailure::Store(AppendError::Store(StoreError::Backend {
-                    backend: "journal",
+                return Err(AppendFailure::Store(AppendError::Store(StoreError::Contract {
                     context: format!(
                         "reading session `{}` from seq {} returned seq {}",
                         shared.session, inner.tail, record.seq
                     ),
-                    source: "the store broke its contract: sequence numbers are not dense".into(),
+                    what: "sequence numbers are dense",
                 })));
             }
             if let Some(by) = fence_of(&record) {

@@ -7,7 +7,7 @@ use stepjournal_codec::{Attempt, CallId, DispatchId, Event, OutputChunk, RawJson
 use super::shared::Shared;
 use super::trace::{Span, body_span};
 use super::wait::block_on;
-use super::{CancelSignal, FinishError, Recorded, Refusal, WriteError};
+use super::{CancelSignal, Refusal, WriteError};
 
 /// One body of a call: its `attempt_started` is durable. Made only by
 /// [`Step::start_body`](super::Step::start_body), which starts a new attempt, and
@@ -188,4 +188,39 @@ impl Body {
             })
             .await
     }
+}
+
+/// Why [`Body::finish`](super::Body::finish) recorded no result, with the body handed back:
+/// the call stays open, and the runtime can still record a result through it (an error result
+/// saying what went wrong, one that fits under the size limit).
+#[derive(Debug, thiserror::Error)]
+#[error("the result of call `{}` (attempt {}) was not recorded: {error}", .body.call(), .body.attempt())]
+pub struct FinishError {
+    /// The body, to finish again.
+    pub body: Body,
+    /// Why the result was not recorded (boxed: the body is carried back beside it).
+    #[source]
+    pub error: Box<WriteError>,
+}
+
+impl From<FinishError> for WriteError {
+    /// The error alone (the body is dropped: its call stays open for recovery to decide).
+    fn from(e: FinishError) -> Self {
+        *e.error
+    }
+}
+
+/// What [`Body::finish_capped`](super::Body::finish_capped) recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recorded {
+    /// The output, as given.
+    Output,
+    /// An error result saying the output was over the limit (the output was not kept).
+    OverLimit {
+        /// The output's size, in bytes of JSON text.
+        bytes: usize,
+        /// The limit it was over.
+        max_bytes: usize,
+    },
 }

@@ -6,84 +6,12 @@ use std::fmt;
 
 use stepjournal_backends::{AppendError, Lease, StoreError};
 use stepjournal_codec::{
-    Attempt, CallId, CallKind, PairReason, RunId, RunOutcome, Seq, SessionId, StepNo, ToolName,
+    Attempt, CallId, CallKind, Coded, ErrorCode, PairReason, RefusalCode, RunId, RunOutcome,
+    SessionId, StepNo, ToolName,
 };
 use stepjournal_recovery::ValidationError;
-use stepjournal_recovery::order::Lane;
 
-/// What fenced a run: an event another writer appended after the run's last append.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Fence {
-    /// Another run began (any entry but `stop`): it owns the session now.
-    RunStarted {
-        /// Where its `run_started` is.
-        seq: Seq,
-        /// The new run.
-        run: RunId,
-        /// The entry it began through (`wake`, `resume`, `retry`, `new_turn`).
-        entry: &'static str,
-    },
-    /// A `run_ended` this run did not write: a `stop` issued elsewhere, or another writer ended
-    /// the run.
-    RunEnded {
-        /// Where the `run_ended` is.
-        seq: Seq,
-        /// The run it names.
-        run: RunId,
-        /// The outcome it gives.
-        outcome: RunOutcome,
-    },
-    /// The session's log is shorter than the run last saw it: it was deleted.
-    LogShrank {
-        /// The tail the run had seen.
-        expected: Seq,
-        /// The tail now.
-        actual: Seq,
-    },
-}
-
-impl fmt::Display for Fence {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fence::RunStarted { seq, run, entry } => {
-                write!(f, "run `{run}` began through `{entry}` at seq {seq}")
-            }
-            Fence::RunEnded { seq, run, outcome } => write!(
-                f,
-                "a `run_ended` {} naming run `{run}` was written elsewhere at seq {seq}",
-                outcome.as_str()
-            ),
-            Fence::LogShrank { expected, actual } => write!(
-                f,
-                "the session's log ends at seq {actual}, before the run's last append ended at \
-                 {expected} (the session was deleted)"
-            ),
-        }
-    }
-}
-
-/// Where a run stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RunStatus {
-    /// The run may append.
-    Open,
-    /// The run wrote its `run_ended` (or, for `stop`, the entry wrote it).
-    Ended {
-        /// How it ended.
-        outcome: RunOutcome,
-        /// The error its `run_ended` names, if any.
-        error: Option<String>,
-    },
-    /// Another writer fenced the run: a newer run owns the session.
-    Fenced(Fence),
-    /// A store failure left the run unable to write anything, not even its `run_ended`.
-    Broken {
-        /// The failure.
-        error: String,
-    },
-}
+use super::status::{Fence, Order};
 
 /// Why [`Journal::begin_run`](super::Journal::begin_run) began no run.
 #[derive(Debug, thiserror::Error)]
@@ -284,76 +212,6 @@ pub enum WriteError {
         /// How many rounds were made.
         attempts: u32,
     },
-}
-
-/// Why [`Body::finish`](super::Body::finish) recorded no result, with the body handed back:
-/// the call stays open, and the runtime can still record a result through it (an error result
-/// saying what went wrong, one that fits under the size limit).
-#[derive(Debug, thiserror::Error)]
-#[error("the result of call `{}` (attempt {}) was not recorded: {error}", .body.call(), .body.attempt())]
-pub struct FinishError {
-    /// The body, to finish again.
-    pub body: super::Body,
-    /// Why the result was not recorded (boxed: the body is carried back beside it).
-    #[source]
-    pub error: Box<WriteError>,
-}
-
-impl From<FinishError> for WriteError {
-    /// The error alone (the body is dropped: its call stays open for recovery to decide).
-    fn from(e: FinishError) -> Self {
-        *e.error
-    }
-}
-
-/// What [`Body::finish_capped`](super::Body::finish_capped) recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Recorded {
-    /// The output, as given.
-    Output,
-    /// An error result saying the output was over the limit (the output was not kept).
-    OverLimit {
-        /// The output's size, in bytes of JSON text.
-        bytes: usize,
-        /// The limit it was over.
-        max_bytes: usize,
-    },
-}
-
-/// How a call is behind another: the owned form of recovery's [`Lane`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Order {
-    /// Both calls are in this concurrency group.
-    Group(String),
-    /// Both calls are in the reply's sequential chain.
-    Sequential,
-}
-
-impl Order {
-    /// The lane of the reply this order is, as recovery's order rule names it.
-    pub fn lane(&self) -> Lane<'_> {
-        match self {
-            Order::Group(group) => Lane::Group(group),
-            Order::Sequential => Lane::Sequential,
-        }
-    }
-}
-
-impl From<Lane<'_>> for Order {
-    fn from(lane: Lane<'_>) -> Self {
-        match lane {
-            Lane::Group(group) => Order::Group(group.to_owned()),
-            Lane::Sequential => Order::Sequential,
-        }
-    }
-}
-
-impl fmt::Display for Order {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.lane().fmt(f)
-    }
 }
 
 /// An append the protocol forbids now: nothing was written and the run goes on.
@@ -605,4 +463,86 @@ pub enum Refusal {
 
 fn join(calls: &[CallId]) -> String {
     calls.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+}
+
+impl Refusal {
+    /// Which rule refused: the code bindings show beside [`ErrorCode::Refused`].
+    pub fn refusal_code(&self) -> RefusalCode {
+        match self {
+            Refusal::RepeatedCall { .. } => RefusalCode::RepeatedCall,
+            Refusal::StepOpen { .. } => RefusalCode::StepOpen,
+            Refusal::StepClosed { .. } => RefusalCode::StepClosed,
+            Refusal::UnknownCall { .. } => RefusalCode::UnknownCall,
+            Refusal::Resolved { .. } => RefusalCode::Resolved,
+            Refusal::PairedByPlan { .. } => RefusalCode::PairedByPlan,
+            Refusal::ClientCall { .. } => RefusalCode::ClientCall,
+            Refusal::AwaitingApproval { .. } => RefusalCode::AwaitingApproval,
+            Refusal::BodyStarted { .. } => RefusalCode::BodyStarted,
+            Refusal::MaxBodies { .. } => RefusalCode::MaxBodies,
+            Refusal::NoChild { .. } => RefusalCode::NoChild,
+            Refusal::NoBodyStarted { .. } => RefusalCode::NoBodyStarted,
+            Refusal::Behind { .. } => RefusalCode::Behind,
+            Refusal::BehindBlocked { .. } => RefusalCode::BehindBlocked,
+            Refusal::AttemptMismatch { .. } => RefusalCode::AttemptMismatch,
+            Refusal::WrongKind { .. } => RefusalCode::WrongKind,
+            Refusal::AlreadyDecided { .. } => RefusalCode::AlreadyDecided,
+            Refusal::ChildAttached { .. } => RefusalCode::ChildAttached,
+            Refusal::MayHaveRun { .. } => RefusalCode::MayHaveRun,
+            Refusal::NothingToAwait => RefusalCode::NothingToAwait,
+            Refusal::NotAwaitable { .. } => RefusalCode::NotAwaitable,
+            Refusal::BodiesRunning { .. } => RefusalCode::BodiesRunning,
+            Refusal::OpenCalls { .. } => RefusalCode::OpenCalls,
+            Refusal::UnknownTool { .. } => RefusalCode::UnknownTool,
+            Refusal::InvalidArguments { .. } => RefusalCode::InvalidArguments,
+            Refusal::UseSuspend => RefusalCode::UseSuspend,
+        }
+    }
+}
+
+impl Coded for Refusal {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::Refused
+    }
+
+    fn refusal(&self) -> Option<RefusalCode> {
+        Some(self.refusal_code())
+    }
+}
+
+impl Coded for BeginError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            BeginError::Refused(e) => e.code(),
+            BeginError::Read { source, .. } | BeginError::Lease { source, .. } => source.code(),
+            BeginError::Append { source, .. } => source.code(),
+            BeginError::Contended { .. } => ErrorCode::Conflict,
+            BeginError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
+            BeginError::LeaseHeld { .. } => ErrorCode::LeaseHeld,
+        }
+    }
+}
+
+impl Coded for WriteError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            WriteError::Refused(r) => r.code(),
+            WriteError::Fenced { .. } => ErrorCode::Fenced,
+            WriteError::Ended { .. } => ErrorCode::Ended,
+            WriteError::Broken { .. } => ErrorCode::Broken,
+            WriteError::Store { source, .. } | WriteError::Encode { source, .. } => source.code(),
+            WriteError::Contended { .. } => ErrorCode::Conflict,
+        }
+    }
+
+    fn refusal(&self) -> Option<RefusalCode> {
+        match self {
+            WriteError::Refused(r) => r.refusal(),
+            WriteError::Fenced { .. }
+            | WriteError::Ended { .. }
+            | WriteError::Broken { .. }
+            | WriteError::Store { .. }
+            | WriteError::Encode { .. }
+            | WriteError::Contended { .. } => None,
+        }
+    }
 }

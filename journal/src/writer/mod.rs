@@ -40,10 +40,10 @@
 //! `docs/embedding.md` walks through a runtime's loop; `examples/agent_loop.rs` is one, compiled.
 
 mod append;
-mod body;
+pub(crate) mod body;
 mod cancel;
 mod clock;
-mod error;
+pub(crate) mod error;
 mod hub;
 mod ids;
 mod journal;
@@ -53,21 +53,22 @@ mod refuse;
 mod run;
 mod shared;
 mod startup;
+pub(crate) mod status;
 mod step;
 mod trace;
 mod wait;
 
 pub use body::Body;
+pub(crate) use body::FinishError;
 pub use cancel::{CancelSignal, Cancelled};
 pub use clock::{Clock, FixedClock, SteppingClock, SystemClock};
-pub use error::{
-    AfterFailure, BeginError, Fence, FinishError, Order, Recorded, Refusal, RunStatus, WriteError,
-};
+pub(crate) use error::{AfterFailure, BeginError, Refusal, WriteError};
 pub use ids::{IdSource, SequentialIds, UniqueIds};
 pub use journal::Journal;
 pub use options::JournalOptions;
 pub use run::{Reply, Run};
 pub use startup::{JournalMetrics, Shutdown};
+pub(crate) use status::{Fence, RunStatus};
 pub use step::Step;
 pub use trace::Span;
 pub(crate) use trace::{in_span, step_span};

@@ -11,8 +11,9 @@ use stepjournal_codec::{Attempt, CallId, CallKind, DispatchId, StepNo};
 use stepjournal_recovery::order::{Blocking, behind, blocking};
 use stepjournal_recovery::{Action, ApprovalState, CallRecord, ReplyRecord, SessionState};
 
-use super::error::{Order, Refusal};
+use super::error::Refusal;
 use super::shared::{Inner, OpenStep};
+use super::status::Order;
 
 /// What a step handle's operation is checked against.
 #[derive(Debug, Clone, Copy)]

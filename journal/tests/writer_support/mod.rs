@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 
 use stepjournal::recovery::{Config, MemoryRegistry};
-use stepjournal::writer::{IdSource, Journal, JournalOptions, Refusal, SequentialIds, WriteError};
+use stepjournal::writer::{IdSource, Journal, JournalOptions, SequentialIds};
+use stepjournal::{Refusal, WriteError};
 use stepjournal_backends::{
     AppendAck, AppendError, Durability, JournalStore, StoreError, memory::MemoryStore,
 };

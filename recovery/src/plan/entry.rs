@@ -1,6 +1,8 @@
 //! Which way an entry goes (recovery, redirect, stop) and the entries that are refused.
 
-use stepjournal_codec::{CallId, CheckpointId, Entry, ResumeMode, RunOutcome, StepNo};
+use stepjournal_codec::{
+    CallId, CheckpointId, Coded, Entry, ErrorCode, ResumeMode, RunOutcome, StepNo,
+};
 
 use crate::SessionState;
 
@@ -59,7 +61,19 @@ pub enum ValidationError {
 impl ValidationError {
     /// The error's kind in the plan's JSON form: always `validation_error`.
     pub fn kind(&self) -> &'static str {
-        "validation_error"
+        self.code().as_str()
+    }
+}
+
+impl Coded for ValidationError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            ValidationError::RetryCheckpointWithoutMessage { .. }
+            | ValidationError::RetryWithoutFailedRun { .. }
+            | ValidationError::UnknownCheckpoint { .. }
+            | ValidationError::CheckpointNotEnterable { .. }
+            | ValidationError::RepeatedCall { .. } => ErrorCode::ValidationError,
+        }
     }
 }
 

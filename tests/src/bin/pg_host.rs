@@ -17,8 +17,9 @@ fn main() -> std::process::ExitCode {
     use std::sync::Arc;
 
     use stepjournal::Reply;
+    use stepjournal::WriteError;
     use stepjournal::recovery::MemoryRegistry;
-    use stepjournal::writer::{Journal, JournalOptions, WriteError};
+    use stepjournal::writer::{Journal, JournalOptions};
     use stepjournal_backends::JournalStore;
     use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
     use stepjournal_codec::{

@@ -1,5 +1,7 @@
 //! What the model is shown after recovery, in order.
 
+mod json;
+
 use stepjournal_codec::{Call, CallId, PairReason, RawJson, Seq, StepNo};
 
 use crate::SessionState;
