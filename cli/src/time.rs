@@ -197,7 +197,6 @@ fn since(text: &str, now: UnixMillis) -> Result<UnixMillis, String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

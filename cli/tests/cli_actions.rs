@@ -1,7 +1,6 @@
 //! The write commands through the session writer, on every backend: `stop`, `answer`,
 //! `approve`, `deny` and `delete`, each with `--dry-run` writing nothing; a `stop` that fences a
 //! live run on SQLite and PostgreSQL; a refusal naming the lock on a file journal held open.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

@@ -1,5 +1,4 @@
 //! `calls`, the new `sessions` columns and options, and `show --follow`, on every backend.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

@@ -1,7 +1,6 @@
 //! Reading around damage: `--on-corruption skip` on every read command and `salvage`, on a
 //! file journal with one flipped byte in one session (every other session intact and listed),
 //! and on an SQLite store with one damaged record.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

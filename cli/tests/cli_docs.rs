@@ -3,7 +3,6 @@
 //! cargo built for this test first on `PATH`. A line whose shown output has a `stepjournal:`
 //! error line must fail; every other line must succeed; and each output's first word is the
 //! page's.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

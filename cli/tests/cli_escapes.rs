@@ -2,7 +2,6 @@
 //! the line separators and the bidirectional controls in session, run, checkpoint, call, tool,
 //! group, dispatch and child ids (and in free text) are shown escaped by `sessions`, `show`,
 //! `plan`, `verify` and the error messages; JSON output stays exact.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod cli_support;
 

@@ -1,6 +1,5 @@
 //! `stepjournal export` and `stepjournal import` through the binary: round trips across every
 //! pair of backends in the build with byte-identical re-exports, and imports refused whole.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

@@ -1,6 +1,5 @@
 //! `stepjournal import` refusing what it cannot take whole, each refusal naming its line and
 //! writing nothing: bytes that are not UTF-8, JSON nested too deep, times out of range.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod cli_support;
 

@@ -2,7 +2,6 @@
 //! it stopped in is deleted (on the store opened again when its handle is poisoned or the
 //! append's outcome unknown), a session found whole after all is counted, and one that cannot
 //! be deleted is named with the command that deletes it.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod cli_support;
 

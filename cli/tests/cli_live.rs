@@ -1,6 +1,5 @@
 //! The read commands on a journal another thread is appending to (and deleting from): each run
 //! succeeds, sees a consistent prefix, and finds no problem.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

@@ -1,6 +1,5 @@
 //! PostgreSQL's errors reach the operator with their cause: the server's message and SQLSTATE,
 //! or the OS error under a failed connection.
-#![allow(clippy::unwrap_used, clippy::panic)]
 
 mod cli_support;
 

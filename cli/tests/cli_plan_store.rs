@@ -1,6 +1,5 @@
 //! `stepjournal plan STORE SESSION --entry ENTRY`: a dry run of recovery on stored sessions,
 //! on every backend in the build.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

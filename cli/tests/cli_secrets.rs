@@ -1,6 +1,5 @@
 //! A password in a store URL appears in no output, error message or `Debug` text: the
 //! command's, on every open failure and on success, and the library's.
-#![allow(clippy::unwrap_used, clippy::panic)]
 
 mod cli_support;
 

@@ -1,6 +1,5 @@
 //! `stepjournal sessions` and `stepjournal show` through the binary, on every backend in the
 //! build, against golden files.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

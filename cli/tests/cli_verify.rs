@@ -1,6 +1,5 @@
 //! `stepjournal verify` through the binary: clean journals on every backend, damaged file and
 //! SQLite journals, protocol faults; exit 0 only when clean.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

@@ -1,7 +1,6 @@
 //! The file journal check behind `stepjournal verify` (`stepjournal_backends::file::verify_dir`), on
 //! segments written byte by byte: gaps, overlaps, deletions, compaction's copies, misdirected
 //! records, unknown kinds, damaged group headers, zeros ahead of the data.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

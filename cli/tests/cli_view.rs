@@ -1,6 +1,5 @@
 //! `stepjournal view` on the fixture's sessions, every backend: the page's marks say what the
 //! log says (waits, pairings, runs that failed, crashed or are still open, rewinds).
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod cli_support;
 

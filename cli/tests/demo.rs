@@ -1,6 +1,5 @@
 //! `stepjournal demo` through the real binary: a child process killed with SIGKILL mid-step, and
 //! its recovery. The output must name what recovery did, and the journal left behind must agree.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::path::Path;
 use std::process::{Command, Output};

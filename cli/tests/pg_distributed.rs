@@ -4,7 +4,6 @@
 //! one per batch kept forever. Run against PostgreSQL (no distributed engine can be installed
 //! here); the lost-connection and race suites in `tests/` cover the resolution through the
 //! head row's token.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod cli_support;
 

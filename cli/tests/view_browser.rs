@@ -2,7 +2,6 @@
 //! Chromium (Debian's `chromium`), screenshotted and checked through its DOM: every call's lane,
 //! every attempt, the crashed run and the `outcome_unknown` pairing with its rule. Without
 //! Chromium the browser half says it is skipped and why; the page itself is checked either way.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

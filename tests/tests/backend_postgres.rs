@@ -1,7 +1,6 @@
 //! The backend conformance suite on PostgreSQL, each test in a fresh schema dropped after.
 //! Needs `STEPJOURNAL_PG_URL`; without it every test is reported ignored, with the reason.
 #![cfg(feature = "postgres")]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 

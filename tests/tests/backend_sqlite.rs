@@ -1,7 +1,6 @@
 //! The backend conformance suite on SQLite, plus what only a database file can show: reopening,
 //! several handles on one file, damaged rows, durability levels.
 #![cfg(feature = "sqlite")]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::ops::Deref;
 

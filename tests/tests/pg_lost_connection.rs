@@ -3,7 +3,6 @@
 //! nothing is applied twice, nothing acknowledged is lost, and `OutcomeUnknown` comes only when
 //! the database cannot be reached to learn.
 #![cfg(feature = "postgres")]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 

@@ -7,7 +7,6 @@
 //! Needs root and iproute2's `ip` (else reported ignored, with the reason) and
 //! `STEPJOURNAL_PG_URL`.
 #![cfg(feature = "postgres")]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! round after round. No acknowledged append is lost, none lands twice, and every log stays
 //! dense: a connection lost in the middle of an append is resolved through its batch token.
 #![cfg(feature = "postgres")]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 

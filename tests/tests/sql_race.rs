@@ -3,7 +3,6 @@
 //! one writer wins each sequence number, the others get `Conflict`, nothing is duplicated and no
 //! gap appears.
 #![cfg(any(feature = "sqlite", feature = "postgres"))]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 mod support;
 

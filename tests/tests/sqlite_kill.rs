@@ -1,7 +1,6 @@
 //! A process appending to SQLite killed with SIGKILL mid-loop: every append it acknowledged is
 //! there when the file is opened again, dense and intact, and appends go on from the tail.
 #![cfg(feature = "sqlite")]
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
