@@ -12,6 +12,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
 )]
 
+mod ack;
 mod completion;
 mod error;
 pub mod file;
@@ -19,6 +20,7 @@ pub mod head;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod redact;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
@@ -26,8 +28,9 @@ pub mod sqlite;
 mod store;
 mod url;
 
+pub use ack::{AppendAck, Durability};
 pub use completion::{AppendFuture, Completer, StoreFuture};
 pub use error::{AppendError, OpenError, StoreError};
 pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead, StoreMetrics};
-pub use store::{AppendAck, Durability, JournalStore};
+pub use store::JournalStore;
 pub use url::{OpenOptions, StoreUrl, open_url};

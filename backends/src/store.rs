@@ -6,46 +6,17 @@ use std::time::Duration;
 use stepjournal_codec::{Record, RunId, Seq, SessionId, Stamped};
 
 use crate::head::{LeaseTaken, OwnerId, RunHead, SessionHead, StoreMetrics};
-use crate::{AppendError, AppendFuture, StoreError, StoreFuture};
-
-/// What an `Ok` from [`JournalStore::append`] promises about the appended events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Durability {
-    /// Gone with the process (the memory backend).
-    Volatile,
-    /// Survives a crash of the process, not a loss of power or of the machine.
-    Buffered,
-    /// On stable storage: survives a loss of power.
-    Synced,
-}
-
-impl Durability {
-    /// The level's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Durability::Volatile => "volatile",
-            Durability::Buffered => "buffered",
-            Durability::Synced => "synced",
-        }
-    }
-}
-
-/// What an append that landed reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppendAck {
-    /// The sequence number of the batch's first event (the `expected` the caller gave).
-    pub first: Seq,
-    /// The session's next sequence number after the batch: the new tail.
-    pub next: Seq,
-    /// What the store promises for the batch.
-    pub durability: Durability,
-}
+use crate::{AppendAck, AppendError, AppendFuture, Durability, StoreError, StoreFuture};
 
 /// A store of sessions, each an append-only log of events with dense sequence numbers from 0.
 ///
 /// Every method may be called from many threads at once. A store whose write or sync failed is
 /// *poisoned*: from then on every method returns an error naming the first failure, until the
 /// store is opened again (which re-reads what is really stored).
+///
+/// A store is shared as `Arc<dyn JournalStore>` (what [`open_url`](crate::open_url) returns) or
+/// lent as `&dyn JournalStore`. Pointers do not implement the trait themselves: no wrapper can
+/// answer a provided method with its default and so bypass the backend's own.
 pub trait JournalStore: Send + Sync + 'static {
     /// The strongest durability this store gives. An append asking for more gets this.
     fn max_durability(&self) -> Durability;
@@ -214,99 +185,3 @@ pub trait JournalStore: Send + Sync + 'static {
         StoreMetrics::default()
     }
 }
-
-/// A shared or boxed store is a store: every method forwards to the one inside.
-macro_rules! forward_store {
-    ($($pointer:ident)::+) => {
-        impl<S: JournalStore + ?Sized> JournalStore for $($pointer)::+<S> {
-            fn max_durability(&self) -> Durability {
-                (**self).max_durability()
-            }
-            fn append(
-                &self,
-                session: &SessionId,
-                expected: Seq,
-                events: &[Stamped],
-                durability: Durability,
-            ) -> Result<AppendAck, AppendError> {
-                (**self).append(session, expected, events, durability)
-            }
-            fn read(
-                &self,
-                session: &SessionId,
-                range: Range<Seq>,
-            ) -> Result<Vec<Record>, StoreError> {
-                (**self).read(session, range)
-            }
-            fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-                (**self).tail(session)
-            }
-            fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
-                (**self).sessions()
-            }
-            fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-                (**self).delete(session)
-            }
-            fn read_all(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
-                (**self).read_all(session)
-            }
-            fn append_async(
-                &self,
-                session: &SessionId,
-                expected: Seq,
-                events: &[Stamped],
-                durability: Durability,
-            ) -> AppendFuture {
-                (**self).append_async(session, expected, events, durability)
-            }
-            fn read_async(
-                &self,
-                session: &SessionId,
-                range: Range<Seq>,
-            ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
-                (**self).read_async(session, range)
-            }
-            fn tail_async(&self, session: &SessionId) -> StoreFuture<Result<Seq, StoreError>> {
-                (**self).tail_async(session)
-            }
-            fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-                (**self).heads()
-            }
-            fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
-                (**self).head(session)
-            }
-            fn take_lease(
-                &self,
-                session: &SessionId,
-                owner: &OwnerId,
-                run: &RunId,
-                ttl: Duration,
-                force: bool,
-            ) -> Result<LeaseTaken, StoreError> {
-                (**self).take_lease(session, owner, run, ttl, force)
-            }
-            fn renew_leases(
-                &self,
-                owner: &OwnerId,
-                runs: &[(SessionId, RunId)],
-                ttl: Duration,
-            ) -> Result<Vec<SessionId>, StoreError> {
-                (**self).renew_leases(owner, runs, ttl)
-            }
-            fn release_lease(
-                &self,
-                session: &SessionId,
-                owner: &OwnerId,
-                run: &RunId,
-            ) -> Result<(), StoreError> {
-                (**self).release_lease(session, owner, run)
-            }
-            fn metrics(&self) -> StoreMetrics {
-                (**self).metrics()
-            }
-        }
-    };
-}
-
-forward_store!(std::sync::Arc);
-forward_store!(Box);

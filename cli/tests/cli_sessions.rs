@@ -4,7 +4,7 @@
 mod cli_support;
 
 use cli_support::*;
-use stepjournal_backends::{JournalStore, OpenOptions, open_url};
+use stepjournal_backends::{OpenOptions, open_url};
 use stepjournal_codec::SessionId;
 use stepjournal_codec::json::record_to_export_line;
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 use stepjournal::writer::{Clock, FixedClock, SequentialIds, SteppingClock};
 use stepjournal::{BeginError, RunStatus};
 use stepjournal::{Journal, JournalOptions, Reply, Run};
-use stepjournal_backends::JournalStore;
 use stepjournal_codec::{Call, Entry, Event, ResumeMode, RunOutcome, SessionId, UnixMillis};
 use stepjournal_recovery::{SessionState, ToolRegistry};
 
