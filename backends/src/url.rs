@@ -1,7 +1,5 @@
 //! Store URLs: `file:PATH`, `sqlite:PATH`, `postgres://...` / `postgresql://...`.
 
-pub(crate) mod redact;
-
 use std::path::PathBuf;
 
 use crate::OpenError;
@@ -20,8 +18,10 @@ pub enum StoreUrl {
 impl StoreUrl {
     /// Parses a store URL. Paths may be relative or absolute; anything else is a clear error.
     pub fn parse(url: &str) -> Result<Self, OpenError> {
-        let bad =
-            |reason: &str| OpenError::Url { url: redact::redact(url), reason: reason.to_owned() };
+        let bad = |reason: &str| OpenError::Url {
+            url: crate::redact::redact(url),
+            reason: reason.to_owned(),
+        };
         let path = |rest: &str| -> Result<PathBuf, OpenError> {
             // `file:///abs` and `file://rel` both name a path after the `//`.
             let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -44,7 +44,7 @@ impl StoreUrl {
     /// `url` as every message names it: with any password hidden (`postgres://user:***@host`, a
     /// `password` query parameter or `key=value` pair); `file:` and `sqlite:` URLs unchanged.
     pub fn redacted(url: &str) -> String {
-        redact::redact(url)
+        crate::redact::redact(url)
     }
 }
 
@@ -53,7 +53,9 @@ impl std::fmt::Debug for StoreUrl {
         match self {
             StoreUrl::File(p) => f.debug_tuple("File").field(p).finish(),
             StoreUrl::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
-            StoreUrl::Postgres(u) => f.debug_tuple("Postgres").field(&redact::redact(u)).finish(),
+            StoreUrl::Postgres(u) => {
+                f.debug_tuple("Postgres").field(&crate::redact::redact(u)).finish()
+            }
         }
     }
 }
@@ -63,7 +65,7 @@ impl std::fmt::Display for StoreUrl {
         match self {
             StoreUrl::File(p) => write!(f, "file:{}", p.display()),
             StoreUrl::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            StoreUrl::Postgres(u) => f.write_str(&redact::redact(u)),
+            StoreUrl::Postgres(u) => f.write_str(&crate::redact::redact(u)),
         }
     }
 }
@@ -249,7 +251,7 @@ pub fn open_url(
 ) -> Result<std::sync::Arc<dyn crate::JournalStore>, OpenError> {
     let parsed = StoreUrl::parse(url)?;
     let missing = |what: &str, path: &std::path::Path| OpenError::Url {
-        url: redact::redact(url),
+        url: crate::redact::redact(url),
         reason: format!("no {what} at {}", path.display()),
     };
     match parsed {
@@ -274,7 +276,7 @@ pub fn open_url(
         }
         #[cfg(not(feature = "sqlite"))]
         StoreUrl::Sqlite(_) => Err(OpenError::FeatureDisabled {
-            url: redact::redact(url),
+            url: crate::redact::redact(url),
             backend: "sqlite",
             feature: "sqlite",
         }),
@@ -288,7 +290,7 @@ pub fn open_url(
         }
         #[cfg(not(feature = "postgres"))]
         StoreUrl::Postgres(_) => Err(OpenError::FeatureDisabled {
-            url: redact::redact(url),
+            url: crate::redact::redact(url),
             backend: "postgres",
             feature: "postgres",
         }),

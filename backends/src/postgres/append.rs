@@ -15,11 +15,10 @@ use stepjournal_codec::{Seq, SessionId};
 use tokio::time::Instant;
 
 use super::cause::describe;
+use super::failure::{BACKEND, Class, Failure, PgError, store_error};
 use super::ops;
 use super::pool::Conn;
-use super::shared::{
-    BACKEND, Class, Failure, Param, PgError, Shared, backoff, bump, deadline, store_error,
-};
+use super::shared::{Param, Shared, backoff, bump, deadline};
 use crate::sql::{EncodedBatch, Place};
 use crate::{AppendAck, AppendError, Durability, StoreError};
 

@@ -72,7 +72,7 @@ pub(crate) struct Resolved {
 const MAX_IDENT: usize = 63;
 
 fn bad(url: &str, reason: impl Into<String>) -> OpenError {
-    OpenError::Url { url: crate::url::redact::redact(url), reason: reason.into() }
+    OpenError::Url { url: crate::redact::redact(url), reason: reason.into() }
 }
 
 fn percent_decode(url: &str, s: &str) -> Result<String, OpenError> {

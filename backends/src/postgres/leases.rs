@@ -6,7 +6,8 @@ use std::time::Duration;
 use stepjournal_codec::{RunId, SessionId, UnixMillis};
 use tokio_postgres::Row;
 
-use super::shared::{Param, PgError, Shared, store_error, with_retries};
+use super::failure::{PgError, store_error};
+use super::shared::{Param, Shared, with_retries};
 use crate::head::{LeaseTaken, OwnerId, SessionHead};
 use crate::sql::head::HeadColumns;
 use crate::sql::lease::{self, Decision, LeaseColumns};

@@ -43,6 +43,7 @@ mod append;
 mod cause;
 mod config;
 mod driver;
+mod failure;
 mod leases;
 mod migrate;
 mod ops;
@@ -65,9 +66,10 @@ use crate::{
 pub use cause::PgFailure;
 pub use config::PostgresOptions;
 use driver::Driver;
+use failure::{BACKEND, PgError, store_error};
 pub use migrate::SCHEMA_VERSION;
 use pool::{Connector, Pool};
-use shared::{BACKEND, Counters, PgError, Shared, store_error};
+use shared::{Counters, Shared};
 
 /// Counts of what the store had to recover from, for tests and monitoring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -5,7 +5,8 @@ use std::ops::Range;
 
 use stepjournal_codec::{Record, Seq, SessionId};
 
-use super::shared::{Param, PgError, Shared, store_error, with_retries};
+use super::failure::{PgError, store_error};
+use super::shared::{Param, Shared, with_retries};
 use crate::{StoreError, sql};
 
 pub(super) async fn read(

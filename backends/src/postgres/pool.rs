@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::{Client, NoTls};
 
+use super::failure::{Failure, PgError};
 use super::schema::Statements;
-use super::shared::{Failure, PgError};
 
 /// One open connection and what the store knows about it.
 pub(crate) struct Conn {

@@ -4,70 +4,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio_postgres::error::{Severity, SqlState};
-
-use super::cause::PgFailure;
 use super::config::PostgresOptions;
+use super::failure::{BACKEND, Class, Failure, PgError, store_error};
 use super::pool::Pool;
 use crate::StoreError;
 use crate::sql::metrics::Metrics;
 
-pub(crate) const BACKEND: &str = "postgres";
-
 /// A statement parameter (the first of a list names the list's type for the compiler).
 pub(crate) type Param<'a> = dyn tokio_postgres::types::ToSql + Sync + 'a;
-
-/// A driver error and what was being done.
-#[derive(Debug)]
-pub(crate) struct PgError {
-    pub doing: &'static str,
-    pub source: tokio_postgres::Error,
-}
-
-impl PgError {
-    pub(crate) fn new(doing: &'static str, source: tokio_postgres::Error) -> Self {
-        PgError { doing, source }
-    }
-
-    pub(crate) fn class(&self) -> Class {
-        classify(&self.source)
-    }
-}
-
-/// Why a call could not run a statement.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    Driver(PgError),
-    PoolExhausted(Duration),
-}
-
-/// What a driver error says about the statement it ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Class {
-    /// The server refused it with an ERROR: its transaction was rolled back.
-    Refused,
-    /// A serialization failure or a deadlock: rolled back, and worth running again.
-    Retry,
-    /// The connection failed (or the server ended the session): the statement may or may not
-    /// have committed.
-    Lost,
-}
-
-fn classify(e: &tokio_postgres::Error) -> Class {
-    match e.as_db_error() {
-        Some(db) if matches!(db.parsed_severity(), Some(Severity::Fatal | Severity::Panic)) => {
-            Class::Lost
-        }
-        Some(db)
-            if *db.code() == SqlState::T_R_SERIALIZATION_FAILURE
-                || *db.code() == SqlState::T_R_DEADLOCK_DETECTED =>
-        {
-            Class::Retry
-        }
-        Some(_) => Class::Refused,
-        None => Class::Lost,
-    }
-}
 
 /// Counts of what the store had to recover from.
 #[derive(Debug, Default)]
@@ -152,14 +96,14 @@ macro_rules! with_retries {
             let Some($c) = lease.conn() else {
                 break Err(shared.failure(
                     what,
-                    $crate::postgres::shared::Failure::PoolExhausted(std::time::Duration::ZERO),
+                    $crate::postgres::failure::Failure::PoolExhausted(std::time::Duration::ZERO),
                 ));
             };
             let err = match $body {
                 Ok(value) => break Ok(value),
                 Err(err) => err,
             };
-            if err.class() == $crate::postgres::shared::Class::Lost {
+            if err.class() == $crate::postgres::failure::Class::Lost {
                 lease.discard();
             }
             drop(lease);
@@ -171,14 +115,6 @@ macro_rules! with_retries {
     }};
 }
 pub(crate) use with_retries;
-
-pub(crate) fn store_error(location: &str, what: &str, e: PgError) -> StoreError {
-    StoreError::Backend {
-        backend: BACKEND,
-        context: format!("{location}: {what}: {}", e.doing),
-        source: Box::new(PgFailure::new(e.source)),
-    }
-}
 
 /// `after` from now, or a year from now for a timeout too large to add.
 pub(crate) fn deadline(after: Duration) -> tokio::time::Instant {
