@@ -4,10 +4,11 @@
 
 use std::cell::Cell;
 
-/// A deliberate bug.
+/// A deliberate bug in the rules (the explorer's own list, `stepjournal_sim::explore::Plant`,
+/// switches these on among others).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Plant {
+pub enum RulePlant {
     /// The order rule forgets the sequential chain: the planner and the writer's `start_body`
     /// treat sequential calls as if they were in no lane.
     OrderIgnoresSequential,
@@ -17,15 +18,15 @@ pub enum Plant {
 }
 
 thread_local! {
-    static ACTIVE: Cell<Option<Plant>> = const { Cell::new(None) };
+    static ACTIVE: Cell<Option<RulePlant>> = const { Cell::new(None) };
 }
 
 /// Switches `plant` on for this thread (`None`: every plant off).
-pub fn set(plant: Option<Plant>) {
+pub fn set(plant: Option<RulePlant>) {
     ACTIVE.with(|a| a.set(plant));
 }
 
 /// Whether `plant` is on for this thread.
-pub fn active(plant: Plant) -> bool {
+pub fn active(plant: RulePlant) -> bool {
     ACTIVE.with(|a| a.get() == Some(plant))
 }

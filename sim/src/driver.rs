@@ -12,6 +12,7 @@ use stepjournal_codec::{Call, Entry, Event, ResumeMode, RunOutcome, SessionId, U
 use stepjournal_recovery::{SessionState, ToolRegistry};
 
 use super::check::{History, check};
+use super::executor::Executor;
 use super::fault::{AppendFault, BodyFault, Case, Reentry};
 use super::flow::{Fired, Flow, Halt, World, Zombie};
 use super::ledger::LedgerEntry;
@@ -22,7 +23,6 @@ use super::run::StepRunner;
 use super::script::{Script, ScriptCall};
 use super::store::{AckLog, FaultStore};
 use super::tools::ToolSet;
-use super::via_drive::Executor;
 use super::violation::Violation;
 
 /// The time of a simulation's first append: 2023-11-14T22:13:20Z.

@@ -68,6 +68,7 @@
 mod check;
 mod drive_tools;
 mod driver;
+mod executor;
 pub mod explore;
 mod fault;
 mod flow;

@@ -2,52 +2,21 @@
 //! `stepjournal` user builds on `Tools` and `drive`, under the same faults and checks.
 
 use std::future::Future;
-use std::pin::Pin;
+
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use stepjournal::{DriveError, DriveOptions, Journal, Reply, Run, Step, StepOutcome, Tools};
+use stepjournal::{DriveError, DriveOptions, Journal, Reply, Run, Step, StepOutcome};
 use stepjournal::{RunStatus, WriteError};
 use stepjournal_codec::{CallKind, Entry, Event, RawJson, RunOutcome, ToolResult};
 
 use super::check::FencedWrite;
-use super::drive_tools::{Paused, Rig, late_output, tools_of};
+use super::drive_tools::{Rig, late_output};
 use super::driver::{End, Sim};
+use super::executor::{Driving, Executor, Late};
 use super::fault::BodyFault;
-use super::flow::{Fired, Halt, Schedule, World};
-use super::script::Script;
-use super::tools::ToolSet;
-
-/// A driven step's future, owning what it borrows.
-type Driving = Pin<Box<dyn Future<Output = Result<StepOutcome, DriveError>> + Send>>;
-
-/// A step whose run was abandoned with a body paused in it: driven on once the newer entry
-/// landed.
-struct Late {
-    driving: Driving,
-    paused: Paused,
-}
-
-/// What running the steps through the executor needs across the runs.
-pub(crate) struct Executor {
-    rig: Arc<Rig>,
-    tools: Tools,
-    late: Option<Late>,
-}
-
-impl Executor {
-    pub(crate) fn new(script: &Script, set: &ToolSet, world: &World<'_>) -> Self {
-        let rig = Rig::new(script, world.ledger.clone());
-        let tools = tools_of(set, script, &rig);
-        Executor { rig, tools, late: None }
-    }
-
-    /// The call and attempt of the body an abandoned step left paused, if any.
-    pub(crate) fn late_body_of(&self) -> Option<(stepjournal_codec::CallId, u32)> {
-        self.late.as_ref().map(|l| (l.paused.call.clone(), l.paused.attempt.get()))
-    }
-}
+use super::flow::{Fired, Halt, Schedule};
 
 struct Unpark(std::thread::Thread);
 

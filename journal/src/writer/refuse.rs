@@ -146,7 +146,7 @@ pub(crate) fn start_body(seen: Seen<'_>, call: &CallId, max_bodies: u32) -> Resu
         #[cfg(feature = "plant")]
         if lane == stepjournal_recovery::order::Lane::Sequential
             && stepjournal_recovery::plant::active(
-                stepjournal_recovery::plant::Plant::OrderIgnoresSequential,
+                stepjournal_recovery::plant::RulePlant::OrderIgnoresSequential,
             )
         {
             continue;

@@ -86,7 +86,8 @@ impl<'a> Blockers<'a> {
 /// search switched the bug on).
 fn forgets(lane: Lane<'_>) -> bool {
     #[cfg(feature = "plant")]
-    if lane == Lane::Sequential && crate::plant::active(crate::plant::Plant::OrderIgnoresSequential)
+    if lane == Lane::Sequential
+        && crate::plant::active(crate::plant::RulePlant::OrderIgnoresSequential)
     {
         return true;
     }
@@ -98,7 +99,7 @@ fn forgets(lane: Lane<'_>) -> bool {
 /// is on and a search switched the bug on).
 fn reads_current_policy_only() -> bool {
     #[cfg(feature = "plant")]
-    if crate::plant::active(crate::plant::Plant::UnsafeRerun) {
+    if crate::plant::active(crate::plant::RulePlant::UnsafeRerun) {
         return true;
     }
     false

@@ -53,8 +53,8 @@ impl Plant {
 
     /// The bug in the rules this plant switches on, if it is one (`plant` feature).
     #[cfg(feature = "plant")]
-    pub(crate) fn in_rules(self) -> Option<stepjournal_recovery::plant::Plant> {
-        use stepjournal_recovery::plant::Plant as P;
+    pub(crate) fn in_rules(self) -> Option<stepjournal_recovery::plant::RulePlant> {
+        use stepjournal_recovery::plant::RulePlant as P;
         match self {
             Plant::OrderIgnoresSequential => Some(P::OrderIgnoresSequential),
             Plant::UnsafeRerun => Some(P::UnsafeRerun),
