@@ -19,7 +19,6 @@ pub mod delete;
 pub mod demo;
 mod error;
 pub mod export;
-mod follow;
 pub mod import;
 pub mod partial;
 pub mod plan;

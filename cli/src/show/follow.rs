@@ -6,9 +6,10 @@ use std::io::Write;
 use stepjournal_codec::json::record_to_export_line;
 use stepjournal_codec::{Event, Record, SessionId};
 
-use super::CliError;
-use super::reading::Reading;
-use super::show::{Screen, ShowArgs, timeline_lines, write_wrapped};
+use super::ShowArgs;
+use super::timeline::{Screen, timeline_lines, write_wrapped};
+use crate::CliError;
+use crate::reading::Reading;
 
 /// Whether the session's last run has ended.
 fn ended(records: &[Record]) -> bool {
