@@ -10,8 +10,8 @@ use crate::appends::Measured;
 use crate::args::WorkDir;
 use crate::file::buffered_row;
 use crate::plain::{Sharing, Sync};
-use crate::synced::in_turns;
 use crate::table::{Compare, Section, Table};
+use crate::turns::in_turns;
 
 /// (sessions, events per append).
 const GROUPS: [(usize, usize); 6] = [(1, 1), (8, 1), (1, 16), (8, 16), (1, 256), (8, 256)];

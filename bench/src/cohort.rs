@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 
 use crate::appends::Measured;
 use crate::raw::FsyncLoop;
-use crate::synced::Contender;
+use crate::turns::Contender;
 
 /// The key of the ideal cohort row of `threads` appenders of `bytes`-byte records.
 pub fn key(bytes: usize, threads: usize) -> String {

@@ -20,8 +20,8 @@ use stepjournal_codec::{Seq, SessionId, Stamped};
 use crate::appends::{Measured, event};
 use crate::args::WorkDir;
 use crate::file::segment_files;
-use crate::synced::{Contender, in_turns};
 use crate::table::{Compare, Section, Table, fmt_us};
+use crate::turns::{Contender, in_turns};
 
 /// How long a slice with compaction waits for the sealed segment to go.
 const RECLAIM_WAIT: Duration = Duration::from_secs(5);

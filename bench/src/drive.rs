@@ -19,8 +19,8 @@ use stepjournal_codec::{Entry, Replay, SessionId};
 
 use crate::appends::Measured;
 use crate::args::WorkDir;
-use crate::synced::{Contender, in_turns};
 use crate::table::{Latency, Row, Section, Table};
+use crate::turns::{Contender, in_turns};
 use crate::writer::{APPENDS_PER_STEP, Backend, Mode, calls, output};
 
 /// What `/proc/self/status` said at its peak while `drive` ran.

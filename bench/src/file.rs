@@ -8,8 +8,8 @@ use stepjournal_backends::Durability;
 use stepjournal_backends::file::{FileOptions, FileStore};
 
 use crate::appends::{event, on_store};
-use crate::synced::Contender;
 use crate::table::{Compare, Latency, Row, Section};
+use crate::turns::Contender;
 
 pub fn open(dir: &Path) -> Result<FileStore, String> {
     FileStore::open(dir, FileOptions::new()).map_err(|e| format!("file: {e}"))

@@ -27,6 +27,7 @@ mod recovery;
 mod sqlite;
 mod synced;
 mod table;
+mod turns;
 mod wal;
 mod writer;
 

@@ -15,7 +15,7 @@ use rusqlite::{Connection, ErrorCode, params};
 use stepjournal_codec::{Limits, Seq, record};
 
 use crate::appends::{Work, event, measure, session};
-use crate::synced::Contender;
+use crate::turns::Contender;
 
 /// The `synchronous` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

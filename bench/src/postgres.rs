@@ -8,7 +8,7 @@ use stepjournal_backends::Durability;
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
 
 use crate::appends::{event, on_store};
-use crate::synced::Contender;
+use crate::turns::Contender;
 
 /// The server's URL, if the environment names one.
 pub fn url() -> Option<String> {

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::appends::{Measured, Work, measure};
 use crate::args::WorkDir;
-use crate::synced::Contender;
 use crate::table::{Compare, Latency, Row, Section, Table};
+use crate::turns::Contender;
 
 /// How far ahead of the data the preallocated loop writes zeros: the file backend's default.
 const PREALLOCATE: u64 = 1 << 20;

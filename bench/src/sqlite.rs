@@ -8,7 +8,7 @@ use stepjournal_backends::Durability;
 use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
 
 use crate::appends::{event, on_store};
-use crate::synced::Contender;
+use crate::turns::Contender;
 
 fn open(path: &Path) -> Result<SqliteStore, String> {
     SqliteStore::open(path, SqliteOptions::default()).map_err(|e| format!("sqlite: {e}"))

@@ -16,7 +16,7 @@ use okaywal::{Configuration, LogVoid};
 use stepjournal_codec::{Limits, Seq, record};
 
 use crate::appends::{Work, event, measure, session};
-use crate::synced::Contender;
+use crate::turns::Contender;
 
 /// The key of okaywal's row for `bytes`-byte entries from `threads` threads.
 pub fn key(bytes: usize, threads: usize) -> String {

@@ -26,8 +26,8 @@ use stepjournal_codec::{
 use crate::appends::Measured;
 use crate::args::WorkDir;
 use crate::plain::{Sharing, Sync};
-use crate::synced::{Contender, in_turns};
 use crate::table::{Compare, Latency, Row, Section, Table};
+use crate::turns::{Contender, in_turns};
 
 /// Calls per step.
 const CALLS: usize = 4;
