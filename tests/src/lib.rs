@@ -7,6 +7,7 @@ pub mod checks;
 pub mod conformance;
 pub mod file_fixture;
 pub mod media;
+pub mod modules;
 pub mod protocol_gen;
 pub mod sample;
 pub mod watchdog;
