@@ -152,7 +152,7 @@ impl SegmentFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::sim::SimDisk;
+    use crate::file::io::sim::SimDisk;
 
     fn disk_with(segments: u64) -> (Arc<dyn Io>, PathBuf) {
         let disk = SimDisk::new();

@@ -40,7 +40,7 @@
 //!   appends, never inside a group; [`FileStore::wait_reclaimed`] waits for it.
 //!
 //! Every byte goes through the `io::Io` trait: the operating system, or (feature `testing`) the
-//! simulated disk `sim::SimDisk` that crash tests use.
+//! simulated disk `io::sim::SimDisk` that crash tests use (also re-exported as `sim`).
 //!
 //! [`verify_dir`] checks a journal directory without opening it for writing, reporting every
 //! problem with its segment file and byte offset; `stepjournal verify` is built on it.
@@ -49,7 +49,8 @@
 //!
 //! Each module uses only modules listed before it (and none uses `store`, the public face):
 //!
-//! - `layout` (the bytes of segment and group headers), `options`, `io` and `sim`;
+//! - `layout` (the bytes of segment and group headers), `options`, `io` (with its simulated
+//!   disk, `io::sim`);
 //! - `walk`: the one walk over a segment's groups and frames, and what damage means; `heads`:
 //!   what a batch's records tell of its session's head;
 //! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
@@ -96,11 +97,6 @@ mod read;
 mod reclaim;
 mod segment;
 mod sidecar;
-#[cfg(feature = "testing")]
-pub mod sim;
-#[cfg(all(test, not(feature = "testing")))]
-#[expect(dead_code, reason = "the unit tests use a part of the simulated disk")]
-mod sim;
 mod state;
 mod store;
 mod torn;
@@ -118,6 +114,10 @@ pub fn is_journal_entry(name: &str) -> bool {
         || sidecar::id_of(name).is_some()
         || aside::is_aside_name(name)
 }
+/// The simulated disk, at the path crash tests and tools have always named it (it lives in
+/// `io`). Feature `testing`.
+#[cfg(feature = "testing")]
+pub use self::io::sim;
 pub use layout::SegmentId;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};

@@ -80,7 +80,7 @@ impl Survey {
 mod tests {
     use super::*;
     use crate::file::io::Io;
-    use crate::file::sim::SimDisk;
+    use crate::file::io::sim::SimDisk;
 
     #[test]
     fn the_survey_finds_headers_across_window_edges_and_the_last_data_byte() {
