@@ -11,8 +11,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::format::layout::SegmentId;
 use super::io::{Io, IoFile};
-use super::layout::SegmentId;
 
 /// `EMFILE` and `ENFILE` (Linux, and the BSDs for `EMFILE`): the process, or the system, has as
 /// many files open as it may.

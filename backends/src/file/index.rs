@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::layout::SegmentId;
+use super::format::layout::SegmentId;
 use crate::RunHead;
 
 /// One batch of a session: `count` events from `first`, in one frame.

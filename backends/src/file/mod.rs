@@ -79,16 +79,12 @@ mod builder;
 mod cohort;
 mod commit;
 mod files;
-mod heads;
+mod format;
 mod index;
 #[cfg(feature = "testing")]
 pub mod io;
 #[cfg(not(feature = "testing"))]
 mod io;
-#[cfg(feature = "testing")]
-pub mod layout;
-#[cfg(not(feature = "testing"))]
-mod layout;
 mod open;
 mod options;
 mod queue;
@@ -99,29 +95,21 @@ mod segment;
 mod sidecar;
 mod state;
 mod store;
-mod torn;
 mod verify;
-mod walk;
 mod write;
 
-pub use layout::LOCK_FILE;
-
-/// Whether `name` is an entry a file journal writes in its directory: its `LOCK`, a segment, a
-/// sealed segment's sidecar index, or the copy of a torn tail kept aside before a cut.
-pub fn is_journal_entry(name: &str) -> bool {
-    name == LOCK_FILE
-        || SegmentId::from_file_name(name).is_some()
-        || sidecar::id_of(name).is_some()
-        || aside::is_aside_name(name)
-}
 /// The simulated disk, at the path crash tests and tools have always named it (it lives in
 /// `io`). Feature `testing`.
 #[cfg(feature = "testing")]
 pub use self::io::sim;
-pub use layout::SegmentId;
+/// The byte layout of segment files. Feature `testing`.
+#[cfg(feature = "testing")]
+pub use format::layout;
+pub use format::layout::{LOCK_FILE, SegmentId};
+pub use format::names::is_journal_entry;
+pub use format::torn::{TornFrame, TornTail};
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
-pub use torn::{TornFrame, TornTail};
 #[cfg(feature = "testing")]
 pub use verify::verify_dir_with;
 pub use verify::{FileFinding, FileProblem, LocatedRecord, VerifyReport, verify_dir};

@@ -15,17 +15,18 @@ use super::answer::Answers;
 use super::aside::set_aside;
 use super::builder::{IndexBuilder, Misfit};
 use super::files::SegmentFiles;
-use super::heads::BatchHead;
+use super::format::heads::BatchHead;
+use super::format::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
+use super::format::names;
+use super::format::torn::TornTail;
+use super::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile};
-use super::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::remove_unneeded;
 use super::segment::{IoFailure, create_segment};
 use super::sidecar::{self, Loaded};
 use super::state::{Active, Core, Counters, State, Writer};
-use super::torn::TornTail;
-use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use stepjournal_codec::{DecodeError, Limits};
 
 use crate::{OpenError, StoreError};
@@ -283,11 +284,11 @@ fn open_at(
             None => return Err(OpenError::Locked { dir, lock: lock_path }),
         }
     };
-    let names = io
+    let listed = io
         .list(&dir)
         .map_err(io_error(format!("listing the journal directory {}", dir.display())))?;
     let mut ids: Vec<SegmentId> =
-        names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
+        listed.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
 
     let files = SegmentFiles::new(Arc::clone(&io), &dir, read_only, options.max_open_segments);
@@ -422,7 +423,7 @@ fn open_at(
         if let Some(k) = &kept {
             from_sidecars.remove(&k.id);
         }
-        for sid in names.iter().filter_map(|n| sidecar::id_of(n)) {
+        for sid in listed.iter().filter_map(|n| names::sidecar_id(n)) {
             if !from_sidecars.contains(&sid) {
                 sidecar::remove(&*io, &dir, sid).map_err(failure)?;
             }

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use stepjournal_codec::batch::Frame;
 
+use super::format::layout::SegmentId;
 use super::index::{BatchLoc, Reclaim};
 use super::io::IoFile;
-use super::layout::SegmentId;
 use super::segment::IoFailure;
 use super::sidecar;
 use super::state::{Core, State, lock};

@@ -4,8 +4,8 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::format::layout::{SegmentId, encode_segment_header};
 use super::io::{Io, IoFile};
-use super::layout::{SegmentId, encode_segment_header};
 use crate::StoreError;
 
 /// A failed write or sync: what was being done, and the OS error.

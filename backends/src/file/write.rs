@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::format::layout::{
+    GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId,
+};
 use super::io::IoFile;
-use super::layout::{GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Writer, lock};
 

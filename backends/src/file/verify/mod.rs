@@ -34,14 +34,14 @@ use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 
 use super::builder::{Built, IndexBuilder, MisfitKind};
 use super::files::SegmentFiles;
-use super::heads::BatchHead;
+use super::format::heads::BatchHead;
+use super::format::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
+use super::format::torn::TornTail;
+use super::format::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
 use super::index::BatchLoc;
 use super::io::{EntryKind, Io, IoFile, RealIo};
-use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::FileOptions;
 use super::read::{ReadFailure, read_batches};
-use super::torn::TornTail;
-use super::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
 use crate::StoreError;
 use finding::finding;
 pub use finding::{FileFinding, FileProblem};
