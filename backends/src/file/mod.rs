@@ -75,7 +75,6 @@
 
 mod answer;
 mod aside;
-mod builder;
 mod cohort;
 mod commit;
 mod files;

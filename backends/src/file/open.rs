@@ -13,7 +13,6 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::answer::Answers;
 use super::aside::set_aside;
-use super::builder::{IndexBuilder, Misfit};
 use super::files::SegmentFiles;
 use super::format::heads::BatchHead;
 use super::format::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
@@ -21,6 +20,7 @@ use super::format::names;
 use super::format::torn::TornTail;
 use super::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Verdict, Visit, walk_segment};
 use super::index::BatchLoc;
+use super::index::builder::{IndexBuilder, Misfit};
 use super::io::{EntryKind, Io, IoFile};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::remove_unneeded;

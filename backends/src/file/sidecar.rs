@@ -17,12 +17,12 @@ use std::sync::Arc;
 
 use stepjournal_codec::{Limits, UnixMillis};
 
-use super::builder::IndexBuilder;
 use super::format::heads::{BatchHead, Stored};
 use super::format::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::format::names;
 use super::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
 use super::index::BatchLoc;
+use super::index::builder::IndexBuilder;
 use super::io::{Io, IoFile};
 use super::segment::IoFailure;
 

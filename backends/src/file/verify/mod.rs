@@ -32,13 +32,13 @@ use std::sync::Arc;
 use stepjournal_codec::batch::Frame;
 use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 
-use super::builder::{Built, IndexBuilder, MisfitKind};
 use super::files::SegmentFiles;
 use super::format::heads::BatchHead;
 use super::format::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use super::format::torn::TornTail;
 use super::format::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
 use super::index::BatchLoc;
+use super::index::builder::{Built, IndexBuilder, MisfitKind};
 use super::io::{EntryKind, Io, IoFile, RealIo};
 use super::options::FileOptions;
 use super::read::{ReadFailure, read_batches};

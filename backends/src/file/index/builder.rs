@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::format::heads::BatchHead;
-use super::format::layout::SegmentId;
-use super::index::{BatchLoc, Index, SegmentInfo, SessionLog};
+use super::{BatchLoc, Index, SegmentInfo, SessionLog};
+use crate::file::format::heads::BatchHead;
+use crate::file::format::layout::SegmentId;
 
 /// How a batch does not fit its session.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,6 +9,12 @@
 //! compaction the original and the copy may both be on disk. So on open (`builder`) a session's
 //! runs are collected, sorted and deduplicated (the latest copy wins), and checked to be dense at
 //! the end; a deletion frame drops every run collected for its session so far.
+//!
+//! The builder lives here, beside what it builds, rather than with opening: opening scans into
+//! it, and so do the sidecar indexes (`space`) opening reads and the check of a directory
+//! (`verify`), so it comes before all three.
+
+pub(crate) mod builder;
 
 use std::collections::{BTreeMap, BTreeSet};
 
