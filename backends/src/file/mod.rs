@@ -73,9 +73,7 @@
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
 
-mod answer;
 mod aside;
-mod cohort;
 mod commit;
 mod files;
 mod format;
@@ -86,16 +84,12 @@ pub mod io;
 mod io;
 mod open;
 mod options;
-mod queue;
 mod race;
 mod read;
 mod reclaim;
-mod segment;
 mod sidecar;
-mod state;
 mod store;
 mod verify;
-mod write;
 
 /// The simulated disk, at the path crash tests and tools have always named it (it lives in
 /// `io`). Feature `testing`.

@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::answer::Answers;
 use super::aside::set_aside;
+use super::commit::answer::Answers;
+use super::commit::segment::{IoFailure, create_segment};
+use super::commit::state::{Active, Core, Counters, State, Writer};
 use super::files::SegmentFiles;
 use super::format::heads::BatchHead;
 use super::format::layout::{LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
@@ -24,9 +26,7 @@ use super::index::builder::{IndexBuilder, Misfit};
 use super::io::{EntryKind, Io, IoFile};
 use super::options::{FileOptions, OnCorruption};
 use super::reclaim::remove_unneeded;
-use super::segment::{IoFailure, create_segment};
 use super::sidecar::{self, Loaded};
-use super::state::{Active, Core, Counters, State, Writer};
 use stepjournal_codec::{DecodeError, Limits};
 
 use crate::{OpenError, StoreError};

@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use stepjournal_codec::batch::Frame;
 
+use super::commit::segment::IoFailure;
+use super::commit::state::{Core, State, lock};
+use super::commit::write::{sync_active, write_frames_in};
 use super::format::layout::SegmentId;
 use super::index::{BatchLoc, Reclaim};
 use super::io::IoFile;
-use super::segment::IoFailure;
 use super::sidecar;
-use super::state::{Core, State, lock};
-use super::write::{sync_active, write_frames_in};
 
 /// The most bytes one chunk of a compaction writes.
 const CHUNK: u64 = 64 << 10;

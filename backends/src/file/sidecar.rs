@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use stepjournal_codec::{Limits, UnixMillis};
 
+use super::commit::segment::IoFailure;
 use super::format::heads::{BatchHead, Stored};
 use super::format::layout::{SEGMENT_HEADER_LEN, SegmentId};
 use super::format::names;
@@ -24,7 +25,6 @@ use super::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_se
 use super::index::BatchLoc;
 use super::index::builder::IndexBuilder;
 use super::io::{Io, IoFile};
-use super::segment::IoFailure;
 
 const MAGIC: &[u8; 4] = b"SJIX";
 /// A frame's flags: a deletion frame (else events).

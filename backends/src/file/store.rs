@@ -9,17 +9,17 @@ use std::thread::JoinHandle;
 use stepjournal_codec::batch;
 use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis};
 
-use super::commit::{run_committer, submit};
+use super::commit::group::{run_committer, submit};
+use super::commit::queue::{Request, RequestKind, never_unanswered};
+use super::commit::state::{Core, Pending, lock};
 use super::format::layout::LOCK_FILE;
 use super::format::torn::TornTail;
 use super::index::{BatchLoc, SessionLog};
 use super::io::{Io, RealIo};
 use super::open::{OpenedStore, open};
 use super::options::FileOptions;
-use super::queue::{Request, RequestKind, never_unanswered};
 use super::read::{ReadFailure, read_batches};
 use super::reclaim::{run_reclaimer, wait_reclaimed};
-use super::state::{Core, Pending, lock};
 use crate::{
     AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, RunHead,
     SessionHead, StoreError, StoreFuture, StoreMetrics,

@@ -30,12 +30,12 @@ use std::sync::{MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::answer::Answer;
-use super::index::BatchLoc;
 use super::queue::{GroupError, Request, RequestKind};
 use super::segment::IoFailure;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
 use crate::StoreError;
+use crate::file::index::BatchLoc;
 
 /// Who leads a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

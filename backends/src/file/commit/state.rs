@@ -10,12 +10,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::answer::Answers;
 use super::cohort::Cohort;
-use super::files::SegmentFiles;
-use super::format::layout::SegmentId;
-use super::index::Index;
-use super::io::{Io, IoFile, IoLock};
-use super::options::FileOptions;
 use super::queue::Request;
+use crate::file::files::SegmentFiles;
+use crate::file::format::layout::SegmentId;
+use crate::file::index::Index;
+use crate::file::io::{Io, IoFile, IoLock};
+use crate::file::options::FileOptions;
 use crate::{RunHead, StoreError};
 
 /// Locks a mutex; a panic while it was held does not make the data unusable here (every update

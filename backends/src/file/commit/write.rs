@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::format::layout::{
-    GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId,
-};
-use super::io::IoFile;
 use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Writer, lock};
+use crate::file::format::layout::{
+    GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId,
+};
+use crate::file::io::IoFile;
 
 /// Where a group went.
 pub(crate) struct Written {
