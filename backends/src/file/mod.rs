@@ -86,8 +86,7 @@ mod open;
 mod options;
 mod race;
 mod read;
-mod reclaim;
-mod sidecar;
+mod space;
 mod store;
 mod verify;
 

@@ -25,8 +25,8 @@ use super::index::BatchLoc;
 use super::index::builder::{IndexBuilder, Misfit};
 use super::io::{EntryKind, Io, IoFile};
 use super::options::{FileOptions, OnCorruption};
-use super::reclaim::remove_unneeded;
-use super::sidecar::{self, Loaded};
+use super::space::reclaim::remove_unneeded;
+use super::space::sidecar::{self, Loaded};
 use stepjournal_codec::{DecodeError, Limits};
 
 use crate::{OpenError, StoreError};

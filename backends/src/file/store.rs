@@ -19,7 +19,7 @@ use super::io::{Io, RealIo};
 use super::open::{OpenedStore, open};
 use super::options::FileOptions;
 use super::read::{ReadFailure, read_batches};
-use super::reclaim::{run_reclaimer, wait_reclaimed};
+use super::space::reclaim::{run_reclaimer, wait_reclaimed};
 use crate::{
     AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, RunHead,
     SessionHead, StoreError, StoreFuture, StoreMetrics,

@@ -17,14 +17,14 @@ use std::sync::Arc;
 
 use stepjournal_codec::{Limits, UnixMillis};
 
-use super::commit::segment::IoFailure;
-use super::format::heads::{BatchHead, Stored};
-use super::format::layout::{SEGMENT_HEADER_LEN, SegmentId};
-use super::format::names;
-use super::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
-use super::index::BatchLoc;
-use super::index::builder::IndexBuilder;
-use super::io::{Io, IoFile};
+use crate::file::commit::segment::IoFailure;
+use crate::file::format::heads::{BatchHead, Stored};
+use crate::file::format::layout::{SEGMENT_HEADER_LEN, SegmentId};
+use crate::file::format::names;
+use crate::file::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
+use crate::file::index::BatchLoc;
+use crate::file::index::builder::IndexBuilder;
+use crate::file::io::{Io, IoFile};
 
 const MAGIC: &[u8; 4] = b"SJIX";
 /// A frame's flags: a deletion frame (else events).
