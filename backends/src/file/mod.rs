@@ -73,7 +73,6 @@
 //! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
 //! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
 
-mod aside;
 mod commit;
 mod files;
 mod format;

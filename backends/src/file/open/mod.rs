@@ -5,13 +5,14 @@
 //! Nothing is written before the whole directory has been read and judged: a refusal leaves the
 //! files as they were.
 
+mod aside;
+
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::aside::set_aside;
 use super::commit::answer::Answers;
 use super::commit::segment::{IoFailure, create_segment};
 use super::commit::state::{Active, Core, Counters, State, Writer};
@@ -27,6 +28,7 @@ use super::io::{EntryKind, Io, IoFile};
 use super::options::{FileOptions, OnCorruption};
 use super::space::reclaim::remove_unneeded;
 use super::space::sidecar::{self, Loaded};
+use aside::set_aside;
 use stepjournal_codec::{DecodeError, Limits};
 
 use crate::{OpenError, StoreError};

@@ -5,10 +5,10 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::commit::segment::IoFailure;
-use super::format::layout::SegmentId;
-use super::format::names;
-use super::io::{Io, IoFile};
+use crate::file::commit::segment::IoFailure;
+use crate::file::format::layout::SegmentId;
+use crate::file::format::names;
+use crate::file::io::{Io, IoFile};
 
 /// The most names tried for one copy.
 const NAMES: u32 = 1000;
