@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use stepjournal::writer::{Clock, SystemClock};
-use stepjournal_backends::file::LOCK_FILE;
-use stepjournal_backends::file::io::{Io, RealIo};
+use stepjournal_backends::file::writer_is_live;
 use stepjournal_backends::{JournalStore, OpenError, StoreError, StoreUrl};
 use stepjournal_codec::{Record, SessionId, UnixMillis};
 
@@ -65,7 +64,7 @@ impl Reading {
         };
         let (store, live, damaged) = match (file, open_read(url)) {
             (Some(dir), Ok(store)) => {
-                let held = live_lock(&dir).unwrap_or(false);
+                let held = writer_is_live(&dir).unwrap_or(false);
                 (store, Liveness::Lock { held }, Vec::new())
             }
             (None, Ok(store)) => (store, Liveness::Leases { now: SystemClock.now() }, Vec::new()),
@@ -180,9 +179,4 @@ impl std::fmt::Debug for Reading {
 
 fn unreachable_damage(url: &str) -> CliError {
     CliError::Usage { option: "--on-corruption", reason: format!("{url}: damage without a report") }
-}
-
-/// Whether a runtime holds the file journal's lock (asked without taking it).
-pub fn live_lock(dir: &std::path::Path) -> std::io::Result<bool> {
-    RealIo.lock_is_held(&dir.join(LOCK_FILE))
 }

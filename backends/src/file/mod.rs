@@ -23,7 +23,8 @@
 //!   replaced stops writing (poisoned) rather than interleave with another.
 //!   [`FileOptions::read_only`] takes no lock and reads what was valid when it opened (a
 //!   consistent set of segments, listed again while a live writer removes them), so a journal
-//!   can be inspected while it is written; [`FileStore::writer_is_live`] says whether it is.
+//!   can be inspected while it is written; [`FileStore::writer_is_live`] says whether it is
+//!   ([`writer_is_live`], with no store open).
 //! - **Open files**: the active segment and at most [`FileOptions::max_open_segments`] others,
 //!   so a journal of any number of segments opens under a small limit on open files.
 //! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
@@ -103,6 +104,7 @@ pub use format::layout;
 pub use format::layout::{LOCK_FILE, SegmentId};
 pub use format::names::is_journal_entry;
 pub use format::torn::{TornFrame, TornTail};
+pub use open::lock::writer_is_live;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
 #[cfg(feature = "testing")]
