@@ -16,9 +16,11 @@ use super::salvaged::{Damaged, SalvagedStore};
 use super::shown::StoreName;
 use super::store::open_read;
 
-/// What a read command does when it meets damage.
+/// What a read command does when it meets damage (`--on-corruption`, on every backend). Not
+/// the file backend's `OnCorruption`, which decides whether opening cuts damaged data: reading
+/// never cuts anything.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum OnCorruption {
+pub enum OnDamage {
     /// Stop at the first damage, naming where it is (exit 2).
     #[default]
     Fail,
@@ -50,14 +52,14 @@ pub struct Reading {
     /// How open runs are told apart.
     pub live: Liveness,
     url: String,
-    mode: OnCorruption,
+    mode: OnDamage,
     damaged: Vec<Damaged>,
 }
 
 impl Reading {
-    /// Opens `url` read-only. With [`OnCorruption::Skip`], a file journal that refuses to open
+    /// Opens `url` read-only. With [`OnDamage::Skip`], a file journal that refuses to open
     /// for damage is read around it (every session no problem names).
-    pub fn open(url: &str, mode: OnCorruption) -> Result<Self, CliError> {
+    pub fn open(url: &str, mode: OnDamage) -> Result<Self, CliError> {
         let file = match StoreUrl::parse(url) {
             Ok(StoreUrl::File(dir)) => Some(dir),
             _ => None,
@@ -75,7 +77,7 @@ impl Reading {
                         OpenError::Store(StoreError::Corrupt { .. }) | OpenError::NotASegment { .. },
                     ..
                 }),
-            ) if mode == OnCorruption::Skip => {
+            ) if mode == OnDamage::Skip => {
                 let (salvaged, damaged) =
                     SalvagedStore::check(&dir).map_err(|source| CliError::Store {
                         url: StoreName::of(url),
@@ -108,7 +110,7 @@ impl Reading {
         match self.store.read_all(session) {
             Ok(records) if records.is_empty() => Ok(None),
             Ok(records) => Ok(Some(records)),
-            Err(e @ StoreError::Corrupt { .. }) if self.mode == OnCorruption::Skip => {
+            Err(e @ StoreError::Corrupt { .. }) if self.mode == OnDamage::Skip => {
                 self.damaged.push(Damaged { session: Some(session.clone()), what: e.to_string() });
                 Ok(None)
             }

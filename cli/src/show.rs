@@ -11,7 +11,7 @@ use stepjournal_codec::{
 };
 use stepjournal_recovery::{SessionState, fold, fold_owned};
 
-use super::reading::{OnCorruption, Reading};
+use super::reading::{OnDamage, Reading};
 use super::sessions::{Held, Holders, SessionStatus, SessionSummary};
 use super::shown::{Shown, escape};
 use super::time::rfc3339;
@@ -48,8 +48,8 @@ pub struct ShowArgs {
     #[arg(long, requires = "follow")]
     pub until_ended: bool,
     /// On damage: stop (`fail`), or say that the session is damaged and exit 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// How text is painted: ANSI colours on a terminal, nothing otherwise.
