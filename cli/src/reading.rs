@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use stepjournal::writer::{Clock, SystemClock};
-use stepjournal_backends::file::writer_is_live;
+use stepjournal_backends::file::{DamagedSession, ReadAround, writer_is_live};
 use stepjournal_backends::{JournalStore, OpenError, StoreError, StoreUrl};
 use stepjournal_codec::{Record, SessionId, UnixMillis};
 
 use super::CliError;
-use super::salvaged::{Damaged, SalvagedStore};
 use super::shown::StoreName;
 use super::store::open_read;
 
@@ -53,7 +52,7 @@ pub struct Reading {
     pub live: Liveness,
     url: String,
     mode: OnDamage,
-    damaged: Vec<Damaged>,
+    damaged: Vec<DamagedSession>,
 }
 
 impl Reading {
@@ -78,13 +77,13 @@ impl Reading {
                     ..
                 }),
             ) if mode == OnDamage::Skip => {
-                let (salvaged, damaged) =
-                    SalvagedStore::check(&dir).map_err(|source| CliError::Store {
+                let (around, damaged) =
+                    ReadAround::check(&dir).map_err(|source| CliError::Store {
                         url: StoreName::of(url),
                         doing: "checking the journal to read around its damage".to_owned(),
                         source,
                     })?;
-                let store: Arc<dyn JournalStore> = Arc::new(salvaged);
+                let store: Arc<dyn JournalStore> = Arc::new(around);
                 (store, Liveness::Unknown, damaged)
             }
             (_, Err(e)) => return Err(e),
@@ -111,7 +110,8 @@ impl Reading {
             Ok(records) if records.is_empty() => Ok(None),
             Ok(records) => Ok(Some(records)),
             Err(e @ StoreError::Corrupt { .. }) if self.mode == OnDamage::Skip => {
-                self.damaged.push(Damaged { session: Some(session.clone()), what: e.to_string() });
+                self.damaged
+                    .push(DamagedSession { session: Some(session.clone()), what: e.to_string() });
                 Ok(None)
             }
             Err(source) => Err(CliError::Store {

@@ -44,7 +44,9 @@
 //! simulated disk `io::sim::SimDisk` that crash tests use (also re-exported as `sim`).
 //!
 //! [`verify_dir`] checks a journal directory without opening it for writing, reporting every
-//! problem with its segment file and byte offset; `stepjournal verify` is built on it.
+//! problem with its segment file and byte offset; `stepjournal verify` is built on it, and so is
+//! [`ReadAround`], which reads every session no problem names of a damaged journal, writing
+//! nothing (`--on-corruption skip` and `stepjournal salvage`).
 //!
 //! ## Rooms
 //!
@@ -76,7 +78,8 @@
 //!    facts, a pure decision on them, and the repairs carried out.
 //! 9. `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`.
 //! 10. `verify/`: the read-only check of a directory ([`verify_dir`]), on the walk, the builder
-//!     and `read`. Last, since it writes nothing and nothing uses it.
+//!     and `read`, and its skip mode, [`ReadAround`]: a damaged journal read around its damage.
+//!     Last, since it writes nothing and nothing uses it.
 
 mod commit;
 mod files;
@@ -109,4 +112,6 @@ pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
 #[cfg(feature = "testing")]
 pub use verify::verify_dir_with;
-pub use verify::{FileFinding, FileProblem, LocatedRecord, VerifyReport, verify_dir};
+pub use verify::{
+    DamagedSession, FileFinding, FileProblem, LocatedRecord, ReadAround, VerifyReport, verify_dir,
+};

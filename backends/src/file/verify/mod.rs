@@ -20,10 +20,13 @@
 //! damage.
 //!
 //! The batches that passed every check can be read back, per session, with
-//! [`VerifyReport::read_session`], for checks of the events themselves (the protocol).
+//! [`VerifyReport::read_session`], for checks of the events themselves (the protocol); and
+//! [`ReadAround`] (`read_around`) reads a damaged journal through its check, every intact
+//! session whole, as a read-only [`JournalStore`](crate::JournalStore).
 
 mod finding;
 mod frames;
+mod read_around;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -46,6 +49,7 @@ use crate::StoreError;
 use finding::finding;
 pub use finding::{FileFinding, FileProblem};
 use frames::{Frames, Hole, Sink};
+pub use read_around::{DamagedSession, ReadAround};
 
 /// One record of a session as [`VerifyReport::read_session`] returns it: the record and where
 /// it is on disk.
