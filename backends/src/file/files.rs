@@ -62,6 +62,10 @@ impl Cache {
         let used = self.tick;
         let kept = Arc::clone(&file);
         self.entries.insert(id, Entry { file, used, pinned });
+        debug_assert!(
+            self.entries.values().filter(|e| e.pinned).count() <= 1,
+            "only the active segment is pinned"
+        );
         while self.unpinned() > self.cap && self.evict_one() {}
         kept
     }

@@ -63,6 +63,11 @@ impl Request {
         ack: AppendAck,
         completer: Completer<Result<AppendAck, AppendError>>,
     ) -> Request {
+        debug_assert!(
+            matches!(kind, RequestKind::Events { first, count, .. }
+                if first == ack.first.get() && ack.next == ack.first.add(u64::from(count))),
+            "an append's acknowledgement names the seqs its batch takes: {kind:?}, {ack:?}"
+        );
         Request {
             session: session.to_owned(),
             kind,

@@ -133,6 +133,17 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Checks the invariants on `leading` and `committer` (debug builds); called wherever the
+    /// queue or the leadership changes, before the lock is let go.
+    pub(crate) fn check_leading(&self) {
+        debug_assert!(!self.committer || self.leading, "the committer leads only as the leader");
+        debug_assert!(
+            self.queue.is_empty() || self.leading,
+            "a request is queued only with a leader to write it ({} queued)",
+            self.queue.len()
+        );
+    }
+
     pub(crate) fn check_poison(&self) -> Result<(), StoreError> {
         match &self.poisoned {
             Some(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),

@@ -170,6 +170,7 @@ pub(crate) fn sync_active(core: &Core) -> Result<(), IoFailure> {
     }
     // A segment sealed meanwhile was synced whole by its sealing.
     if let Some(a) = w.active.as_mut().filter(|a| a.id == id) {
+        debug_assert!(upto <= a.len, "the active segment's data only grows: {upto} > {}", a.len);
         a.synced = a.synced.max(upto);
         a.check();
     }

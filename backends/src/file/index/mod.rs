@@ -269,6 +269,14 @@ impl Index {
     /// Forgets a segment whose removal is durable: deletion frames that guarded it need it no
     /// more.
     pub(crate) fn forget(&mut self, id: SegmentId) {
+        debug_assert!(
+            self.segments.get(&id).is_none_or(|s| s.live == 0 && s.guards.is_empty()),
+            "segment {id} is removed only once nothing in it is needed"
+        );
+        debug_assert!(
+            self.sessions.values().all(|log| log.runs.iter().all(|r| r.seg != id)),
+            "no batch's home is in removed segment {id}"
+        );
         self.segments.remove(&id);
         for seg in self.segments.values_mut() {
             for g in &mut seg.guards {
