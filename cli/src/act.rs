@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use stepjournal::Journal;
 use stepjournal::writer::{Clock, JournalOptions, SystemClock, block_on};
-use stepjournal_backends::file::{FileOptions, FileStore, LOCK_FILE};
+use stepjournal_backends::file::{FileOptions, FileStore, LOCK_FILE, writer_is_live};
 use stepjournal_backends::{JournalStore, OpenError, OpenOptions, OwnerId, StoreUrl, open_url};
 use stepjournal_codec::json::event_to_json;
 use stepjournal_codec::{Event, Record, RunId, SessionId};
@@ -15,7 +15,6 @@ use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
 use super::plan::SavedPolicies;
-use super::reading::live_lock;
 use super::shown::{StoreName, json_for_terminal};
 
 /// Opens `url` to write, for the command `action`: a file journal whose lock a runtime holds
@@ -32,7 +31,7 @@ pub(crate) fn open_to_write(
     };
     match StoreUrl::parse(url) {
         Ok(StoreUrl::File(dir)) if dir.is_dir() => {
-            if live_lock(&dir).unwrap_or(false) {
+            if writer_is_live(&dir).unwrap_or(false) {
                 return Err(held(&dir));
             }
             // `preallocate` 0: an action writes little, and may be what a full disk needs.

@@ -11,7 +11,7 @@ use stepjournal_recovery::{Action, ApprovalState, CallRecord, Config, Resolution
 
 use super::CliError;
 use super::plan::dry_plan;
-use super::reading::{OnCorruption, Reading};
+use super::reading::{OnDamage, Reading};
 use super::sessions::age_text;
 use super::shown::Shown;
 
@@ -36,8 +36,8 @@ pub struct CallsArgs {
     #[arg(long)]
     pub json: bool,
     /// On damage: stop (`fail`), or say that the session is damaged and exit 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// One call, as `calls` prints it.

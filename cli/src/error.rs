@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
+use stepjournal_backends::file::DamagedSession;
 use stepjournal_backends::{AppendError, OpenError, StoreError};
 use stepjournal_codec::SessionId;
 
 use stepjournal::registry::RegistryError;
 
 use super::partial::Fate;
-use super::salvaged::Damaged;
 use super::shown::{Shown, StoreName};
 
 /// A subcommand that failed: the message is printed on standard error.
@@ -162,7 +162,7 @@ pub enum CliError {
         /// The store's URL, its password hidden.
         url: StoreName,
         /// Each damaged session (or part no intact byte ties to a session), and where.
-        damaged: Vec<Damaged>,
+        damaged: Vec<DamagedSession>,
     },
     /// A write command met a file journal whose directory lock a runtime holds.
     #[error(

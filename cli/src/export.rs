@@ -9,7 +9,7 @@ use stepjournal_codec::json::record_to_export_line;
 
 use super::CliError;
 use super::progress::Progress;
-use super::reading::{OnCorruption, Reading};
+use super::reading::{OnDamage, Reading};
 use super::shown::StoreName;
 
 /// The first line of every export.
@@ -34,8 +34,8 @@ pub struct ExportArgs {
     pub sessions: Vec<String>,
     /// On damage: stop (`fail`), or export every intact session and list the damaged ones
     /// on standard error, exiting 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// What an export wrote.

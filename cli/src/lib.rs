@@ -25,7 +25,6 @@ pub mod plan;
 mod progress;
 pub mod reading;
 pub mod salvage;
-pub mod salvaged;
 pub mod sessions;
 pub mod show;
 mod shown;

@@ -16,7 +16,7 @@ use stepjournal_recovery::{
 };
 
 use super::CliError;
-use super::reading::{OnCorruption, Reading};
+use super::reading::{OnDamage, Reading};
 use super::shown::{Shown, StoreName};
 use stepjournal::registry::SchemaRegistry;
 use stepjournal::scenario::Scenario;
@@ -63,8 +63,8 @@ pub struct PlanArgs {
     #[arg(long)]
     pub json: bool,
     /// On damage: stop (`fail`), or say that the session is damaged and exit 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// Runs `stepjournal plan`.
@@ -214,7 +214,7 @@ pub struct StorePlan<'a> {
     /// Recovery's settings.
     pub config: Config,
     /// What a damaged store does.
-    pub on_corruption: OnCorruption,
+    pub on_corruption: OnDamage,
 }
 
 const SAVED_POLICIES_NOTE: &str = "no --tools given: each tool is taken as present, with its \

@@ -7,19 +7,19 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use stepjournal::writer::{Clock, SystemClock};
-use stepjournal_backends::file::LOCK_FILE;
-use stepjournal_backends::file::io::{Io, RealIo};
+use stepjournal_backends::file::{DamagedSession, ReadAround, writer_is_live};
 use stepjournal_backends::{JournalStore, OpenError, StoreError, StoreUrl};
 use stepjournal_codec::{Record, SessionId, UnixMillis};
 
 use super::CliError;
-use super::salvaged::{Damaged, SalvagedStore};
 use super::shown::StoreName;
 use super::store::open_read;
 
-/// What a read command does when it meets damage.
+/// What a read command does when it meets damage (`--on-corruption`, on every backend). Not
+/// the file backend's `OnCorruption`, which decides whether opening cuts damaged data: reading
+/// never cuts anything.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum OnCorruption {
+pub enum OnDamage {
     /// Stop at the first damage, naming where it is (exit 2).
     #[default]
     Fail,
@@ -51,21 +51,21 @@ pub struct Reading {
     /// How open runs are told apart.
     pub live: Liveness,
     url: String,
-    mode: OnCorruption,
-    damaged: Vec<Damaged>,
+    mode: OnDamage,
+    damaged: Vec<DamagedSession>,
 }
 
 impl Reading {
-    /// Opens `url` read-only. With [`OnCorruption::Skip`], a file journal that refuses to open
+    /// Opens `url` read-only. With [`OnDamage::Skip`], a file journal that refuses to open
     /// for damage is read around it (every session no problem names).
-    pub fn open(url: &str, mode: OnCorruption) -> Result<Self, CliError> {
+    pub fn open(url: &str, mode: OnDamage) -> Result<Self, CliError> {
         let file = match StoreUrl::parse(url) {
             Ok(StoreUrl::File(dir)) => Some(dir),
             _ => None,
         };
         let (store, live, damaged) = match (file, open_read(url)) {
             (Some(dir), Ok(store)) => {
-                let held = live_lock(&dir).unwrap_or(false);
+                let held = writer_is_live(&dir).unwrap_or(false);
                 (store, Liveness::Lock { held }, Vec::new())
             }
             (None, Ok(store)) => (store, Liveness::Leases { now: SystemClock.now() }, Vec::new()),
@@ -76,14 +76,14 @@ impl Reading {
                         OpenError::Store(StoreError::Corrupt { .. }) | OpenError::NotASegment { .. },
                     ..
                 }),
-            ) if mode == OnCorruption::Skip => {
-                let (salvaged, damaged) =
-                    SalvagedStore::check(&dir).map_err(|source| CliError::Store {
+            ) if mode == OnDamage::Skip => {
+                let (around, damaged) =
+                    ReadAround::check(&dir).map_err(|source| CliError::Store {
                         url: StoreName::of(url),
                         doing: "checking the journal to read around its damage".to_owned(),
                         source,
                     })?;
-                let store: Arc<dyn JournalStore> = Arc::new(salvaged);
+                let store: Arc<dyn JournalStore> = Arc::new(around);
                 (store, Liveness::Unknown, damaged)
             }
             (_, Err(e)) => return Err(e),
@@ -109,8 +109,9 @@ impl Reading {
         match self.store.read_all(session) {
             Ok(records) if records.is_empty() => Ok(None),
             Ok(records) => Ok(Some(records)),
-            Err(e @ StoreError::Corrupt { .. }) if self.mode == OnCorruption::Skip => {
-                self.damaged.push(Damaged { session: Some(session.clone()), what: e.to_string() });
+            Err(e @ StoreError::Corrupt { .. }) if self.mode == OnDamage::Skip => {
+                self.damaged
+                    .push(DamagedSession { session: Some(session.clone()), what: e.to_string() });
                 Ok(None)
             }
             Err(source) => Err(CliError::Store {
@@ -180,9 +181,4 @@ impl std::fmt::Debug for Reading {
 
 fn unreachable_damage(url: &str) -> CliError {
     CliError::Usage { option: "--on-corruption", reason: format!("{url}: damage without a report") }
-}
-
-/// Whether a runtime holds the file journal's lock (asked without taking it).
-pub fn live_lock(dir: &std::path::Path) -> std::io::Result<bool> {
-    RealIo.lock_is_held(&dir.join(LOCK_FILE))
 }

@@ -6,12 +6,12 @@ use std::io::Write;
 use std::sync::Arc;
 
 use clap::Args;
+use stepjournal_backends::file::{DamagedSession, ReadAround};
 use stepjournal_backends::{Durability, JournalStore, OpenOptions, StoreError, StoreUrl, open_url};
 use stepjournal_codec::{Record, Seq, SessionId, Stamped};
 
 use super::CliError;
 use super::progress::Progress;
-use super::salvaged::{Damaged, SalvagedStore};
 use super::shown::{Shown, StoreName};
 use super::store::open_read;
 
@@ -49,13 +49,13 @@ pub struct Salvaged {
     /// Events copied.
     pub events: u64,
     /// The damage found.
-    pub damaged: Vec<Damaged>,
+    pub damaged: Vec<DamagedSession>,
 }
 
 /// Where the source's sessions are read from.
 enum Source {
     /// A file journal, read through its check (the damage is known up front).
-    File(Box<SalvagedStore>),
+    File(Box<ReadAround>),
     /// Any other store: each session read whole; one that fails to read is damaged.
     Store(Arc<dyn JournalStore>),
 }
@@ -76,12 +76,11 @@ pub fn salvage(
     let mut done = Salvaged::default();
     let source = match StoreUrl::parse(src) {
         Ok(StoreUrl::File(dir)) if dir.is_dir() => {
-            let (store, damaged) =
-                SalvagedStore::check(&dir).map_err(|source| CliError::Store {
-                    url: StoreName::of(src),
-                    doing: "checking the journal".to_owned(),
-                    source,
-                })?;
+            let (store, damaged) = ReadAround::check(&dir).map_err(|source| CliError::Store {
+                url: StoreName::of(src),
+                doing: "checking the journal".to_owned(),
+                source,
+            })?;
             done.damaged = damaged;
             Source::File(Box::new(store))
         }
@@ -109,7 +108,8 @@ pub fn salvage(
         let (records, damaged) = match (records, &source) {
             (Ok(r), _) => (r, damaged),
             (Err(e @ StoreError::Corrupt { .. }), Source::Store(store)) => {
-                done.damaged.push(Damaged { session: Some(session.clone()), what: e.to_string() });
+                done.damaged
+                    .push(DamagedSession { session: Some(session.clone()), what: e.to_string() });
                 (prefix(&**store, src, session)?, true)
             }
             (Err(e), _) => return Err(store_error(src, &format!("reading session {session}"), e)),

@@ -12,7 +12,7 @@ use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMilli
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
-use super::reading::{Liveness, OnCorruption, Reading};
+use super::reading::{Liveness, OnDamage, Reading};
 use super::shown::{Shown, StoreName, escape};
 use super::time::{checked_rfc3339, parse_since, rfc3339};
 
@@ -52,8 +52,8 @@ pub struct SessionsArgs {
     pub json: bool,
     /// On damage: stop (`fail`), or list every intact session and the damaged ones on
     /// standard error, exiting 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// How `sessions` orders its rows.

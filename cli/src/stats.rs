@@ -11,7 +11,7 @@ use stepjournal_backends::file::SegmentId;
 use stepjournal_codec::{EventKind, Limits};
 
 use super::CliError;
-use super::reading::{OnCorruption, Reading};
+use super::reading::{OnDamage, Reading};
 use super::shown::StoreName;
 
 /// Arguments of `stepjournal stats`.
@@ -30,8 +30,8 @@ pub struct StatsArgs {
     pub json: bool,
     /// On damage: stop (`fail`), or count every intact session and list the damaged ones on
     /// standard error, exiting 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// What a store holds.

@@ -11,8 +11,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::format::layout::SegmentId;
 use super::io::{Io, IoFile};
-use super::layout::SegmentId;
 
 /// `EMFILE` and `ENFILE` (Linux, and the BSDs for `EMFILE`): the process, or the system, has as
 /// many files open as it may.
@@ -62,6 +62,10 @@ impl Cache {
         let used = self.tick;
         let kept = Arc::clone(&file);
         self.entries.insert(id, Entry { file, used, pinned });
+        debug_assert!(
+            self.entries.values().filter(|e| e.pinned).count() <= 1,
+            "only the active segment is pinned"
+        );
         while self.unpinned() > self.cap && self.evict_one() {}
         kept
     }
@@ -152,7 +156,7 @@ impl SegmentFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::sim::SimDisk;
+    use crate::file::io::sim::SimDisk;
 
     fn disk_with(segments: u64) -> (Arc<dyn Io>, PathBuf) {
         let disk = SimDisk::new();

@@ -23,7 +23,8 @@
 //!   replaced stops writing (poisoned) rather than interleave with another.
 //!   [`FileOptions::read_only`] takes no lock and reads what was valid when it opened (a
 //!   consistent set of segments, listed again while a live writer removes them), so a journal
-//!   can be inspected while it is written; [`FileStore::writer_is_live`] says whether it is.
+//!   can be inspected while it is written; [`FileStore::writer_is_live`] says whether it is
+//!   ([`writer_is_live`], with no store open).
 //! - **Open files**: the active segment and at most [`FileOptions::max_open_segments`] others,
 //!   so a journal of any number of segments opens under a small limit on open files.
 //! - **Crashes**: on open, damage at the tail (a torn last group) is cut and the cut synced before
@@ -40,88 +41,77 @@
 //!   appends, never inside a group; [`FileStore::wait_reclaimed`] waits for it.
 //!
 //! Every byte goes through the `io::Io` trait: the operating system, or (feature `testing`) the
-//! simulated disk `sim::SimDisk` that crash tests use.
+//! simulated disk `io::sim::SimDisk` that crash tests use (also re-exported as `sim`).
 //!
 //! [`verify_dir`] checks a journal directory without opening it for writing, reporting every
-//! problem with its segment file and byte offset; `stepjournal verify` is built on it.
+//! problem with its segment file and byte offset; `stepjournal verify` is built on it, and so is
+//! [`ReadAround`], which reads every session no problem names of a damaged journal, writing
+//! nothing (`--on-corruption skip` and `stepjournal salvage`).
 //!
-//! ## Modules
+//! ## Rooms
 //!
-//! Each module uses only modules listed before it (and none uses `store`, the public face):
+//! The backend's modules sit in rooms by job. Each room, and each module at this level, uses
+//! only those listed before it; no two modules import each other (a module uses its parent's
+//! items at most), and none uses `store`, the public face. Each room's own docs give the order
+//! inside it.
 //!
-//! - `layout` (the bytes of segment and group headers), `options`, `io` and `sim`;
-//! - `walk`: the one walk over a segment's groups and frames, and what damage means; `heads`:
-//!   what a batch's records tell of its session's head;
-//! - `index`: where each session's batches are (`BatchLoc`), and which segments still matter;
-//!   `files`: the bounded cache of open segment files;
-//! - `builder`: rebuilding the index from a scan (`IndexBuilder`: ordering, latest copy wins,
-//!   continuity);
-//! - `read`: reading batches back by their index entries;
-//! - `queue`: the requests appenders queue, and how each is answered; `cohort`: when the next
-//!   group waits for the appenders of the last; `answer`: the answer thread;
-//! - `state`: what callers share (`Core`: index and queue under one lock, the active segment
-//!   under the leader's);
-//! - `torn`: what a torn tail held;
-//! - `segment`: creating a segment file, and the write paths' I/O failure; `aside`: keeping bytes
-//!   aside before opening cuts them; `sidecar`: a sealed segment's frames kept beside it, read on
-//!   open instead of the segment;
-//! - `write`: writing one group to the active segment; `reclaim`: the reclaim thread (sidecars,
-//!   removing and compacting segments); `commit`: the group commit (the leader, the committer
-//!   thread);
-//! - `open`: scanning, judging and repairing a directory into a `Core`;
-//! - `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`;
-//! - `verify`: the read-only check of a directory, on `walk`, `builder`, `read` and `torn`.
+//! 1. `io/`: the I/O seam every byte goes through (`Io`, `IoFile`), the operating system
+//!    (`real`), and the simulated disk (`sim`, feature `testing` and the unit tests only).
+//! 2. `format/`: the on-disk format and what its bytes mean: `layout` (segment and group
+//!    headers), `names` (the directory's entries: `LOCK`, segments, sidecar indexes, torn
+//!    copies), `heads` (what a batch's records tell of its session's head), `walk/` (the one
+//!    walk over a segment's groups and frames, and what damage means, shared by opening,
+//!    sidecars and verify), `torn` (what a torn tail held).
+//! 3. `options`: [`FileOptions`], how a journal is opened (at this level: opening, the append
+//!    path and reclaiming space all read it).
+//! 4. `index/`: where each session's batches are (`BatchLoc`), which segments still matter, and
+//!    `builder`, rebuilding it from a scan (ordering, latest copy wins, continuity). The builder
+//!    is here rather than with opening because three rooms feed it: opening, the sidecar
+//!    indexes and verify.
+//! 5. `files`: the bounded cache of open segment files; `read`: reading batches back by their
+//!    index entries; `race`: how often a read without the lock starts again beside a live
+//!    writer. At this level because the append path, opening, the store and verify share them.
+//! 6. `commit/`: the append path: the queue, the cohort, the answer thread, creating segments,
+//!    the state callers share (`Core`, which holds the queue), writing a group, the group commit.
+//! 7. `space/`: the reclaim thread: sidecar indexes, removing and compacting segments.
+//! 8. `open/`: opening a directory into a `Core`: the writer lock, then a scan that gathers
+//!    facts, a pure decision on them, and the repairs carried out.
+//! 9. `store`: [`FileStore`], the [`JournalStore`](crate::JournalStore) over a `Core`.
+//! 10. `verify/`: the read-only check of a directory ([`verify_dir`]), on the walk, the builder
+//!     and `read`, and its skip mode, [`ReadAround`]: a damaged journal read around its damage.
+//!     Last, since it writes nothing and nothing uses it.
 
-mod answer;
-mod aside;
-mod builder;
-mod cohort;
 mod commit;
 mod files;
-mod heads;
+mod format;
 mod index;
 #[cfg(feature = "testing")]
 pub mod io;
 #[cfg(not(feature = "testing"))]
 mod io;
-#[cfg(feature = "testing")]
-pub mod layout;
-#[cfg(not(feature = "testing"))]
-mod layout;
 mod open;
 mod options;
-mod queue;
 mod race;
 mod read;
-mod reclaim;
-mod segment;
-mod sidecar;
-#[cfg(feature = "testing")]
-pub mod sim;
-#[cfg(all(test, not(feature = "testing")))]
-#[expect(dead_code, reason = "the unit tests use a part of the simulated disk")]
-mod sim;
-mod state;
+mod space;
 mod store;
-mod torn;
 mod verify;
-mod walk;
-mod write;
 
-pub use layout::LOCK_FILE;
-
-/// Whether `name` is an entry a file journal writes in its directory: its `LOCK`, a segment, a
-/// sealed segment's sidecar index, or the copy of a torn tail kept aside before a cut.
-pub fn is_journal_entry(name: &str) -> bool {
-    name == LOCK_FILE
-        || SegmentId::from_file_name(name).is_some()
-        || sidecar::id_of(name).is_some()
-        || aside::is_aside_name(name)
-}
-pub use layout::SegmentId;
+/// The simulated disk, at the path crash tests and tools have always named it (it lives in
+/// `io`). Feature `testing`.
+#[cfg(feature = "testing")]
+pub use self::io::sim;
+/// The byte layout of segment files. Feature `testing`.
+#[cfg(feature = "testing")]
+pub use format::layout;
+pub use format::layout::{LOCK_FILE, SegmentId};
+pub use format::names::is_journal_entry;
+pub use format::torn::{TornFrame, TornTail};
+pub use open::lock::writer_is_live;
 pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
 pub use store::{FileStats, FileStore, IndexSize};
-pub use torn::{TornFrame, TornTail};
 #[cfg(feature = "testing")]
 pub use verify::verify_dir_with;
-pub use verify::{FileFinding, FileProblem, LocatedRecord, VerifyReport, verify_dir};
+pub use verify::{
+    DamagedSession, FileFinding, FileProblem, LocatedRecord, ReadAround, VerifyReport, verify_dir,
+};

@@ -4,7 +4,7 @@ use stepjournal_codec::Limits;
 
 use crate::OpenError;
 
-use super::layout::SEGMENT_HEADER_LEN;
+use super::format::layout::SEGMENT_HEADER_LEN;
 
 /// What opening does when it finds damage inside acknowledged data (damage followed by data
 /// that was durable after it, or damage in a sealed segment).

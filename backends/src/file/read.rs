@@ -14,8 +14,8 @@ use stepjournal_codec::record::RecordRef;
 use stepjournal_codec::{DecodeError, Limits};
 
 use super::files::SegmentFiles;
+use super::format::layout::SegmentId;
 use super::index::BatchLoc;
-use super::layout::SegmentId;
 use crate::StoreError;
 
 /// Why a read stopped.

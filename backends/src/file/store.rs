@@ -9,17 +9,16 @@ use std::thread::JoinHandle;
 use stepjournal_codec::batch;
 use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis};
 
-use super::commit::{run_committer, submit};
+use super::commit::group::{run_committer, submit};
+use super::commit::queue::{Request, RequestKind, never_unanswered};
+use super::commit::state::{Core, Pending, lock};
+use super::format::torn::TornTail;
 use super::index::{BatchLoc, SessionLog};
 use super::io::{Io, RealIo};
-use super::layout::LOCK_FILE;
-use super::open::{OpenedStore, open};
+use super::open::{OpenedStore, lock, open};
 use super::options::FileOptions;
-use super::queue::{Request, RequestKind, never_unanswered};
 use super::read::{ReadFailure, read_batches};
-use super::reclaim::{run_reclaimer, wait_reclaimed};
-use super::state::{Core, Pending, lock};
-use super::torn::TornTail;
+use super::space::reclaim::{run_reclaimer, wait_reclaimed};
 use crate::{
     AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, RunHead,
     SessionHead, StoreError, StoreFuture, StoreMetrics,
@@ -153,16 +152,12 @@ impl FileStore {
     /// another process (or store) writes the journal, so that a run open in the log may be
     /// running rather than crashed. Asked of the lock each time, without taking it for longer
     /// than the question (and without creating the lock file). A writable store is that writer:
-    /// `true`.
+    /// `true`. [`writer_is_live`](super::writer_is_live) asks the same with no store open.
     pub fn writer_is_live(&self) -> Result<bool, StoreError> {
         if !self.core.options.read_only {
             return Ok(true);
         }
-        let path = self.core.dir.join(LOCK_FILE);
-        self.core.io.lock_is_held(&path).map_err(|source| StoreError::Io {
-            context: format!("asking whether a writer holds {}", path.display()),
-            source,
-        })
+        lock::is_held(&*self.core.io, &self.core.dir)
     }
 
     /// What the store did since it was opened.

@@ -13,7 +13,7 @@ use stepjournal_recovery::fold_owned;
 
 pub use timeline::{Style, render, render_held};
 
-use super::reading::{OnCorruption, Reading};
+use super::reading::{OnDamage, Reading};
 use super::sessions::Holders;
 use super::{CliError, Terminal};
 use timeline::{Screen, seq_width};
@@ -49,8 +49,8 @@ pub struct ShowArgs {
     #[arg(long, requires = "follow")]
     pub until_ended: bool,
     /// On damage: stop (`fail`), or say that the session is damaged and exit 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// Runs `stepjournal show`.

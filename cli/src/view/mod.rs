@@ -17,7 +17,7 @@ mod marks;
 use marks::{Mark, lanes_of, run_marks, runs_of, step_marks};
 
 use super::CliError;
-use super::reading::{OnCorruption, Reading};
+use super::reading::{OnDamage, Reading};
 use super::time::rfc3339;
 
 /// Arguments of `stepjournal view`.
@@ -39,8 +39,8 @@ pub struct ViewArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
     /// On damage: stop (`fail`), or say that the session is damaged and exit 1 (`skip`).
-    #[arg(long, value_enum, default_value_t = OnCorruption::Fail, value_name = "MODE")]
-    pub on_corruption: OnCorruption,
+    #[arg(long, value_enum, default_value_t = OnDamage::Fail, value_name = "MODE")]
+    pub on_corruption: OnDamage,
 }
 
 /// Text for HTML (element content and quoted attribute values alike).

@@ -1,8 +1,10 @@
-//! The I/O layer the file backend writes through: small enough to simulate.
+//! The I/O seam the file backend writes through, small enough to simulate, with both sides of
+//! it: `real`, the operating system, and `sim`, the simulated disk.
 //!
 //! [`Io`] is a directory's worth of operations, [`IoFile`] an open file. [`RealIo`] is the
-//! operating system; `sim::SimDisk` (feature `testing`) is a simulated disk that keeps what was
-//! written apart from what was synced, and can crash or fail at any operation.
+//! operating system; `sim::SimDisk` (feature `testing`, and the crate's own unit tests) is a
+//! simulated disk that keeps what was written apart from what was synced, and can crash or fail
+//! at any operation. Production builds hold no simulated disk.
 //!
 //! The backend relies on these promises, which both implementations keep:
 //! - [`IoFile::write_all_at`] returning `Ok` means the bytes are visible to reads of the same
@@ -12,6 +14,11 @@
 //! - Dropping a file or the `Io` flushes nothing.
 
 mod real;
+#[cfg(feature = "testing")]
+pub mod sim;
+#[cfg(all(test, not(feature = "testing")))]
+#[expect(dead_code, reason = "the unit tests use a part of the simulated disk")]
+pub(crate) mod sim;
 
 use std::fmt::Debug;
 use std::io;

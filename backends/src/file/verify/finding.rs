@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use stepjournal_codec::{DecodeError, Seq, SessionId};
 
-use crate::file::torn::TornTail;
+use crate::file::format::torn::TornTail;
 
 /// What is wrong at a [`FileFinding`]'s place.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -11,8 +11,8 @@ use stepjournal_codec::record::{self, RecordRef};
 use stepjournal_codec::{DecodeError, Limits, Seq, SessionId};
 
 use super::finding::{FileFinding, FileProblem, finding};
+use crate::file::format::layout::SegmentId;
 use crate::file::index::BatchLoc;
-use crate::file::layout::SegmentId;
 
 /// A damaged batch of a session: the first sequence number it held (and how many, where its
 /// header says), so that the gap it leaves is not reported a second time.

@@ -20,10 +20,13 @@
 //! damage.
 //!
 //! The batches that passed every check can be read back, per session, with
-//! [`VerifyReport::read_session`], for checks of the events themselves (the protocol).
+//! [`VerifyReport::read_session`], for checks of the events themselves (the protocol); and
+//! [`ReadAround`] (`read_around`) reads a damaged journal through its check, every intact
+//! session whole, as a read-only [`JournalStore`](crate::JournalStore).
 
 mod finding;
 mod frames;
+mod read_around;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,20 +35,21 @@ use std::sync::Arc;
 use stepjournal_codec::batch::Frame;
 use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 
-use super::builder::{Built, IndexBuilder, MisfitKind};
 use super::files::SegmentFiles;
-use super::heads::BatchHead;
+use super::format::heads::BatchHead;
+use super::format::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
+use super::format::torn::TornTail;
+use super::format::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
 use super::index::BatchLoc;
+use super::index::builder::{Built, IndexBuilder, MisfitKind};
 use super::io::{EntryKind, Io, IoFile, RealIo};
-use super::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use super::options::FileOptions;
 use super::read::{ReadFailure, read_batches};
-use super::torn::TornTail;
-use super::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
 use crate::StoreError;
 use finding::finding;
 pub use finding::{FileFinding, FileProblem};
 use frames::{Frames, Hole, Sink};
+pub use read_around::{DamagedSession, ReadAround};
 
 /// One record of a session as [`VerifyReport::read_session`] returns it: the record and where
 /// it is on disk.

@@ -1,7 +1,7 @@
 //! The reclaim thread the store owns, off the append path: writing the sidecar index of each
 //! sealed segment (`sidecar`), removing segments that hold nothing needed, and compacting sealed
 //! segments that are dead enough
-//! ([`FileOptions::compact_when_dead`](super::FileOptions::compact_when_dead)): their live
+//! ([`FileOptions::compact_when_dead`](crate::file::FileOptions::compact_when_dead)): their live
 //! batches copied to the active segment and synced, then the segment removed. Each removal is
 //! made durable before the index forgets the segment, so a deletion frame is never removed
 //! before the frames it hides.
@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use stepjournal_codec::batch::Frame;
 
-use super::index::{BatchLoc, Reclaim};
-use super::io::IoFile;
-use super::layout::SegmentId;
-use super::segment::IoFailure;
 use super::sidecar;
-use super::state::{Core, State, lock};
-use super::write::{sync_active, write_frames_in};
+use crate::file::commit::segment::IoFailure;
+use crate::file::commit::state::{Core, State, lock};
+use crate::file::commit::write::{sync_active, write_frames_in};
+use crate::file::format::layout::SegmentId;
+use crate::file::index::{BatchLoc, Reclaim};
+use crate::file::io::IoFile;
 
 /// The most bytes one chunk of a compaction writes.
 const CHUNK: u64 = 64 << 10;

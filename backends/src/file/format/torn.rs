@@ -11,7 +11,7 @@ use super::walk::{FrameKindInfo, Torn};
 /// so (see `docs/backends.md` for the damage that cannot be told from it), with what they held.
 ///
 /// A writable open cuts them (and keeps them aside first); a read-only open and
-/// [`verify_dir`](super::verify_dir) only report them.
+/// [`verify_dir`](crate::file::verify_dir) only report them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TornTail {

@@ -17,13 +17,14 @@ use std::sync::Arc;
 
 use stepjournal_codec::{Limits, UnixMillis};
 
-use super::builder::IndexBuilder;
-use super::heads::{BatchHead, Stored};
-use super::index::BatchLoc;
-use super::io::{Io, IoFile};
-use super::layout::{SEGMENT_HEADER_LEN, SegmentId};
-use super::segment::IoFailure;
-use super::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
+use crate::file::commit::segment::IoFailure;
+use crate::file::format::heads::{BatchHead, Stored};
+use crate::file::format::layout::{SEGMENT_HEADER_LEN, SegmentId};
+use crate::file::format::names;
+use crate::file::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
+use crate::file::index::BatchLoc;
+use crate::file::index::builder::IndexBuilder;
+use crate::file::io::{Io, IoFile};
 
 const MAGIC: &[u8; 4] = b"SJIX";
 /// A frame's flags: a deletion frame (else events).
@@ -40,20 +41,6 @@ const VERSION: u32 = 1;
 const HEADER_LEN: usize = 4 + 4 + 8 + 8 + 4 + 4 + 8;
 /// How many of the segment's last bytes the sidecar's tail checksum covers.
 const TAIL: u64 = 64;
-
-/// The sidecar's file name for segment `id`.
-pub(crate) fn file_name(id: SegmentId) -> String {
-    format!("{:020}.idx", id.0)
-}
-
-/// The segment id a sidecar file name carries, if the name is one.
-pub(crate) fn id_of(name: &str) -> Option<SegmentId> {
-    let digits = name.strip_suffix(".idx")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().map(SegmentId)
-}
 
 /// What a sidecar told, or why it cannot be used.
 pub(crate) enum Loaded {
@@ -113,7 +100,7 @@ pub(crate) fn load(
     file: &dyn IoFile,
     limits: &Limits,
 ) -> Loaded {
-    let path = dir.join(file_name(id));
+    let path = dir.join(names::sidecar(id));
     let side = match io.open(&path, true) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Loaded::Missing,
@@ -403,7 +390,7 @@ pub(crate) fn write(
     bytes.extend_from_slice(&rec.body);
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
-    let path = dir.join(file_name(id));
+    let path = dir.join(names::sidecar(id));
     let failed = |what: &str| {
         let what = format!("{what} the sidecar index {}", path.display());
         move |e| IoFailure::new(what, e)
@@ -421,7 +408,7 @@ pub(crate) fn write(
 
 /// Removes the sidecar of segment `id`, if it has one (the directory is not synced).
 pub(crate) fn remove(io: &dyn Io, dir: &Path, id: SegmentId) -> Result<(), IoFailure> {
-    let path = dir.join(file_name(id));
+    let path = dir.join(names::sidecar(id));
     let failed = |what: &str| {
         let what = format!("{what} the sidecar index {}", path.display());
         move |e| IoFailure::new(what, e)
@@ -435,13 +422,6 @@ pub(crate) fn remove(io: &dyn Io, dir: &Path, id: SegmentId) -> Result<(), IoFai
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sidecar_names_are_told_from_segment_names() {
-        assert_eq!(id_of(&file_name(SegmentId(42))), Some(SegmentId(42)));
-        assert_eq!(id_of(&SegmentId(42).file_name()), None);
-        assert_eq!(id_of("42.idx"), None);
-    }
 
     #[test]
     fn varints_read_back_and_overlong_ones_are_refused() {

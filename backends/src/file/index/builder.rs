@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::heads::BatchHead;
-use super::index::{BatchLoc, Index, SegmentInfo, SessionLog};
-use super::layout::SegmentId;
+use super::{BatchLoc, Index, SegmentInfo, SessionLog};
+use crate::file::format::heads::BatchHead;
+use crate::file::format::layout::SegmentId;
 
 /// How a batch does not fit its session.
 #[derive(Debug, Clone, PartialEq, Eq)]

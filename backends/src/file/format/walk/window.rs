@@ -60,7 +60,7 @@ impl<'f> Window<'f> {
 mod tests {
     use super::*;
     use crate::file::io::Io;
-    use crate::file::sim::SimDisk;
+    use crate::file::io::sim::SimDisk;
 
     #[test]
     fn a_file_that_shrinks_under_a_walk_ends_where_it_now_ends() {

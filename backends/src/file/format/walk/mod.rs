@@ -1,5 +1,5 @@
 //! The one walk over a segment's groups and frames, shared by opening and by
-//! [`verify_dir`](super::verify_dir): where the bytes stop making sense, and what that means.
+//! [`verify_dir`](crate::file::verify_dir): where the bytes stop making sense, and what that means.
 //!
 //! The walk checks the segment header, then each group in turn: its header, that its frames lie
 //! inside the file, each frame's checksum, the first record of each events frame (its session and
@@ -23,10 +23,10 @@ use std::io;
 
 use stepjournal_codec::Limits;
 
-use super::io::IoFile;
 use super::layout::{
     GroupHeader, SEGMENT_HEADER_LEN, SegmentId, check_segment_header, encode_segment_header,
 };
+use crate::file::io::IoFile;
 pub(crate) use group::{FrameAt, FrameKindInfo, GroupView, Problem};
 use group::{GroupCheck, check_group, view_of};
 use survey::Survey;

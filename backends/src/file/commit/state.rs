@@ -10,12 +10,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::answer::Answers;
 use super::cohort::Cohort;
-use super::files::SegmentFiles;
-use super::index::Index;
-use super::io::{Io, IoFile, IoLock};
-use super::layout::SegmentId;
-use super::options::FileOptions;
 use super::queue::Request;
+use crate::file::files::SegmentFiles;
+use crate::file::format::layout::SegmentId;
+use crate::file::index::Index;
+use crate::file::io::{Io, IoFile, IoLock};
+use crate::file::options::FileOptions;
 use crate::{RunHead, StoreError};
 
 /// Locks a mutex; a panic while it was held does not make the data unusable here (every update
@@ -133,6 +133,17 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Checks the invariants on `leading` and `committer` (debug builds); called wherever the
+    /// queue or the leadership changes, before the lock is let go.
+    pub(crate) fn check_leading(&self) {
+        debug_assert!(!self.committer || self.leading, "the committer leads only as the leader");
+        debug_assert!(
+            self.queue.is_empty() || self.leading,
+            "a request is queued only with a leader to write it ({} queued)",
+            self.queue.len()
+        );
+    }
+
     pub(crate) fn check_poison(&self) -> Result<(), StoreError> {
         match &self.poisoned {
             Some(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),

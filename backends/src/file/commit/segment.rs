@@ -4,9 +4,9 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::io::{Io, IoFile};
-use super::layout::{SegmentId, encode_segment_header};
 use crate::StoreError;
+use crate::file::format::layout::{SegmentId, encode_segment_header};
+use crate::file::io::{Io, IoFile};
 
 /// A failed write or sync: what was being done, and the OS error.
 #[derive(Debug)]

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::io::IoFile;
-use super::layout::{GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId};
 use super::segment::{IoFailure, create_segment};
 use super::state::{Active, Core, Writer, lock};
+use crate::file::format::layout::{
+    GROUP_HEADER_LEN, GroupHeader, LOCK_FILE, SEGMENT_HEADER_LEN, SegmentId,
+};
+use crate::file::io::IoFile;
 
 /// Where a group went.
 pub(crate) struct Written {
@@ -168,6 +170,7 @@ pub(crate) fn sync_active(core: &Core) -> Result<(), IoFailure> {
     }
     // A segment sealed meanwhile was synced whole by its sealing.
     if let Some(a) = w.active.as_mut().filter(|a| a.id == id) {
+        debug_assert!(upto <= a.len, "the active segment's data only grows: {upto} > {}", a.len);
         a.synced = a.synced.max(upto);
         a.check();
     }

@@ -26,9 +26,10 @@ pub(crate) enum RequestKind {
     Delete,
 }
 
-/// Who is told how a request went, and what they are told on success.
+/// How a request is completed: the completer of its caller's future, and what it is told on
+/// success.
 #[derive(Debug)]
-pub(crate) enum Reply {
+pub(crate) enum Completion {
     /// An append's caller: the acknowledgement.
     Append { completer: Completer<Result<AppendAck, AppendError>>, ack: AppendAck },
     /// A deletion's caller: whether the session existed (it did: a deletion of a session with
@@ -48,7 +49,7 @@ pub(crate) struct Request {
     /// The session's head once the batch lands, when the batch changes it.
     pub head: Option<RunHead>,
     /// Whom to answer (taken when answered; a request dropped unanswered answers on drop).
-    reply: Option<Reply>,
+    completion: Option<Completion>,
 }
 
 impl Request {
@@ -62,13 +63,18 @@ impl Request {
         ack: AppendAck,
         completer: Completer<Result<AppendAck, AppendError>>,
     ) -> Request {
+        debug_assert!(
+            matches!(kind, RequestKind::Events { first, count, .. }
+                if first == ack.first.get() && ack.next == ack.first.add(u64::from(count))),
+            "an append's acknowledgement names the seqs its batch takes: {kind:?}, {ack:?}"
+        );
         Request {
             session: session.to_owned(),
             kind,
             frame,
             sync: ack.durability >= Durability::Synced,
             head,
-            reply: Some(Reply::Append { completer, ack }),
+            completion: Some(Completion::Append { completer, ack }),
         }
     }
 
@@ -84,7 +90,7 @@ impl Request {
             frame,
             sync: true,
             head: None,
-            reply: Some(Reply::Delete { completer }),
+            completion: Some(Completion::Delete { completer }),
         }
     }
 
@@ -94,9 +100,9 @@ impl Request {
     }
 
     fn answer(&mut self, result: Result<(), GroupError>) {
-        let Some(reply) = self.reply.take() else { return };
-        match reply {
-            Reply::Append { completer, ack } => {
+        let Some(completion) = self.completion.take() else { return };
+        match completion {
+            Completion::Append { completer, ack } => {
                 let answer = match result {
                     Ok(()) => Ok(ack),
                     Err(GroupError::Store(e)) => Err(AppendError::Store(e)),
@@ -115,7 +121,7 @@ impl Request {
                 };
                 completer.complete(answer);
             }
-            Reply::Delete { completer } => {
+            Completion::Delete { completer } => {
                 let answer = match result {
                     Ok(()) => Ok(true),
                     Err(GroupError::Store(e)) => Err(e),
@@ -133,7 +139,7 @@ impl Drop for Request {
     /// A request dropped unanswered (a bug: every path answers, a leader that panics included)
     /// still answers: never a hang. Its message is made only here.
     fn drop(&mut self) {
-        if self.reply.is_some() {
+        if self.completion.is_some() {
             let first_failure =
                 "the file store's group committer went away without answering".to_owned();
             self.answer(Err(GroupError::Store(StoreError::Poisoned { first_failure })));

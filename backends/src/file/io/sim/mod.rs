@@ -17,9 +17,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 mod disk;
 
-use super::io::EntryKind;
+use super::EntryKind;
 #[cfg(doc)]
-use super::io::{Io, IoFile, IoLock};
+use super::{Io, IoFile, IoLock};
 
 /// The kinds of operation the disk counts (reads, listings and locks are not counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

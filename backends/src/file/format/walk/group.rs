@@ -7,7 +7,7 @@ use stepjournal_codec::batch::{Frame, FrameKind, HEADER_LEN as FRAME_HEADER_LEN}
 use stepjournal_codec::{DecodeError, EventKind, Limits, UnixMillis};
 
 use super::window::Window;
-use crate::file::layout::{GROUP_HEADER_LEN, GroupHeader};
+use crate::file::format::layout::{GROUP_HEADER_LEN, GroupHeader};
 
 /// What one frame holds, as the index needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,6 +62,7 @@ impl Answers {
         loop {
             {
                 let mut q = self.lock();
+                debug_assert!(!q.gone, "the answer thread runs until it is gone, and runs once");
                 while q.answers.is_empty() && !q.stopping {
                     q.sleeping = true;
                     q = self.ready.wait(q).unwrap_or_else(PoisonError::into_inner);

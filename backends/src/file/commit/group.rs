@@ -30,12 +30,12 @@ use std::sync::{MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::answer::Answer;
-use super::index::BatchLoc;
 use super::queue::{GroupError, Request, RequestKind};
 use super::segment::IoFailure;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
 use crate::StoreError;
+use crate::file::index::BatchLoc;
 
 /// Who leads a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,19 +50,33 @@ enum Leader {
 /// order the checks passed in). When no one leads, a caller that `may_lead` (the sync API)
 /// writes the group itself before returning; otherwise the committer thread is woken to.
 pub(crate) fn submit(core: &Core, mut st: MutexGuard<'_, State>, request: Request, may_lead: bool) {
+    // The check that admitted the request counted it in its session's pending tail.
+    debug_assert!(
+        st.pending.get(&request.session).is_some_and(|p| match request.kind {
+            RequestKind::Events { first, count, .. } => {
+                p.tail == first.saturating_add(u64::from(count))
+            }
+            RequestKind::Delete => p.tail == 0 && p.deleting,
+        }),
+        "a request is queued counted in its session's pending tail: {:?}",
+        request.kind
+    );
     st.queue.push_back(request);
     if st.cohort.tracking() && st.cohort.arrival(Instant::now()) {
         core.cohort_back.notify_one();
     }
     if st.leading {
+        st.check_leading();
         return;
     }
     st.leading = true;
     if may_lead {
+        st.check_leading();
         drop(st);
         lead(core, Leader::Caller);
     } else {
         st.committer = true;
+        st.check_leading();
         drop(st);
         core.wake.notify_one();
     }
@@ -120,6 +134,7 @@ fn lead(core: &Core, who: Leader) {
                 st.cohort.forget();
                 st.leading = false;
                 st.committer = false;
+                st.check_leading();
                 break;
             }
             group
@@ -240,6 +255,7 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
         "no request is queued or being written, yet tails are pending: {:?}",
         st.pending
     );
+    st.check_leading();
     let poison = st.check_poison().err();
     drop(st);
     if hand_off {
@@ -306,6 +322,7 @@ impl Drop for LeadGuard<'_> {
         st.leading = false;
         st.committer = false;
         let refused: Vec<Request> = st.queue.drain(..).collect();
+        st.check_leading();
         let poison = st.check_poison().err();
         drop(st);
         fail_all(refused, poison.as_ref());

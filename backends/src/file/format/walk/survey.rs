@@ -3,7 +3,7 @@
 use std::io;
 
 use super::window::{CHUNK, Window};
-use crate::file::layout::{GROUP_HEADER_LEN, GroupHeader};
+use crate::file::format::layout::{GROUP_HEADER_LEN, GroupHeader};
 
 /// What the bytes after a segment's first damage hold, found by one pass over them: every intact
 /// group header (at any byte, inside damaged groups too) and where the last non-zero byte is.
@@ -80,7 +80,7 @@ impl Survey {
 mod tests {
     use super::*;
     use crate::file::io::Io;
-    use crate::file::sim::SimDisk;
+    use crate::file::io::sim::SimDisk;
 
     #[test]
     fn the_survey_finds_headers_across_window_edges_and_the_last_data_byte() {

@@ -9,10 +9,16 @@
 //! compaction the original and the copy may both be on disk. So on open (`builder`) a session's
 //! runs are collected, sorted and deduplicated (the latest copy wins), and checked to be dense at
 //! the end; a deletion frame drops every run collected for its session so far.
+//!
+//! The builder lives here, beside what it builds, rather than with opening: opening scans into
+//! it, and so do the sidecar indexes (`space`) opening reads and the check of a directory
+//! (`verify`), so it comes before all three.
+
+pub(crate) mod builder;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::layout::SegmentId;
+use super::format::layout::SegmentId;
 use crate::RunHead;
 
 /// One batch of a session: `count` events from `first`, in one frame.
@@ -263,6 +269,14 @@ impl Index {
     /// Forgets a segment whose removal is durable: deletion frames that guarded it need it no
     /// more.
     pub(crate) fn forget(&mut self, id: SegmentId) {
+        debug_assert!(
+            self.segments.get(&id).is_none_or(|s| s.live == 0 && s.guards.is_empty()),
+            "segment {id} is removed only once nothing in it is needed"
+        );
+        debug_assert!(
+            self.sessions.values().all(|log| log.runs.iter().all(|r| r.seg != id)),
+            "no batch's home is in removed segment {id}"
+        );
         self.segments.remove(&id);
         for seg in self.segments.values_mut() {
             for g in &mut seg.guards {

@@ -5,37 +5,16 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::io::{Io, IoFile};
-use super::layout::SegmentId;
-use super::segment::IoFailure;
+use crate::file::commit::segment::IoFailure;
+use crate::file::format::layout::SegmentId;
+use crate::file::format::names;
+use crate::file::io::{Io, IoFile};
 
 /// The most names tried for one copy.
 const NAMES: u32 = 1000;
 
 /// How much is copied at a time.
 const CHUNK: u64 = 1 << 20;
-
-/// The name of the copy of segment `id`'s bytes from `from`: `{segment}.{from}.torn`, or
-/// `{segment}.{from}-{n}.torn` when an earlier copy took that name. Never a segment's name.
-pub(crate) fn aside_name(id: SegmentId, from: u64, n: u32) -> String {
-    match n {
-        0 | 1 => format!("{}.{from}.torn", id.file_name()),
-        n => format!("{}.{from}-{n}.torn", id.file_name()),
-    }
-}
-
-/// Whether `name` is one made by [`aside_name`]: a segment's name, the offset the copy starts
-/// at, perhaps `-n`, and `.torn`.
-pub(crate) fn is_aside_name(name: &str) -> bool {
-    let Some(rest) = name.strip_suffix(".torn") else { return false };
-    let Some((segment, from)) = rest.rsplit_once('.') else { return false };
-    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    let from_ok = match from.split_once('-') {
-        Some((at, n)) => digits(at) && digits(n),
-        None => digits(from),
-    };
-    from_ok && SegmentId::from_file_name(segment).is_some()
-}
 
 /// Copies bytes `bytes` of segment `id` (`file`) to a new file in `dir`, and syncs it; the
 /// caller syncs the directory before cutting them. Returns the copy's path.
@@ -48,7 +27,7 @@ pub(crate) fn set_aside(
 ) -> Result<PathBuf, IoFailure> {
     let mut made = None;
     for n in 1..=NAMES {
-        let path = dir.join(aside_name(id, bytes.start, n));
+        let path = dir.join(names::aside(id, bytes.start, n));
         match io.create_new(&path) {
             Ok(copy) => {
                 made = Some((path, copy));
@@ -77,19 +56,4 @@ pub(crate) fn set_aside(
     }
     copy.sync_data().map_err(|e| IoFailure::new(format!("fdatasync of {}", path.display()), e))?;
     Ok(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_copy_is_never_named_like_a_segment() {
-        for n in [1, 2, 17] {
-            let name = aside_name(SegmentId(7), 4096, n);
-            assert_eq!(SegmentId::from_file_name(&name), None, "{name}");
-            assert!(name.starts_with("00000000000000000007.seg.4096") && name.ends_with(".torn"));
-            assert!(is_aside_name(&name), "{name}");
-        }
-    }
 }

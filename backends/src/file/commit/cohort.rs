@@ -61,6 +61,8 @@ impl Cohort {
     /// A group of `size` requests was written (its write and sync took `io`) and is being
     /// answered now.
     pub(crate) fn answered(&mut self, size: usize, io: Duration) {
+        // The leader answers; a committer waiting for the cohort is that leader, not answering.
+        debug_assert!(!self.waiting, "a group is answered while the committer waits for it");
         self.io_nanos = average(self.io_nanos, io);
         self.size = size;
         self.arrived = 0;
@@ -87,6 +89,7 @@ impl Cohort {
     /// A request was queued at `now`. Returns whether it completes the cohort the committer
     /// waits for (then it must be woken). Only called while [`tracking`](Self::tracking).
     pub(crate) fn arrival(&mut self, now: Instant) -> bool {
+        debug_assert!(self.tracking(), "an arrival counted with no cohort that may come back");
         if !self.answered {
             return false;
         }

@@ -1,0 +1,25 @@
+//! The append path: appenders' requests queued, written by one leader at a time as a group with
+//! one write and one `fdatasync`, published to the index, and answered. Each module uses only
+//! those listed before it:
+//!
+//! - `queue`: the requests appenders queue, and how each is answered (its `Completion`);
+//! - `cohort`: when the next group waits for the appenders of the last;
+//! - `answer`: the answer thread, which wakes a written group's callers;
+//! - `segment`: creating a segment file, and the I/O failure every write path reports;
+//! - `state`: what callers share (`Core`: index, pending tails and queue under one lock, the
+//!   active segment under the leader's). It lives here because it holds the queue, the cohort
+//!   and the answers; opening builds it, reclaiming space and the store use it;
+//! - `write`: writing one group to the active segment (sealing it and starting the next when
+//!   it is full);
+//! - `group`: the group commit itself: who leads, publishing a group, the committer thread.
+//!
+//! Outside the room they use only the rooms and modules listed before `commit` in the
+//! [file backend's order](super).
+
+pub(crate) mod answer;
+pub(crate) mod cohort;
+pub(crate) mod group;
+pub(crate) mod queue;
+pub(crate) mod segment;
+pub(crate) mod state;
+pub(crate) mod write;
