@@ -1163,21 +1163,38 @@ mod sidecar {
         sim_dir().join(stepjournal_backends::file::SegmentId(1).file_name()).with_extension("idx")
     }
 
-    #[test]
-    fn a_crash_at_every_operation_of_a_sidecar_write_keeps_what_was_promised() {
-        // The run without a crash: where the sidecar's operations lie (the appends' end before
-        // the reclaim thread begins: it is woken once the sealing group is published).
+    /// A journal whose first segment is sealed and has no sidecar yet (the state the reclaim
+    /// thread writes one in), and how many events it holds. Made once, appends and reclaim
+    /// done, then the sidecar removed: the crash runs below open it with nothing else going
+    /// on, so the operations after the open are the reclaim thread's alone, in the same order
+    /// on every run.
+    fn sealed_without_sidecar() -> (SimDisk, u64) {
+        use stepjournal_backends::file::io::Io;
         let disk = SimDisk::new();
         let store = open_sim(&disk, opts()).unwrap();
-        let base = disk.ops();
-        disk.record_ops();
         let kept = until_sealed(&store);
+        store.wait_reclaimed();
+        drop(store);
+        disk.remove(&sidecar_path()).unwrap();
+        disk.sync_dir(&sim_dir()).unwrap();
+        (disk.crash_lose_unsynced(), kept)
+    }
+
+    #[test]
+    fn a_crash_at_every_operation_of_a_sidecar_write_keeps_what_was_promised() {
+        // Regression: the crash points were counted from a run that appended while the reclaim
+        // thread wrote the sidecar, so under load a crash point fell on an append instead (24 of
+        // 120 runs failed with two copies of the test at once). The sidecar is now written by a
+        // reopened store that appends nothing.
+        let (base, kept) = sealed_without_sidecar();
+        // The run without a crash: where the sidecar's operations lie.
+        let disk = base.crash_keep_written();
+        disk.record_ops();
+        let store = open_sim(&disk, opts()).unwrap();
         store.wait_reclaimed();
         let log = disk.op_log();
         let idx = |p: &std::path::Path| p.extension().is_some_and(|e| e == "idx");
         let first = log.iter().position(|(_, p)| idx(p)).expect("a sidecar was written");
-        let from = base + first as u64;
-        let total = base + log.len() as u64;
         let kinds: Vec<OpKind> = log[first..].iter().map(|(k, _)| *k).collect();
         assert_eq!(
             kinds,
@@ -1186,6 +1203,7 @@ mod sidecar {
         );
         assert!(disk.read_file(&sidecar_path()).is_some(), "the sealed segment has its sidecar");
         drop(store);
+        let (from, total) = (first as u64, log.len() as u64);
         type PowerLoss = fn(&SimDisk) -> SimDisk;
         let fates: [(&str, PowerLoss); 3] = [
             ("lose unsynced", SimDisk::crash_lose_unsynced),
@@ -1201,10 +1219,10 @@ mod sidecar {
         ];
         for n in from..total {
             for (what, crash) in fates {
-                let disk = SimDisk::new();
+                let disk = base.crash_keep_written();
+                // Set before the open: the reclaim thread may begin as soon as it returns.
+                disk.crash_at_op(disk.ops() + n);
                 let store = open_sim(&disk, opts()).unwrap();
-                disk.crash_at_op(n);
-                assert_eq!(until_sealed(&store), kept, "op {n} ({what})");
                 store.wait_reclaimed();
                 assert!(store.heads().is_err(), "op {n} ({what}): the failure poisoned the store");
                 drop(store);
