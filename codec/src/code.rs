@@ -1,7 +1,7 @@
 //! The stable codes of every error the engine reports: [`ErrorCode`], and for the protocol's
 //! refusals [`RefusalCode`]. Each crate maps its own errors to them ([`Coded`]) by an exhaustive
-//! match, so a new error variant cannot go without a code; the bindings (Node, Python) and the
-//! command line's JSON output show them, and test their own types against [`ErrorCode::ALL`] and
+//! match, so a new error variant cannot go without a code; the bindings show them (the Node
+//! package's `StepjournalError.code`) and test their own types against [`ErrorCode::ALL`] and
 //! [`RefusalCode::ALL`]. A code, once published, keeps its text.
 //!
 //! They live here, in the lowest crate, because every crate's errors need them and the codes are

@@ -6,7 +6,7 @@
 //! - The binary form ([`record`], [`batch`]): a checksummed, self-describing record per event, and a
 //!   batch frame that lands or is dropped whole. See `docs/format.md` for the byte layout.
 //! - The codes of errors ([`ErrorCode`], [`RefusalCode`], [`Coded`]): the stable names every
-//!   crate's errors map to, which bindings and JSON output show.
+//!   crate's errors map to, which the bindings show.
 //!
 //! This crate does no I/O. Its decoders never panic on bad bytes and never allocate from a length
 //! field they have not checked against the bytes they were given.

@@ -13,7 +13,7 @@
 //!
 //! Every error of the facade is here at the top ([`BeginError`], [`WriteError`], [`Refusal`],
 //! [`DriveError`], [`AnswerError`], ...), each converts into the one [`Error`], and each has a
-//! stable [`ErrorCode`] ([`Coded`]): what the bindings and the command line show.
+//! stable [`ErrorCode`] ([`Coded`]): what the bindings show.
 //!
 //! The crash simulator and the exhaustive explorer are in `stepjournal-sim` (never linked by a
 //! production build); the `stepjournal` command is `stepjournal-cli`.
