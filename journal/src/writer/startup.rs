@@ -51,6 +51,11 @@ impl Journal {
     ///   (`answered_while_suspended`); a suspended session with nothing new is not listed:
     ///   waking it would only add a run that waits again.
     ///
+    /// A run whose handles were all dropped before it ended is a crashed one: at once for the
+    /// journal that ran it, and for any other (another process) once its lease is released,
+    /// which this journal's keeper does soon after the drop ([`keep_leases`](Self::keep_leases)
+    /// does it at once), or has expired.
+    ///
     /// A head the store does not know (`RunState::Unknown`, an older journal) is found by
     /// folding that session's log with the same rule.
     pub fn sessions_to_recover(&self) -> Result<Vec<SessionId>, StoreError> {
