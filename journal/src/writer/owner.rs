@@ -56,6 +56,11 @@ pub(crate) struct Ownership {
     /// The runs begun through this journal and not yet pruned, by session (one live run per
     /// session: a newer run of the session fences the older).
     live: Mutex<HashMap<SessionId, Live>>,
+    /// Held through a whole round of [`tend`](Self::tend): rounds of the keeper and of
+    /// [`Journal::keep_leases`](super::Journal::keep_leases) do not overlap, so a round that
+    /// returns has released every lease of a run that ended before it began (none is left in
+    /// the hands of another round still releasing it).
+    tending: Mutex<()>,
     shutting_down: AtomicBool,
     /// Whether the keeper thread was started (on the first lease the store kept).
     keeper: AtomicBool,
@@ -80,6 +85,7 @@ impl Ownership {
             ttl,
             hub: Arc::new(Hub::default()),
             live: Mutex::new(HashMap::new()),
+            tending: Mutex::new(()),
             shutting_down: AtomicBool::new(false),
             keeper: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -204,6 +210,7 @@ impl Ownership {
     /// all gone) and forgets them; renews the leases of the rest in one store call; fires the
     /// signal of each run whose lease was lost.
     pub(crate) fn tend(&self, store: &dyn JournalStore) -> Result<(), StoreError> {
+        let _round = self.tending.lock().unwrap_or_else(|p| p.into_inner());
         let (ended, renew) = {
             let mut live = self.live();
             let done: Vec<SessionId> =
