@@ -206,6 +206,7 @@ export type ErrorCode =
   | 'fenced'
   | 'ended'
   | 'broken'
+  | 'interrupted'
   | 'refused'
   | 'malformed_scenario'
   | 'invalid_id'

@@ -89,6 +89,9 @@ codes! {
         Ended = "ended",
         /// A store failure left the run unable to write.
         Broken = "broken",
+        /// This process let go of the run (a future dropped while writing, a shutdown, a body
+        /// past its deadline): a new entry goes on.
+        Interrupted = "interrupted",
         /// The protocol forbids the write now; [`RefusalCode`] says which rule.
         Refused = "refused",
         /// A recovery conformance scenario is not FORMAT.md's shape.

@@ -54,7 +54,7 @@ pub use stepjournal_recovery as recovery;
 pub use tools::{CallCtx, ToolError, Tools};
 pub use writer::body::{FinishError, Recorded};
 pub use writer::error::{AfterFailure, BeginError, Refusal, WriteError};
-pub use writer::status::{Fence, Order, RunStatus};
+pub use writer::status::{Fence, Interruption, Order, RunStatus};
 pub use writer::{Body, Journal, JournalOptions, Reply, Run, Step};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.

@@ -20,7 +20,7 @@ use stepjournal::codec::{
     CallId, Entry, Record, RunId, RunOutcome, Seq, SessionId, Stamped, UnixMillis,
 };
 use stepjournal::writer::FixedClock;
-use stepjournal::{BeginError, RunStatus};
+use stepjournal::{BeginError, Interruption, RunStatus};
 use stepjournal::{Journal, JournalOptions, RecoverOptions, StepOutcome};
 
 /// A memory store that keeps leases, by a clock the test moves, as a shared SQL store would.
@@ -374,7 +374,9 @@ fn shutdown_refuses_new_runs_and_lets_go_of_open_ones_for_the_next_start_to_reco
     let report = run(journal.shutdown(Duration::ZERO));
     assert_eq!(names(&report.abandoned), ["open"]);
     assert!(open.signal().is_cancelled());
-    assert_eq!(open.status(), RunStatus::Open, "nothing was written for it");
+    // Let go, not ended: nothing was written for it, and nothing of it will be.
+    assert_eq!(open.status(), RunStatus::Interrupted(Interruption::ShutDown));
+    assert_eq!(store.read_all(&session("open")).unwrap().len(), 2, "only its entry's batch");
     assert_eq!(store.lease(&session("open")), None, "its lease was released");
     assert_eq!(store.lease(&session("ended")), None);
     assert!(journal.is_shutting_down());

@@ -170,9 +170,22 @@ impl Sim<'_> {
                         Err(Halt::Fault(Fired::Body(BodyFault::Crash, None)))
                     }
                     BodyFault::FailRun => {
-                        drop(driving);
+                        // The runtime fails the run beside its drive, which goes on: a drive
+                        // dropped instead would let go of the run, which then could not fail.
                         let why = format!("the runtime gave up on a body of {}", paused.call);
                         run.fail(Some(why)).map_err(|e| self.halt("failing the run", e))?;
+                        rig.release();
+                        let done = poll_until_paused(&mut driving, &rig);
+                        for write in rig.take_fenced() {
+                            self.world.notes.fenced(write);
+                        }
+                        if let Some(Ok(outcome)) = done {
+                            return Err(self.halt(
+                                "failing the run",
+                                format!("the drive of a failed run finished: {outcome:?}"),
+                            ));
+                        }
+                        drop(driving);
                         Err(Halt::Fault(Fired::Body(BodyFault::FailRun, None)))
                     }
                     BodyFault::Abandon => {

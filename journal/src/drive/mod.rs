@@ -38,7 +38,7 @@ use stepjournal_codec::{CallId, CheckpointId, Coded, ErrorCode, RefusalCode, Ses
 use stepjournal_recovery::{CallPlan, TranscriptItem, answers_of};
 
 use crate::tools::Tools;
-use crate::writer::{Run, Step, WriteError, in_span, step_span};
+use crate::writer::{Interruption, Run, Step, WriteError, in_span, step_span};
 pub use answer::AnswerError;
 use call::{Job, Limits, carry_out};
 pub use recover::{RecoverFailure, RecoverOptions, Recovered};
@@ -183,6 +183,22 @@ impl DriveError {
     }
 }
 
+/// Lets go of the step's run if the `drive` future is dropped before it finished: the bodies
+/// it was running are dropped with it (their results never recorded) and an append it had
+/// handed to the store may land, so the run cannot go on; a `wake` recovers the step.
+struct LetGoIfDropped<'a> {
+    step: &'a Step,
+    armed: bool,
+}
+
+impl Drop for LetGoIfDropped<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.step.interrupt(Interruption::FutureDropped { during: "drive" });
+        }
+    }
+}
+
 impl Coded for DriveError {
     fn code(&self) -> ErrorCode {
         self.write_error().code()
@@ -207,7 +223,10 @@ impl Step {
         options: DriveOptions,
     ) -> Result<StepOutcome, DriveError> {
         let span = step_span(self.run_span(), self.session(), self.number());
-        in_span(self.drive_in_span(tools, options), &span).await
+        let mut dropped = LetGoIfDropped { step: self, armed: true };
+        let driven = in_span(self.drive_in_span(tools, options), &span).await;
+        dropped.armed = false;
+        driven
     }
 
     async fn drive_in_span(

@@ -6,19 +6,36 @@ use stepjournal_codec::{Event, RunOutcome, Seq, Stamped};
 
 use super::shared::{Inner, Shared, apply, failure_events, fence_of};
 use super::trace::in_span;
-use super::{AfterFailure, Fence, Refusal, RunStatus, WriteError};
+use super::{AfterFailure, Fence, Interruption, Refusal, RunStatus, WriteError};
 
 /// The run's turn to write, held: the holder alone appends and changes the run's view.
 pub(crate) struct Writer<'a> {
     shared: &'a Shared,
     _turn: futures_util::lock::MutexGuard<'a, ()>,
+    /// While a batch handed to the store may land before the run's view learns of it: the
+    /// batch's first event kind. Invariant: `Some` only across the `.await`s between handing a
+    /// batch to the store and folding (or ruling out) it, so a writer dropped with it set is
+    /// a future dropped there.
+    landing: Option<&'static str>,
 }
 
 impl Drop for Writer<'_> {
     /// The turn ends: a run that can no longer write (it ended, was fenced, broke) fires its
-    /// cancel signal, so its bodies learn it without writing.
+    /// cancel signal, so its bodies learn it without writing. A writer dropped while its batch
+    /// may be landing is a future dropped mid-append: the run no longer knows its session's
+    /// tail, so it is let go ([`Interruption::FutureDropped`]) rather than write on a view that
+    /// may lack its own last batch (and start a second attempt, or commit a step over an open
+    /// one).
     fn drop(&mut self) {
-        if self.shared.view().status != RunStatus::Open {
+        let mut inner = self.shared.view();
+        if let Some(during) = self.landing
+            && inner.status == RunStatus::Open
+        {
+            inner.status = RunStatus::Interrupted(Interruption::FutureDropped { during });
+        }
+        let open = inner.status == RunStatus::Open;
+        drop(inner);
+        if !open {
             self.shared.cancel.fire();
             self.shared.hub.notify();
         }
@@ -28,7 +45,7 @@ impl Drop for Writer<'_> {
 impl Shared {
     /// Waits for the run's turn to write (no thread is parked while waiting).
     pub(crate) async fn write(&self) -> Writer<'_> {
-        Writer { shared: self, _turn: self.turn.lock().await }
+        Writer { shared: self, _turn: self.turn.lock().await, landing: None }
     }
 }
 
@@ -82,11 +99,14 @@ impl Writer<'_> {
     ) -> Result<T, WriteError> {
         let span = self.shared.span.clone();
         let appended = async move {
-            match self.append_loop(build).await {
+            let result = match self.append_loop(build).await {
                 Ok(out) => Ok(out),
                 Err(AppendFailure::Write(e)) => Err(e),
                 Err(AppendFailure::Store(source)) => Err(self.fail_after_store_error(source).await),
-            }
+            };
+            // Finished, not dropped: what became of the batch is in the run's view and status.
+            self.landing = None;
+            result
         };
         in_span(appended, &span).await
     }
@@ -107,6 +127,7 @@ impl Writer<'_> {
                 let batch: Vec<Stamped> = events.into_iter().map(|e| Stamped::at(at, e)).collect();
                 (inner.tail, batch, out)
             };
+            self.landing = batch.first().map(|s| s.event.kind().name());
             let answer =
                 shared.store.append_async(&shared.session, tail, &batch, shared.durability).await;
             match answer {
@@ -114,12 +135,24 @@ impl Writer<'_> {
                     let mut inner = self.view();
                     apply(&mut inner, &batch);
                     debug_assert_eq!(inner.tail, ack.next, "the store's tail follows the batch");
+                    drop(inner);
+                    self.landing = None;
                     return Ok(out);
                 }
-                Err(AppendError::Conflict { .. }) => match self.catch_up(pending.take()).await? {
-                    CaughtUp::Landed(out) => return Ok(out),
-                    CaughtUp::Moved(still) => pending = still,
-                },
+                Err(AppendError::Conflict { .. }) => {
+                    // Nothing of this batch landed; one still pending from an unknown outcome
+                    // may have.
+                    if pending.is_none() {
+                        self.landing = None;
+                    }
+                    match self.catch_up(pending.take()).await? {
+                        CaughtUp::Landed(out) => {
+                            self.landing = None;
+                            return Ok(out);
+                        }
+                        CaughtUp::Moved(still) => pending = still,
+                    }
+                }
                 Err(e @ AppendError::OutcomeUnknown { .. }) => {
                     // Not found now, it may still land at its place: the next attempt, made at
                     // the same tail with the same events (the build is deterministic), then
@@ -127,7 +160,10 @@ impl Writer<'_> {
                     // cannot tell either: the outcome stays unknown, and is reported so.
                     let unknown = Pending { at: tail, batch, out };
                     match self.catch_up(Some(unknown)).await {
-                        Ok(CaughtUp::Landed(out)) => return Ok(out),
+                        Ok(CaughtUp::Landed(out)) => {
+                            self.landing = None;
+                            return Ok(out);
+                        }
                         Ok(CaughtUp::Moved(still)) => pending = still,
                         Err(AppendFailure::Store(_)) => return Err(AppendFailure::Store(e)),
                         Err(other) => return Err(other),

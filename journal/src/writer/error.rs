@@ -11,7 +11,7 @@ use stepjournal_codec::{
 };
 use stepjournal_recovery::ValidationError;
 
-use super::status::{Fence, Order};
+use super::status::{Fence, Interruption, Order};
 
 /// Why [`Journal::begin_run`](super::Journal::begin_run) began no run.
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +171,22 @@ pub enum WriteError {
         run: RunId,
         /// The failure.
         error: String,
+    },
+    /// This process let go of the run ([`RunStatus::Interrupted`](super::RunStatus)): a future
+    /// of it was dropped while writing, the journal shut down, or a body overran its deadline.
+    /// Nothing was written, and nothing of this run ever will be: begin a `wake` run, which
+    /// goes on from what landed by FORMAT.md's rules.
+    #[error(
+        "run `{run}` of session `{session}` was let go ({why}); nothing was written: begin a \
+         `wake` run to go on"
+    )]
+    Interrupted {
+        /// The session.
+        session: SessionId,
+        /// The run.
+        run: RunId,
+        /// Why it was let go.
+        why: Interruption,
     },
     /// The store failed on this append (not a conflict). The append did not land, unless
     /// `source` is [`AppendError::OutcomeUnknown`] (then it may have: recovery reads it); `then`
@@ -529,6 +545,7 @@ impl Coded for WriteError {
             WriteError::Fenced { .. } => ErrorCode::Fenced,
             WriteError::Ended { .. } => ErrorCode::Ended,
             WriteError::Broken { .. } => ErrorCode::Broken,
+            WriteError::Interrupted { .. } => ErrorCode::Interrupted,
             WriteError::Store { source, .. } | WriteError::Encode { source, .. } => source.code(),
             WriteError::Contended { .. } => ErrorCode::Conflict,
         }
@@ -540,6 +557,7 @@ impl Coded for WriteError {
             WriteError::Fenced { .. }
             | WriteError::Ended { .. }
             | WriteError::Broken { .. }
+            | WriteError::Interrupted { .. }
             | WriteError::Store { .. }
             | WriteError::Encode { .. }
             | WriteError::Contended { .. } => None,

@@ -150,7 +150,13 @@ impl Journal {
             }
         };
         let run_id = new_run.run.clone();
-        match self.append_entry(session, new_run).await {
+        // Dropped before the run is handed back, the entry's batch may land with no `Run` to
+        // go on through: the session is then a crashed one (listed by `sessions_to_recover`),
+        // and the lease is released by the keeper.
+        let mut dropped = OrphanIfDropped { own: &self.own, session, run: &run_id, armed: leased };
+        let appended = self.append_entry(session, new_run).await;
+        dropped.armed = false;
+        match appended {
             Ok(run) => {
                 if stop {
                     self.own.stopped(session);
@@ -327,6 +333,22 @@ impl Journal {
             shared.cancel.fire();
         }
         Run::new(Arc::new(shared), new_run.entry, plan, at)
+    }
+}
+
+/// Hands the lease of a run whose entry future was dropped to the keeper to release.
+struct OrphanIfDropped<'a> {
+    own: &'a Ownership,
+    session: &'a SessionId,
+    run: &'a stepjournal_codec::RunId,
+    armed: bool,
+}
+
+impl Drop for OrphanIfDropped<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.own.orphan(self.session, self.run);
+        }
     }
 }
 

@@ -68,7 +68,7 @@ pub use journal::Journal;
 pub use options::JournalOptions;
 pub use run::{Reply, Run};
 pub use startup::{JournalMetrics, Shutdown};
-pub(crate) use status::{Fence, RunStatus};
+pub(crate) use status::{Fence, Interruption, RunStatus};
 pub use step::Step;
 pub use trace::Span;
 pub(crate) use trace::{in_span, step_span};

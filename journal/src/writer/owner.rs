@@ -11,6 +11,7 @@ use std::time::Duration;
 use stepjournal_backends::{JournalStore, LeaseTaken, OwnerId, StoreError};
 use stepjournal_codec::{RunId, SessionId};
 
+use super::Interruption;
 use super::hub::{Counters, Hub};
 use super::run::{Run, WeakRun};
 
@@ -61,6 +62,9 @@ pub(crate) struct Ownership {
     /// returns has released every lease of a run that ended before it began (none is left in
     /// the hands of another round still releasing it).
     tending: Mutex<()>,
+    /// Leases taken for runs whose entry never handed a `Run` back (its future was dropped):
+    /// released at the keeper's next round.
+    orphans: Mutex<Vec<(SessionId, RunId)>>,
     shutting_down: AtomicBool,
     /// Whether the keeper thread was started (on the first lease the store kept).
     keeper: AtomicBool,
@@ -86,6 +90,7 @@ impl Ownership {
             hub: Arc::new(Hub::default()),
             live: Mutex::new(HashMap::new()),
             tending: Mutex::new(()),
+            orphans: Mutex::new(Vec::new()),
             shutting_down: AtomicBool::new(false),
             keeper: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -186,24 +191,49 @@ impl Ownership {
             .collect()
     }
 
-    /// Lets go of every run still open here: fires its signal and releases its lease, so the
-    /// next start finds it crashed and recovers it. Returns their sessions.
-    pub(crate) fn abandon_open(&self, store: &dyn JournalStore) -> Vec<SessionId> {
+    /// A lease was taken for `run` of `session`, whose entry was dropped before it handed the
+    /// run back: the keeper releases it at its next round (woken now).
+    pub(crate) fn orphan(&self, session: &SessionId, run: &RunId) {
+        self.orphans.lock().unwrap_or_else(|p| p.into_inner()).push((session.clone(), run.clone()));
+        self.hub.notify();
+    }
+
+    /// Lets go of every run still open here ([`Interruption::ShutDown`]): each writes nothing
+    /// from now on, and its signal fires. Returns them, still holding their leases (released
+    /// once their writes in flight are answered: see [`release_abandoned`]).
+    ///
+    /// [`release_abandoned`]: Self::release_abandoned
+    pub(crate) fn abandon_open(&self) -> Vec<(SessionId, Run, bool)> {
         let open: Vec<(SessionId, Live)> = {
             let mut live = self.live();
             let sessions: Vec<SessionId> =
                 live.iter().filter(|(_, l)| l.handle.is_open()).map(|(s, _)| s.clone()).collect();
             sessions.into_iter().filter_map(|s| live.remove(&s).map(|l| (s, l))).collect()
         };
-        for (session, live) in &open {
-            if let Some(signal) = live.handle.signal() {
-                signal.fire();
-            }
-            if live.leased {
-                self.release(store, session, &live.run);
-            }
+        let mut abandoned = Vec::with_capacity(open.len());
+        for (session, live) in open {
+            let Some(run) = live.handle.upgrade() else {
+                // Its last handle went meanwhile: a crashed run, as any dropped one.
+                if live.leased {
+                    self.orphan(&session, &live.run);
+                }
+                continue;
+            };
+            run.interrupt(Interruption::ShutDown);
+            abandoned.push((session, run, live.leased));
         }
-        open.into_iter().map(|(s, _)| s).collect()
+        abandoned
+    }
+
+    /// Releases the lease of a run [`abandon_open`](Self::abandon_open) let go, once no write
+    /// of it is in flight.
+    pub(crate) fn release_abandoned(
+        &self,
+        store: &dyn JournalStore,
+        session: &SessionId,
+        run: &Run,
+    ) {
+        self.release(store, session, run.id());
     }
 
     /// One round of the keeper: releases the leases of runs that ended (or whose handles are
@@ -211,6 +241,10 @@ impl Ownership {
     /// signal of each run whose lease was lost.
     pub(crate) fn tend(&self, store: &dyn JournalStore) -> Result<(), StoreError> {
         let _round = self.tending.lock().unwrap_or_else(|p| p.into_inner());
+        let orphans = std::mem::take(&mut *self.orphans.lock().unwrap_or_else(|p| p.into_inner()));
+        for (session, run) in &orphans {
+            self.release(store, session, run);
+        }
         let (ended, renew) = {
             let mut live = self.live();
             let done: Vec<SessionId> =

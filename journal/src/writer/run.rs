@@ -11,7 +11,7 @@ use stepjournal_recovery::{Plan, SessionState, TranscriptItem, transcript};
 
 use super::shared::{OpenStep, Shared};
 use super::wait::block_on;
-use super::{CancelSignal, Refusal, RunStatus, Span, Step, WriteError};
+use super::{CancelSignal, Interruption, Refusal, RunStatus, Span, Step, WriteError};
 
 /// A model reply to commit: its text and its calls, in the order the model gave them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,6 +104,17 @@ struct Begun {
 impl Run {
     pub(crate) fn new(shared: Arc<Shared>, entry: Entry, plan: Plan, begun_at: Seq) -> Self {
         Run { shared, begun: Arc::new(Begun { entry, plan, at: begun_at }) }
+    }
+
+    /// Lets go of the run in this process (see [`Interruption`]).
+    pub(crate) fn interrupt(&self, why: Interruption) {
+        self.shared.interrupt(why);
+    }
+
+    /// Waits until no write of the run is in flight: a write handed to the store before now has
+    /// been answered (and, once the run can no longer write, none follows).
+    pub(crate) async fn settled(&self) {
+        drop(self.shared.write().await);
     }
 
     /// The run, held without keeping it alive.

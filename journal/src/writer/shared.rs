@@ -16,7 +16,7 @@ use super::cancel::CancelSignal;
 use super::clock::Clock;
 use super::hub::{Counters, Hub};
 use super::trace::Span;
-use super::{Fence, IdSource, RunStatus, WriteError};
+use super::{Fence, IdSource, Interruption, RunStatus, WriteError};
 
 /// The step a run has open: the reply it committed, or the saved step its entry recovered.
 #[derive(Debug)]
@@ -134,7 +134,26 @@ impl Shared {
             RunStatus::Broken { error } => {
                 Err(WriteError::Broken { run: self.run.clone(), error: error.clone() })
             }
+            RunStatus::Interrupted(why) => Err(WriteError::Interrupted {
+                session: self.session.clone(),
+                run: self.run.clone(),
+                why: why.clone(),
+            }),
         }
+    }
+
+    /// Lets go of the run in this process (see [`Interruption`]): from now on it writes nothing
+    /// and its signal fires. A run that already ended, was fenced or broke keeps its status.
+    /// Takes no turn: a write already handed to the store may still land, none begun after.
+    pub(crate) fn interrupt(&self, why: Interruption) {
+        let mut inner = self.view();
+        if inner.status != RunStatus::Open {
+            return;
+        }
+        inner.status = RunStatus::Interrupted(why);
+        drop(inner);
+        self.cancel.fire();
+        self.hub.notify();
     }
 
     /// The error of a write this fence refused (counted).

@@ -133,7 +133,19 @@ impl Journal {
                 break;
             }
         }
-        let abandoned = self.own.abandon_open(&*self.store);
+        // Each run left open is let go (it writes nothing from now on: a body that finishes
+        // later records nothing), then its write in flight, if any, is waited for, so that
+        // nothing of it lands once shutdown has said it is abandoned; only then is its lease
+        // released.
+        let open = self.own.abandon_open();
+        let mut abandoned = Vec::with_capacity(open.len());
+        for (session, run, leased) in open {
+            run.settled().await;
+            if leased {
+                self.own.release_abandoned(&*self.store, &session, &run);
+            }
+            abandoned.push(session);
+        }
         // The leases of the runs that ended are released too.
         let _ = self.own.tend(&*self.store);
         self.own.stop_keeper();

@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use stepjournal_codec::{RunId, RunOutcome, Seq};
+use std::time::Duration;
+
+use stepjournal_codec::{CallId, RunId, RunOutcome, Seq};
 use stepjournal_recovery::order::Lane;
 
 /// What fenced a run: an event another writer appended after the run's last append.
@@ -58,6 +60,44 @@ impl fmt::Display for Fence {
     }
 }
 
+/// Why this process let go of a run it had not ended ([`RunStatus::Interrupted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Interruption {
+    /// A future of the run was dropped (a timeout, a `select!`, a cancelled request) while it
+    /// was writing: the batch it had handed to the store may have landed, so the run no longer
+    /// knows where its session stands.
+    FutureDropped {
+        /// What the future was doing: the operation (`commit_reply`, `drive`, ...).
+        during: &'static str,
+    },
+    /// [`Journal::shutdown`](crate::Journal::shutdown) reached its deadline with the run open.
+    ShutDown,
+    /// A body overran its deadline ([`DriveOptions::deadline`](crate::DriveOptions::deadline)):
+    /// the run was let go as if it had crashed, and the late body's result is refused.
+    Deadline {
+        /// The call whose body overran.
+        call: CallId,
+        /// The deadline it had.
+        after: Duration,
+    },
+}
+
+impl fmt::Display for Interruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Interruption::FutureDropped { during } => write!(
+                f,
+                "a future of the run was dropped during `{during}`: what it was writing may have                  landed"
+            ),
+            Interruption::ShutDown => f.write_str("the journal shut down with the run open"),
+            Interruption::Deadline { call, after } => {
+                write!(f, "the body of call `{call}` overran its deadline of {after:?}")
+            }
+        }
+    }
+}
+
 /// Where a run stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -78,12 +118,16 @@ pub enum RunStatus {
         /// The failure.
         error: String,
     },
+    /// This process let go of the run without ending it: a future of the run was dropped while
+    /// it wrote, the journal shut down, or a body overran its deadline. It writes nothing more;
+    /// a new entry (`wake`) goes on from what landed, by FORMAT.md's rules, as after a crash.
+    Interrupted(Interruption),
 }
 
 impl RunStatus {
     /// The status as the bindings hand it to a runtime: `{state: "open"}`,
-    /// `{state: "ended", outcome, error}`, `{state: "fenced", by}` (what fenced it, in words) or
-    /// `{state: "broken", error}`.
+    /// `{state: "ended", outcome, error}`, `{state: "fenced", by}` (what fenced it, in words),
+    /// `{state: "broken", error}` or `{state: "interrupted", why}`.
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             RunStatus::Open => serde_json::json!({"state": "open"}),
@@ -92,6 +136,9 @@ impl RunStatus {
             }
             RunStatus::Fenced(by) => serde_json::json!({"state": "fenced", "by": by.to_string()}),
             RunStatus::Broken { error } => serde_json::json!({"state": "broken", "error": error}),
+            RunStatus::Interrupted(why) => {
+                serde_json::json!({"state": "interrupted", "why": why.to_string()})
+            }
         }
     }
 }

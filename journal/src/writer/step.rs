@@ -12,7 +12,7 @@ use stepjournal_recovery::{ApprovalState, CallPlan, SessionState};
 use super::refuse::{self, Reattach, Seen};
 use super::shared::{Shared, running_bodies};
 use super::wait::block_on;
-use super::{Body, CancelSignal, Refusal, RunStatus, Span, WriteError};
+use super::{Body, CancelSignal, Interruption, Refusal, RunStatus, Span, WriteError};
 
 /// The handle of an open step: the reply that opened it is durable (it was committed by
 /// [`Run::commit_reply`](super::Run::commit_reply), or it is the saved step a recovered run
@@ -88,6 +88,11 @@ impl Step {
     /// The run's span (see [`Run::span`](super::Run::span)).
     pub fn run_span(&self) -> &Span {
         &self.shared.span
+    }
+
+    /// Lets go of the step's run in this process (see [`Interruption`]).
+    pub(crate) fn interrupt(&self, why: Interruption) {
+        self.shared.interrupt(why);
     }
 
     /// Whether the step is still open.
