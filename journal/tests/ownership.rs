@@ -113,6 +113,7 @@ impl JournalStore for LeasingStore {
             run: state,
             answered_while_suspended: answered,
             lease: self.lease(session),
+            read_at: Some(self.now()),
         }))
     }
     fn take_lease(
