@@ -31,14 +31,30 @@ impl fmt::Display for OwnerId {
 }
 
 /// Who runs a session's open run, and until when, unless renewed.
+///
+/// A lease lapses by the store's clock, the one that set [`expires`](Self::expires): the
+/// server's on PostgreSQL, the machine's on SQLite. Judge it by that clock, as read with the
+/// lease ([`SessionHead::live_lease`], or [`is_live_at`](Self::is_live_at) with
+/// [`SessionHead::read_at`]), never by the caller's own clock: a caller whose clock runs ahead
+/// would call a live lease lapsed (and wake, fence or delete a running session), one whose
+/// clock runs behind a lapsed lease live.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     /// The process holding it.
     pub owner: OwnerId,
     /// The run it covers.
     pub run: RunId,
-    /// When it lapses unless renewed (by the store's clock: the server's, for a shared store).
+    /// When it lapses unless renewed, by the store's clock (the server's, for PostgreSQL).
     pub expires: UnixMillis,
+}
+
+impl Lease {
+    /// Whether the lease is live at `now`, a reading of the store's clock (it lapses at
+    /// [`expires`](Self::expires): live while `now < expires`). Pass the store's time read with
+    /// the lease ([`SessionHead::read_at`]), not the caller's clock.
+    pub fn is_live_at(&self, now: UnixMillis) -> bool {
+        now < self.expires
+    }
 }
 
 /// What the log says of a session's last run.
@@ -77,9 +93,26 @@ pub struct SessionHead {
     /// Whether a `client_answer` or an `approval_decided` was appended after the last run ended
     /// `suspended`: the answer the run waited for may be there, so a wake has work to do.
     pub answered_while_suspended: bool,
-    /// The lease on its open run, where the store keeps leases and one is held (expired or
-    /// not: compare [`Lease::expires`] with the store's time).
+    /// The lease on its open run, where the store keeps leases and one is held, live or
+    /// lapsed: [`live_lease`](Self::live_lease) says which, by the store's clock.
     pub lease: Option<Lease>,
+    /// The store's clock when it read this head, by which [`lease`](Self::lease) is judged:
+    /// on PostgreSQL the server's `now()`, selected in the statement that read the head; on
+    /// SQLite this machine's clock, read by the store as it read the head. `None` on a store
+    /// that keeps no leases (file, memory).
+    pub read_at: Option<UnixMillis>,
+}
+
+impl SessionHead {
+    /// The head's lease if it is live by the store's clock when the head was read
+    /// ([`read_at`](Self::read_at)): what every judge of a lease asks (a runtime's start-up,
+    /// the command's `sessions`, `delete`, `answer`), never comparing [`Lease::expires`] with a
+    /// clock of its own. A lease with no store time beside it (a store that keeps leases but
+    /// gave none) is taken as live: nothing says it lapsed.
+    pub fn live_lease(&self) -> Option<&Lease> {
+        let lease = self.lease.as_ref()?;
+        self.read_at.is_none_or(|now| lease.is_live_at(now)).then_some(lease)
+    }
 }
 
 /// The part of a [`SessionHead`] that the events themselves decide.
@@ -198,6 +231,34 @@ mod tests {
 
     fn answer() -> Event {
         Event::ClientAnswer(ClientAnswer { call: CallId::new("c1"), output: RawJson::default() })
+    }
+
+    fn head(lease: Option<Lease>, read_at: Option<UnixMillis>) -> SessionHead {
+        SessionHead {
+            session: SessionId::new("s").unwrap(),
+            tail: Seq(1),
+            last_at: UnixMillis(0),
+            run: RunState::Open { run: RunId::new("r1") },
+            answered_while_suspended: false,
+            lease,
+            read_at,
+        }
+    }
+
+    #[test]
+    fn a_lease_is_live_until_its_expiry_by_the_store_s_clock_read_with_the_head() {
+        let lease =
+            Lease { owner: OwnerId::new("o"), run: RunId::new("r1"), expires: UnixMillis(100) };
+        assert!(lease.is_live_at(UnixMillis(99)));
+        assert!(!lease.is_live_at(UnixMillis(100)), "it lapses at its expiry");
+        assert_eq!(head(Some(lease.clone()), Some(UnixMillis(99))).live_lease(), Some(&lease));
+        assert_eq!(head(Some(lease.clone()), Some(UnixMillis(100))).live_lease(), None);
+        assert_eq!(head(None, Some(UnixMillis(0))).live_lease(), None);
+        assert_eq!(
+            head(Some(lease.clone()), None).live_lease(),
+            Some(&lease),
+            "no store time: nothing says it lapsed"
+        );
     }
 
     #[test]

@@ -127,5 +127,6 @@ fn head_of(session: &SessionId, log: &Log) -> Option<SessionHead> {
         run: log.head.run.clone(),
         answered_while_suspended: log.head.answered_while_suspended,
         lease: None,
+        read_at: None,
     })
 }

@@ -104,7 +104,9 @@ pub trait JournalStore: Send + Sync + 'static {
     ///
     /// The backends of this crate keep heads as batches land. The provided implementation reads
     /// every session's log (correct, and as slow as folding them all): a store should keep its
-    /// own.
+    /// own. A store that keeps leases gives each head the time by its own clock at the read
+    /// ([`SessionHead::read_at`]; on a database, selected in the statement that reads the
+    /// heads), by which callers judge the leases ([`SessionHead::live_lease`]).
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
         let mut heads = Vec::new();
         for session in self.sessions()? {
@@ -115,8 +117,8 @@ pub trait JournalStore: Send + Sync + 'static {
         Ok(heads)
     }
 
-    /// The session's [`SessionHead`] (`None` for a session with no events). The provided
-    /// implementation reads the session's log.
+    /// The session's [`SessionHead`] (`None` for a session with no events), its lease judged
+    /// as for [`heads`](Self::heads). The provided implementation reads the session's log.
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         let records = self.read_all(session)?;
         let Some(last) = records.last() else { return Ok(None) };
@@ -131,6 +133,7 @@ pub trait JournalStore: Send + Sync + 'static {
             run: run.run,
             answered_while_suspended: run.answered_while_suspended,
             lease: None,
+            read_at: None,
         }))
     }
 

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use stepjournal::Journal;
-use stepjournal::writer::{Clock, JournalOptions, SystemClock, block_on};
+use stepjournal::writer::{JournalOptions, block_on};
 use stepjournal_backends::file::{FileOptions, FileStore, LOCK_FILE, writer_is_live};
 use stepjournal_backends::{JournalStore, OpenError, OpenOptions, OwnerId, StoreUrl, open_url};
 use stepjournal_codec::json::event_to_json;
@@ -88,8 +88,9 @@ pub(crate) fn let_go(
     })
 }
 
-/// Refuses to act on a session whose open run holds a live lease (a runtime is running it):
-/// the action would fence that run. `what` names the action.
+/// Refuses to act on a session whose open run holds a live lease (a runtime is running it),
+/// judged by the store's clock read with the head: the action would fence that run. `what`
+/// names the action.
 pub(crate) fn refuse_if_running(
     store: &dyn JournalStore,
     url: &str,
@@ -105,15 +106,14 @@ pub(crate) fn refuse_if_running(
         doing: format!("reading the lease of session {session}"),
         source,
     })?;
-    let now = SystemClock.now();
-    match head.and_then(|h| h.lease) {
-        Some(lease) if lease.expires > now => Err(CliError::Running {
+    match head.as_ref().and_then(|h| h.live_lease()) {
+        Some(lease) => Err(CliError::Running {
             url: StoreName::of(url),
             session: session.clone(),
             owner: lease.owner.to_string(),
             what,
         }),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 

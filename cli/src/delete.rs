@@ -105,7 +105,6 @@ fn named(
         names.iter().map(|s| SessionId::from_stored(s.as_str())).collect();
     sessions.sort();
     sessions.dedup();
-    let now = SystemClock.now();
     let mut out = Vec::with_capacity(sessions.len());
     for s in sessions {
         let tail =
@@ -115,7 +114,8 @@ fn named(
         }
         let head =
             store.head(&s).map_err(|e| store_error(url, format!("reading the head of {s}"), e))?;
-        if let Some(lease) = head.and_then(|h| h.lease).filter(|l| l.expires > now) {
+        // Live by the store's clock, read with the head: never by this command's.
+        if let Some(lease) = head.as_ref().and_then(|h| h.live_lease()) {
             return Err(CliError::Running {
                 url: url.clone(),
                 session: s,
@@ -128,19 +128,19 @@ fn named(
     Ok(out)
 }
 
-/// The sessions last appended to before `before`, those a runtime is running left out.
+/// The sessions last appended to before `before`, those a runtime is running (a lease live by
+/// the store's clock) left out.
 fn older_than(
     store: &dyn JournalStore,
     url: &StoreName,
     before: UnixMillis,
 ) -> Result<Vec<(SessionId, u64)>, CliError> {
-    let now = SystemClock.now();
     let heads =
         store.heads().map_err(|e| store_error(url, "reading the sessions' heads".into(), e))?;
     let mut out: Vec<(SessionId, u64)> = heads
         .into_iter()
         .filter(|h| h.last_at < before)
-        .filter(|h| h.lease.as_ref().is_none_or(|l| l.expires <= now))
+        .filter(|h| h.live_lease().is_none())
         .map(|h| (h.session, h.tail.get()))
         .collect();
     out.sort();

@@ -6,10 +6,9 @@
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use stepjournal::writer::{Clock, SystemClock};
 use stepjournal_backends::file::{DamagedSession, ReadAround, writer_is_live};
 use stepjournal_backends::{JournalStore, OpenError, StoreError, StoreUrl};
-use stepjournal_codec::{Record, SessionId, UnixMillis};
+use stepjournal_codec::{Record, SessionId};
 
 use super::CliError;
 use super::shown::StoreName;
@@ -30,11 +29,11 @@ pub enum OnDamage {
 /// How an open run (a `run_started` with no `run_ended`) is told running from crashed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Liveness {
-    /// The store keeps leases (SQLite, PostgreSQL): running while its lease is live at `now`.
-    Leases {
-        /// This machine's clock when the store was read.
-        now: UnixMillis,
-    },
+    /// The store keeps leases (SQLite, PostgreSQL): running while its lease is live by the
+    /// store's clock, as read with the session's head
+    /// ([`SessionHead::live_lease`](stepjournal_backends::SessionHead::live_lease)), never by
+    /// this command's clock.
+    Leases,
     /// A file journal: running while a runtime holds the directory's lock.
     Lock {
         /// Whether a writer holds it.
@@ -68,7 +67,7 @@ impl Reading {
                 let held = writer_is_live(&dir).unwrap_or(false);
                 (store, Liveness::Lock { held }, Vec::new())
             }
-            (None, Ok(store)) => (store, Liveness::Leases { now: SystemClock.now() }, Vec::new()),
+            (None, Ok(store)) => (store, Liveness::Leases, Vec::new()),
             (
                 Some(dir),
                 Err(CliError::Open {

@@ -145,22 +145,24 @@ pub fn why_open(live: Liveness) -> Option<&'static str> {
 #[derive(Debug)]
 pub struct Holders {
     live: Liveness,
+    /// The leases live by the store's clock when their heads were read.
     leases: HashMap<SessionId, Lease>,
 }
 
 impl Holders {
-    /// Reads what the store says: its leases (SQLite, PostgreSQL), or the journal's lock.
+    /// Reads what the store says: its leases (SQLite, PostgreSQL), each judged by the store's
+    /// clock read with the heads, or the journal's lock.
     pub fn of(reading: &Reading) -> Result<Self, CliError> {
         let mut leases = HashMap::new();
-        if let Liveness::Leases { .. } = reading.live {
+        if let Liveness::Leases = reading.live {
             let heads = reading.store.heads().map_err(|source| CliError::Store {
                 url: StoreName::of(reading.url()),
                 doing: "reading the sessions' heads and leases".to_owned(),
                 source,
             })?;
             for h in heads {
-                if let Some(lease) = h.lease {
-                    leases.insert(h.session, lease);
+                if let Some(lease) = h.live_lease() {
+                    leases.insert(h.session.clone(), lease.clone());
                 }
             }
         }
@@ -170,14 +172,14 @@ impl Holders {
     /// What the store says of one session (its head alone is read).
     pub fn of_one(reading: &Reading, session: &SessionId) -> Result<Self, CliError> {
         let mut leases = HashMap::new();
-        if let Liveness::Leases { .. } = reading.live {
+        if let Liveness::Leases = reading.live {
             let head = reading.store.head(session).map_err(|source| CliError::Store {
                 url: StoreName::of(reading.url()),
                 doing: format!("reading the head and lease of session {session}"),
                 source,
             })?;
-            if let Some(lease) = head.and_then(|h| h.lease) {
-                leases.insert(session.clone(), lease);
+            if let Some(lease) = head.as_ref().and_then(|h| h.live_lease()) {
+                leases.insert(session.clone(), lease.clone());
             }
         }
         Ok(Holders { live: reading.live, leases })
@@ -189,10 +191,10 @@ impl Holders {
             Liveness::Lock { held: true } => Held::Yes,
             Liveness::Lock { held: false } => Held::No,
             Liveness::Unknown => Held::Unknown,
-            Liveness::Leases { now } => {
+            Liveness::Leases => {
                 let run = state.last_run().map(|r| r.run.clone());
                 match self.leases.get(session) {
-                    Some(l) if l.expires > now && run.as_ref() == Some(&l.run) => Held::Yes,
+                    Some(l) if run.as_ref() == Some(&l.run) => Held::Yes,
                     _ => Held::No,
                 }
             }

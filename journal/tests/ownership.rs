@@ -5,7 +5,7 @@ mod drive_support;
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +23,9 @@ use stepjournal::writer::FixedClock;
 use stepjournal::{BeginError, Interruption, RunStatus};
 use stepjournal::{Journal, JournalOptions, RecoverOptions, StepOutcome};
 
+/// What the store does once it has read the heads (another host acting in between).
+type AfterHeads = Box<dyn FnOnce(&LeasingStore) + Send>;
+
 /// A memory store that keeps leases, by a clock the test moves, as a shared SQL store would.
 struct LeasingStore {
     inner: MemoryStore,
@@ -30,6 +33,11 @@ struct LeasingStore {
     now: AtomicU64,
     /// Report every head as `Unknown` (an older journal's store).
     unknown_heads: bool,
+    /// Renewals do not reach the store (their host is cut off): nothing is renewed, nothing
+    /// reported lost.
+    cut_off: AtomicBool,
+    /// Run once, after the next `heads()`.
+    after_heads: Mutex<Option<AfterHeads>>,
 }
 
 impl LeasingStore {
@@ -39,6 +47,8 @@ impl LeasingStore {
             leases: Mutex::new(HashMap::new()),
             now: AtomicU64::new(1_000),
             unknown_heads: false,
+            cut_off: AtomicBool::new(false),
+            after_heads: Mutex::new(None),
         }
     }
 
@@ -94,6 +104,16 @@ impl JournalStore for LeasingStore {
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         self.inner.delete(session)
     }
+    fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let mut heads = Vec::new();
+        for session in self.sessions()? {
+            heads.extend(self.head(&session)?);
+        }
+        if let Some(then) = self.after_heads.lock().unwrap().take() {
+            then(self);
+        }
+        Ok(heads)
+    }
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         let records = self.inner.read_all(session)?;
         let Some(last) = records.last() else { return Ok(None) };
@@ -113,6 +133,7 @@ impl JournalStore for LeasingStore {
             run: state,
             answered_while_suspended: answered,
             lease: self.lease(session),
+            read_at: Some(self.now()),
         }))
     }
     fn take_lease(
@@ -142,6 +163,9 @@ impl JournalStore for LeasingStore {
         runs: &[(SessionId, RunId)],
         ttl: Duration,
     ) -> Result<Vec<SessionId>, StoreError> {
+        if self.cut_off.load(Ordering::SeqCst) {
+            return Ok(Vec::new());
+        }
         let mut leases = self.leases.lock().unwrap();
         let mut lost = Vec::new();
         for (session, run) in runs {
@@ -297,13 +321,17 @@ fn on_a_store_with_leases_a_run_whose_lease_is_live_elsewhere_is_not_listed_unti
     // its lease yet.
     assert_eq!(names(&host_a.sessions_to_recover().unwrap()), ["answered", "crashed"]);
     // Once released, every host sees it crashed; host-b sees host-a's live run's lease until
-    // it lapses (30 s after it was taken).
+    // it lapses by the store's clock: host-a is cut off (its renewals stop reaching the store),
+    // and 30 s after it was taken the lease has lapsed. host-b's own clock has no say.
     host_a.keep_leases().unwrap();
     assert_eq!(store.lease(&session("crashed")), None);
     let host_b = owned(store.clone(), "host-b", 2_000);
     assert_eq!(names(&host_b.sessions_to_recover().unwrap()), ["answered", "crashed"]);
-    let later = owned(store, "host-b", 40_000);
-    assert_eq!(names(&later.sessions_to_recover().unwrap()), ["answered", "crashed", "live"]);
+    let ahead = owned(store.clone(), "host-b", 40_000);
+    assert_eq!(names(&ahead.sessions_to_recover().unwrap()), ["answered", "crashed"]);
+    store.cut_off.store(true, Ordering::SeqCst);
+    store.advance(30_000);
+    assert_eq!(names(&host_b.sessions_to_recover().unwrap()), ["answered", "crashed", "live"]);
 }
 
 #[test]
@@ -353,8 +381,17 @@ fn recover_all_never_fences_a_run_whose_lease_is_live() {
     let tools = tools(&Ledger::default());
     let host_a = owned(store.clone(), "host-a", 1_000);
     let _running = host_a.begin_run(&session("s"), new_turn()).unwrap();
-    // host-b's clock says host-a's lease lapsed; the store, which decides, says it is live.
-    let host_b = owned(store.clone(), "host-b", 90_000);
+    // host-a is cut off and its lease lapses, so host-b lists the session; host-a's link
+    // comes back and its renewal lands between host-b's listing and its wake, which finds the
+    // lease live again.
+    store.cut_off.store(true, Ordering::SeqCst);
+    store.advance(40_000);
+    let host_a_back = host_a.clone();
+    *store.after_heads.lock().unwrap() = Some(Box::new(move |store: &LeasingStore| {
+        store.cut_off.store(false, Ordering::SeqCst);
+        host_a_back.keep_leases().unwrap();
+    }));
+    let host_b = owned(store.clone(), "host-b", 1_000);
     let report = run(host_b.recover_all(&tools, RecoverOptions::new(), |_, _| async {})).unwrap();
     assert!(report.recovered.is_empty());
     assert_eq!(report.skipped.len(), 1);

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::sync::Barrier;
 
-use stepjournal_backends::{AppendError, Durability, JournalStore, RunHead};
+use stepjournal_backends::{AppendError, Durability, JournalStore, RunHead, SessionHead};
 use stepjournal_codec::{
     ApprovalDecided, CallId, ClientAnswer, Entry, Event, Limits, RawJson, RunEnded, RunId,
     RunOutcome, RunStarted, Seq, SessionId, Stamped, UnixMillis,
@@ -344,7 +344,10 @@ pub fn heads_agree_with_a_fold_of_every_session(store: &dyn JournalStore) {
         assert_eq!((h.tail, h.last_at), (last.seq.next(), last.at), "{}", h.session);
         assert_eq!(h.run, fold.run, "{}", h.session);
         assert_eq!(h.answered_while_suspended, fold.answered_while_suspended, "{}", h.session);
-        assert_eq!(store.head(&h.session).unwrap().as_ref(), Some(h), "head() agrees with heads()");
+        // Read later, by a clock that moved on.
+        let one =
+            store.head(&h.session).unwrap().map(|one| SessionHead { read_at: h.read_at, ..one });
+        assert_eq!(one.as_ref(), Some(h), "head() agrees with heads()");
     }
     let by_name = |s: &str| heads.iter().find(|h| h.session.as_str() == s).unwrap();
     assert!(by_name("head-answered").answered_while_suspended);
@@ -555,7 +558,17 @@ mod runtime {
             .append(&s, Seq(0), &[Stamped::at(UnixMillis(1), started("r2"))], Durability::Synced)
             .unwrap();
         let head = store.head(&s).unwrap().unwrap();
-        assert_eq!(head.lease.map(|l| (l.owner, l.run)), Some((b, r2)));
+        let live = head.live_lease().map(|l| (l.owner.clone(), l.run.clone()));
+        assert_eq!(live, Some((b.clone(), r2.clone())), "live by the store's clock at the read");
+        let heads = store.heads().unwrap();
+        let listed = heads.iter().find(|h| h.session == s).unwrap();
+        assert_eq!(listed.live_lease().map(|l| &l.owner), Some(&b), "and so in heads()");
+        // Lapsed (a ttl of 0), it is still the head's lease, and the head says it lapsed.
+        taken(store.take_lease(&s, &b, &r2, Duration::ZERO, false).unwrap());
+        let head = store.head(&s).unwrap().unwrap();
+        assert!(head.read_at.is_some(), "a store that keeps leases reads its clock with the head");
+        assert_eq!(head.lease.as_ref().map(|l| &l.owner), Some(&b));
+        assert_eq!(head.live_lease(), None, "lapsed by the store's clock at the read");
         assert_eq!(store.metrics().leases_taken_over, 0);
     }
 

@@ -1,16 +1,19 @@
 //! `Journal::sessions_to_recover` on every backend: a crashed run (no `run_ended`), a run live
 //! in this journal, a suspended session with and without its answer, a completed one; and
-//! `recover_all` waking the ones it lists.
+//! `recover_all` waking the ones it lists. On the stores that keep leases, another owner's
+//! leases judged by the store's clock whatever the journal's clock reads.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use stepjournal::backends::memory::MemoryStore;
-use stepjournal::backends::{Durability, JournalStore};
+use stepjournal::backends::{Durability, JournalStore, LeaseTaken, OwnerId};
 use stepjournal::codec::{
-    CallId, ClientAnswer, Entry, Event, RawJson, Replay, RunOutcome, SessionId, Stamped, UnixMillis,
+    CallId, ClientAnswer, Entry, Event, RawJson, Replay, RunId, RunOutcome, RunStarted, Seq,
+    SessionId, Stamped, UnixMillis,
 };
-use stepjournal::writer::SequentialIds;
+use stepjournal::writer::{FixedClock, SequentialIds};
 use stepjournal::{
     CallCtx, Journal, JournalOptions, RecoverOptions, StepOutcome, ToolError, Tools,
 };
@@ -119,6 +122,47 @@ fn every_state_on(store: Arc<dyn JournalStore>, tag: &str, leases: Leases) {
     assert_eq!(ours(next.sessions_to_recover().unwrap()), Vec::<String>::new());
 }
 
+/// Regression (issue #23, item 9): `sessions_to_recover` judged each lease by the journal's own
+/// clock (its `Clock`, there to stamp events), while the store expires leases by its clock
+/// (the server's, on PostgreSQL). A journal whose clock ran ahead listed a session another
+/// owner was running, to be woken and fenced; one whose clock ran behind never listed a session
+/// whose lease had lapsed. Another owner holds a live 30 s lease on one session's open run and
+/// a lapsed one (ttl 0) on another's: journals whose clocks read an hour ahead, an hour behind
+/// and the epoch list the lapsed one alone, as one on the real time does.
+fn leases_are_judged_by_the_store_s_clock_on(store: Arc<dyn JournalStore>, tag: &str) {
+    let s = |name: &str| SessionId::new(format!("{tag}-{name}")).unwrap();
+    let other = OwnerId::new(format!("{tag}-other-host"));
+    for (name, ttl) in [("running", Duration::from_secs(30)), ("lapsed", Duration::ZERO)] {
+        let run = RunId::new(format!("{name}-run"));
+        let taken = store.take_lease(&s(name), &other, &run, ttl, false).unwrap();
+        assert!(matches!(taken, LeaseTaken::Taken { took_over: None, .. }), "{taken:?}");
+        let started = Event::RunStarted(RunStarted { run, entry: Entry::Wake });
+        store
+            .append(&s(name), Seq(0), &[Stamped::at(UnixMillis(1), started)], Durability::Synced)
+            .unwrap();
+    }
+    let real = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    const HOUR: u64 = 3_600_000;
+    for (what, at) in [
+        ("the real time", real),
+        ("an hour ahead", real + HOUR),
+        ("an hour behind", real - HOUR),
+        ("the epoch", 0),
+    ] {
+        let options = JournalOptions::new()
+            .ids(Arc::new(SequentialIds::with_prefix(format!("{tag}-judge"))))
+            .clock(Arc::new(FixedClock::new(UnixMillis(at))));
+        let judge = Journal::new(store.clone(), Arc::new(tools()), options);
+        let listed: Vec<SessionId> = judge
+            .sessions_to_recover()
+            .unwrap()
+            .into_iter()
+            .filter(|id| id.as_str().starts_with(&format!("{tag}-")))
+            .collect();
+        assert_eq!(listed, [s("lapsed")], "a journal whose clock reads {what}");
+    }
+}
+
 #[test]
 fn sessions_to_recover_on_the_memory_store() {
     every_state_on(Arc::new(MemoryStore::new()), "mem", Leases::None);
@@ -142,6 +186,16 @@ fn sessions_to_recover_on_sqlite() {
     every_state_on(Arc::new(store), "sqlite", Leases::Kept);
 }
 
+#[cfg(feature = "sqlite")]
+#[test]
+fn leases_are_judged_by_the_store_s_clock_on_sqlite_whatever_the_journal_s_clock_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.sqlite");
+    let store =
+        stepjournal::backends::sqlite::SqliteStore::open(&path, Default::default()).unwrap();
+    leases_are_judged_by_the_store_s_clock_on(Arc::new(store), "sqlite-clock");
+}
+
 #[cfg(feature = "postgres")]
 mod support;
 
@@ -161,5 +215,22 @@ fn sessions_to_recover_on_postgres() {
     let url = pg::with_param(&pg::url(), "schema", &schema);
     let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
     every_state_on(Arc::new(store), "pg", Leases::Kept);
+    drop(fixture);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn leases_are_judged_by_the_server_s_clock_on_postgres_whatever_the_journal_s_clock_reads() {
+    use stepjournal::backends::postgres::{PostgresOptions, PostgresStore};
+    use support::pg;
+    let schema = pg::fresh_schema("leaseclock");
+    let fixture = pg::PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
+    let url = pg::with_param(&pg::url(), "schema", &schema);
+    let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
+    leases_are_judged_by_the_store_s_clock_on(Arc::new(store), "pg-clock");
     drop(fixture);
 }

@@ -300,6 +300,7 @@ fn session_head(name: &str, log: &SessionLog) -> SessionHead {
         run: log.head.run.clone(),
         answered_while_suspended: log.head.answered_while_suspended,
         lease: None,
+        read_at: None,
     }
 }
 

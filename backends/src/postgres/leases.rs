@@ -1,5 +1,9 @@
-//! Heads and leases, read from and written to the `sessions` rows. Lease expiry is by the
-//! server's clock (`now()`): the hosts sharing the database need not agree on the time.
+//! Heads and leases, read from and written to the `sessions` rows. Every lease decision is by
+//! the server's clock (`now()`), read inside the statement that needs it: a take judges the
+//! held lease and sets the new expiry by the time its locking `SELECT` read, a renewal sets
+//! `now() + ttl`, and a head is read with the server's time beside it
+//! ([`SessionHead::read_at`]), by which its readers judge the lease. The hosts sharing the
+//! database need not agree on the time.
 
 use std::time::Duration;
 
@@ -36,6 +40,7 @@ fn head_of(location: &str, row: &Row) -> Result<SessionHead, StoreError> {
         expires: row.try_get(9).map_err(failed)?,
     }
     .lease();
+    let now: i64 = row.try_get(10).map_err(failed)?;
     Ok(SessionHead {
         session,
         tail: sql::seq_from_column(location, "a head row's next_seq", next)?,
@@ -43,6 +48,7 @@ fn head_of(location: &str, row: &Row) -> Result<SessionHead, StoreError> {
         run: run.run,
         answered_while_suspended: run.answered_while_suspended,
         lease,
+        read_at: Some(UnixMillis(u64::try_from(now).unwrap_or(0))),
     })
 }
 

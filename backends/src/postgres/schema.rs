@@ -40,9 +40,11 @@ pub(crate) struct Statements {
     pub delete_events: Statement,
     /// `$1` session: deletes its head row.
     pub delete_head: Statement,
-    /// Every session's head row with events, sorted: [`HEAD_COLUMNS`].
+    /// Every session's head row with events, sorted: [`HEAD_COLUMNS`], then the server's clock
+    /// in unix ms, read by the statement that reads the rows.
     pub heads: Statement,
-    /// `$1` session: its head row, if it has events: [`HEAD_COLUMNS`].
+    /// `$1` session: its head row, if it has events: [`HEAD_COLUMNS`], then the server's clock
+    /// in unix ms.
     pub head_row: Statement,
     /// `$1` session: `(lease_owner, lease_run, lease_expires, now)` of its head row, locked;
     /// `now` is the server's clock in unix ms.
@@ -179,14 +181,16 @@ impl Statements {
             delete_head: p(format!("DELETE FROM {s}.sessions WHERE session = $1"), TEXT).await?,
             heads: p(
                 format!(
-                    "SELECT {HEAD_COLUMNS} FROM {s}.sessions WHERE next_seq > 0 ORDER BY session"
+                    "SELECT {HEAD_COLUMNS}, {NOW_MS} FROM {s}.sessions
+                     WHERE next_seq > 0 ORDER BY session"
                 ),
                 &[],
             )
             .await?,
             head_row: p(
                 format!(
-                    "SELECT {HEAD_COLUMNS} FROM {s}.sessions WHERE session = $1 AND next_seq > 0"
+                    "SELECT {HEAD_COLUMNS}, {NOW_MS} FROM {s}.sessions
+                     WHERE session = $1 AND next_seq > 0"
                 ),
                 TEXT,
             )

@@ -1,11 +1,14 @@
-//! Heads and leases, read from and written to the `sessions` rows. Lease expiry is by this
-//! machine's clock: every process sharing the database file runs on it.
+//! Heads and leases, read from and written to the `sessions` rows. Every lease decision is by
+//! this machine's clock, read by the store (`clock::now_ms`) inside the transaction that needs
+//! it: every process sharing the database file runs on it. A head is read with that time beside
+//! it ([`SessionHead::read_at`]), by which its readers judge the lease.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use stepjournal_codec::{RunId, SessionId, UnixMillis};
 
+use super::clock;
 use super::conn::backend_error;
 use super::shared::{Shared, Step, WriteFailure};
 use crate::head::{LeaseTaken, OwnerId, SessionHead};
@@ -16,13 +19,8 @@ use crate::{Durability, StoreError, sql};
 const HEAD_COLUMNS: &str = "session, next_seq, last_at, run_state, run_id, outcome, answered, \
                             lease_owner, lease_run, lease_expires";
 
-/// Now, in unix milliseconds.
-fn now() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn head_of(location: &str, row: &Row<'_>) -> Result<SessionHead, StoreError> {
+/// The head in `row` ([`HEAD_COLUMNS`]), read when this machine's clock read `now` (unix ms).
+fn head_of(location: &str, row: &Row<'_>, now: i64) -> Result<SessionHead, StoreError> {
     let failed = |e| backend_error(format!("{location}: reading a session's head row"), e);
     let session = SessionId::from_stored(row.get::<_, String>(0).map_err(failed)?);
     let tail =
@@ -48,6 +46,7 @@ fn head_of(location: &str, row: &Row<'_>) -> Result<SessionHead, StoreError> {
         run: run.run,
         answered_while_suspended: run.answered_while_suspended,
         lease,
+        read_at: Some(UnixMillis(u64::try_from(now).unwrap_or(0))),
     })
 }
 
@@ -60,10 +59,13 @@ pub(super) fn heads(shared: &Shared) -> Result<Vec<SessionHead>, StoreError> {
                 "SELECT {HEAD_COLUMNS} FROM sessions WHERE next_seq > 0 ORDER BY session"
             ))
             .map_err(failed)?;
+        // Read before the rows: a lease in them is judged at a time no later than the rows
+        // were read, so one live then is never called lapsed.
+        let now = clock::now_ms();
         let mut rows = stmt.query([]).map_err(failed)?;
         let mut heads = Vec::new();
         while let Some(row) = rows.next().map_err(failed)? {
-            heads.push(head_of(&shared.location, row)?);
+            heads.push(head_of(&shared.location, row, now)?);
         }
         Ok(heads)
     })
@@ -82,9 +84,10 @@ pub(super) fn head(
                 "SELECT {HEAD_COLUMNS} FROM sessions WHERE session = ?1 AND next_seq > 0"
             ))
             .map_err(failed)?;
+        let now = clock::now_ms();
         let mut rows = stmt.query([session.as_str()]).map_err(failed)?;
         match rows.next().map_err(failed)? {
-            Some(row) => head_of(&shared.location, row).map(Some),
+            Some(row) => head_of(&shared.location, row, now).map(Some),
             None => Ok(None),
         }
     })
@@ -128,7 +131,7 @@ pub(super) fn take_lease(
 ) -> Result<LeaseTaken, StoreError> {
     let what = format!("taking the lease of {session} for {owner}");
     let taken = lease_write(shared, &what, |conn| {
-        let now = now();
+        let now = clock::now_ms();
         match lease::decide(held(conn, session)?.lease(), owner, now, force) {
             Decision::Refuse(lease) => Ok(Step::Rollback(LeaseTaken::HeldBy(lease))),
             Decision::Take { took_over } => {
@@ -163,7 +166,7 @@ pub(super) fn renew_leases(
     }
     let what = format!("renewing {} leases of {owner}", runs.len());
     lease_write(shared, &what, |conn| {
-        let expires = lease::expiry(now(), ttl);
+        let expires = lease::expiry(clock::now_ms(), ttl);
         let mut stmt = conn.prepare_cached(
             "UPDATE sessions SET lease_expires = ?1
              WHERE session = ?2 AND lease_owner = ?3 AND lease_run = ?4",

@@ -8,7 +8,8 @@
 //! - Table `sessions`: a head row per session, holding its tail (which the append's
 //!   compare-and-set reads), its last append time, the state of its last run (moved by each
 //!   append from what its batch does, by [`RunHead::advance`](crate::RunHead::advance)) and the
-//!   lease of the process running it (expiry by this machine's clock).
+//!   lease of the process running it, taken, renewed and judged by this machine's clock as the
+//!   kernel keeps it (`clock`), never by a caller's.
 //! - Group commit: appends that arrive while a transaction commits queue and share the next one
 //!   (and its sync), each still with its own check; a batch that conflicts is skipped and
 //!   answered `Conflict`, the others land. Each append's future is completed when its group
@@ -23,6 +24,7 @@
 //!   another's lock up to the busy timeout.
 //! - A failed commit or an I/O error while writing poisons the store until it is opened again.
 
+mod clock;
 mod cohort;
 mod committer;
 mod conn;

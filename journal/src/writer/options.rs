@@ -82,7 +82,8 @@ impl JournalOptions {
     }
 
     /// Where the time each append is stamped with comes from (every event of a batch gets the
-    /// same time; recovery never reads it). Default [`SystemClock`]; a
+    /// same time; recovery never reads it, and no lease is judged by it: leases go by the
+    /// store's clock). Default [`SystemClock`]; a
     /// [`FixedClock`](super::FixedClock) or a [`SteppingClock`](super::SteppingClock) makes the
     /// bytes a run writes the same every time (simulators, tests).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {

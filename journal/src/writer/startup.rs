@@ -44,9 +44,9 @@ impl Journal {
     /// any session whose head the store keeps:
     ///
     /// - the last run is open and not running: on a store that keeps leases, its lease is
-    ///   absent or expired (by this journal's clock) or is this journal's owner's while the run
-    ///   is not live here; on a store that keeps none, the run is not live in this journal (the
-    ///   store's directory lock or process makes every other open run a crashed one);
+    ///   absent or lapsed, or is this journal's owner's while the run is not live here; on a
+    ///   store that keeps none, the run is not live in this journal (the store's directory lock
+    ///   or process makes every other open run a crashed one);
     /// - the last run ended `suspended` and an answer it waits for has landed since
     ///   (`answered_while_suspended`); a suspended session with nothing new is not listed:
     ///   waking it would only add a run that waits again.
@@ -56,10 +56,15 @@ impl Journal {
     /// which this journal's keeper does soon after the drop ([`keep_leases`](Self::keep_leases)
     /// does it at once), or has expired.
     ///
+    /// A lease is judged by the store's clock as read with the heads
+    /// ([`SessionHead::live_lease`](stepjournal_backends::SessionHead::live_lease): the
+    /// server's on PostgreSQL, this machine's on SQLite), never by this journal's
+    /// [`Clock`](super::Clock), which only stamps events: a journal whose clock runs ahead or
+    /// behind lists the same sessions.
+    ///
     /// A head the store does not know (`RunState::Unknown`, an older journal) is found by
     /// folding that session's log with the same rule.
     pub fn sessions_to_recover(&self) -> Result<Vec<SessionId>, StoreError> {
-        let now = self.options.clock.now();
         let mut out = Vec::new();
         for head in self.store.heads()? {
             let (run, answered) = match head.run {
@@ -69,8 +74,7 @@ impl Journal {
             let wake = match &run {
                 RunState::Open { run } => {
                     let here = self.own.is_live(&head.session, run);
-                    let held =
-                        live_lease(&head, run, now).is_some_and(|l| l.owner != self.own.owner);
+                    let held = live_lease(&head, run).is_some_and(|l| l.owner != self.own.owner);
                     !here && !held
                 }
                 RunState::Ended { outcome: RunOutcome::Suspended, .. } => answered,
@@ -173,11 +177,10 @@ impl Journal {
     }
 }
 
-/// The head's lease on `run`, if it is live at `now`.
+/// The head's lease on `run`, if it is live by the store's clock when the head was read.
 fn live_lease<'a>(
     head: &'a SessionHead,
     run: &stepjournal_codec::RunId,
-    now: stepjournal_codec::UnixMillis,
 ) -> Option<&'a stepjournal_backends::Lease> {
-    head.lease.as_ref().filter(|l| &l.run == run && l.expires > now)
+    head.live_lease().filter(|l| &l.run == run)
 }
