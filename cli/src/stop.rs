@@ -84,12 +84,22 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
         return said_nothing_to_stop(out, &args.store, &session, outcome);
     }
     let (journal, owner) = journal(std::sync::Arc::clone(&store), &state);
-    let run = journal.begin_run(&session, Entry::Stop).map_err(|source| CliError::Action {
-        url: StoreName::of(&args.store),
-        session: session.clone(),
-        what: "stop",
-        source: Box::new(source.into()),
-    })?;
+    let run = match journal.begin_run(&session, Entry::Stop) {
+        Ok(run) => run,
+        // The run ended between the read above and the stop's append: the writer wrote
+        // nothing rather than end it twice.
+        Err(stepjournal::BeginError::NothingToStop { outcome, .. }) => {
+            return said_nothing_to_stop(out, &args.store, &session, outcome);
+        }
+        Err(source) => {
+            return Err(CliError::Action {
+                url: StoreName::of(&args.store),
+                session: session.clone(),
+                what: "stop",
+                source: Box::new(source.into()),
+            });
+        }
+    };
     let at = run.begun_at().get();
     let run_id = run.id().clone();
     drop(run);

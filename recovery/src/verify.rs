@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use stepjournal_codec::{Attempt, CallId, Event, EventKind, Seq, StepNo};
+use stepjournal_codec::{Attempt, CallId, Event, EventKind, RunId, RunOutcome, Seq, StepNo};
 
 use crate::SessionState;
 
@@ -111,6 +111,17 @@ pub enum Problem {
         /// The step.
         step: StepNo,
     },
+    /// A `run_ended` for a run that had already ended `completed`, `failed` or `stopped` (only a
+    /// run that ended `suspended` is ended again, by a stop).
+    #[error("run `{run}` is ended again; it already ended `{}` at seq {first}", .outcome.as_str())]
+    EndedTwice {
+        /// The run.
+        run: RunId,
+        /// Its first `run_ended` that still counts.
+        first: Seq,
+        /// How that one ended it.
+        outcome: RunOutcome,
+    },
 }
 
 /// Checks a log against the protocol: dispatch ids minted once per call, attempts dense from 1,
@@ -156,6 +167,20 @@ fn resolves(event: &Event) -> bool {
 }
 
 fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
+    if let Event::RunEnded(e) = event {
+        let ended = state
+            .run_ends()
+            .iter()
+            .find(|end| end.run == e.run && end.counts() && end.outcome != RunOutcome::Suspended);
+        if let Some(first) = ended {
+            found(Problem::EndedTwice {
+                run: e.run.clone(),
+                first: first.seq,
+                outcome: first.outcome,
+            });
+        }
+        return;
+    }
     if let Event::StepCommit(e) = event {
         match state.last_reply() {
             None => found(Problem::CommitWithoutReply { step: e.step }),
@@ -220,7 +245,7 @@ fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
 
 #[cfg(test)]
 mod tests {
-    use stepjournal_codec::{PairReason, RunOutcome};
+    use stepjournal_codec::PairReason;
 
     use super::*;
     use crate::testlog::*;
@@ -267,6 +292,22 @@ mod tests {
             "seq 9: step 2 is committed, but the last reply opened step 1",
             "seq 11: step 1 is committed twice",
         ];
+        assert_eq!(found, expect);
+    }
+
+    #[test]
+    fn a_run_ended_again_after_completing_is_found_and_a_stop_after_a_suspension_is_not() {
+        // Regression: a stop racing a run's own end wrote a second `run_ended` for the run, and
+        // verify called the log clean.
+        let log = Log::new()
+            .run("r1", wake())
+            .ended("r1", RunOutcome::Completed)
+            .ended("r1", RunOutcome::Stopped)
+            .run("r2", wake())
+            .ended("r2", RunOutcome::Suspended)
+            .ended("r2", RunOutcome::Stopped);
+        let found = problems(&log);
+        let expect = ["seq 4: run `r1` is ended again; it already ended `completed` at seq 3"];
         assert_eq!(found, expect);
     }
 }

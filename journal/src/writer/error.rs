@@ -75,6 +75,20 @@ pub enum BeginError {
         /// The live lease.
         lease: Lease,
     },
+    /// A stop found the session's last run already ended `completed`, `failed` or `stopped`
+    /// (on its first read, or on reading again after another writer appended): there is
+    /// nothing to stop, and nothing was written. (A run that ended `suspended` is stopped: the
+    /// stop ends it again.)
+    #[error(
+        "session `{session}`'s last run ended `{}`: nothing to stop; nothing was written",
+        .outcome.as_str()
+    )]
+    NothingToStop {
+        /// The session.
+        session: SessionId,
+        /// How its last run ended.
+        outcome: RunOutcome,
+    },
     /// The store failed taking the session's lease. Nothing was written.
     #[error("cannot take the lease of session `{session}`: {source}")]
     Lease {
@@ -96,6 +110,7 @@ impl BeginError {
             | BeginError::Contended { session, .. }
             | BeginError::ShuttingDown { session }
             | BeginError::LeaseHeld { session, .. }
+            | BeginError::NothingToStop { session, .. }
             | BeginError::Lease { session, .. } => Some(session),
         }
     }
@@ -534,6 +549,7 @@ impl Coded for BeginError {
             BeginError::Contended { .. } => ErrorCode::Conflict,
             BeginError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
             BeginError::LeaseHeld { .. } => ErrorCode::LeaseHeld,
+            BeginError::NothingToStop { .. } => ErrorCode::Ended,
         }
     }
 }

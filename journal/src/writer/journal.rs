@@ -213,6 +213,14 @@ impl Journal {
                 state.apply(&record.event);
             }
             let tail = Seq(records.len() as u64);
+            // A stop of a run that already ended (but suspended) would end it a second time:
+            // it writes nothing, whether it finds so now or after another writer's append.
+            if matches!(new_run.entry, Entry::Stop)
+                && let Some(outcome) = state.last_run_outcome()
+                && outcome != RunOutcome::Suspended
+            {
+                return Err(BeginError::NothingToStop { session: session.clone(), outcome });
+            }
             let plan = plan(&state, &new_run, &*self.registry, &self.options.config);
             if let Some(error) = plan.error {
                 return Err(BeginError::Refused(error));

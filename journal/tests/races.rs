@@ -1,0 +1,154 @@
+//! Two actors at once: another writer's append lands between what an actor read and its own
+//! append. The write decided on what the actor read is made at the tail it read, or not at
+//! all: a stop never ends a run twice, a recovery never wakes a session another actor already
+//! woke, a decision never applies to a call that was answered or planned again meanwhile.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use stepjournal::backends::memory::MemoryStore;
+use stepjournal::backends::{AppendAck, AppendError, AppendFuture, Durability, JournalStore};
+use stepjournal::backends::{StoreError, StoreFuture};
+use stepjournal::codec::{
+    Entry, Event, EventKind, Record, Replay, RunOutcome, Seq, SessionId, Stamped,
+};
+use stepjournal::recovery::verify;
+use stepjournal::{BeginError, CallCtx, Journal, JournalOptions, ToolError, Tools};
+
+/// A view of a store in which something else happens just before the next append whose batch
+/// begins with a chosen kind of event: the other actor's write, landing between what this
+/// actor read and its own append.
+struct Interleaved {
+    inner: Arc<dyn JournalStore>,
+    before: Mutex<Option<(EventKind, Box<dyn FnOnce() + Send>)>>,
+}
+
+impl Interleaved {
+    fn over(inner: Arc<dyn JournalStore>) -> Arc<Self> {
+        Arc::new(Interleaved { inner, before: Mutex::new(None) })
+    }
+
+    /// Runs `other` just before the next append whose first event is of `kind`.
+    fn before_next(&self, kind: EventKind, other: impl FnOnce() + Send + 'static) {
+        *self.before.lock().unwrap() = Some((kind, Box::new(other)));
+    }
+
+    fn interleave(&self, events: &[Stamped]) {
+        let mut before = self.before.lock().unwrap();
+        let due = matches!(&*before, Some((kind, _)) if events.first().is_some_and(|e| e.event.kind() == *kind));
+        if due && let Some((_, other)) = before.take() {
+            drop(before);
+            other();
+        }
+    }
+}
+
+impl JournalStore for Interleaved {
+    fn max_durability(&self) -> Durability {
+        self.inner.max_durability()
+    }
+    fn append(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> Result<AppendAck, AppendError> {
+        self.interleave(events);
+        self.inner.append(session, expected, events, durability)
+    }
+    fn append_async(
+        &self,
+        session: &SessionId,
+        expected: Seq,
+        events: &[Stamped],
+        durability: Durability,
+    ) -> AppendFuture {
+        self.interleave(events);
+        StoreFuture::ready(self.inner.append(session, expected, events, durability))
+    }
+    fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
+        self.inner.read(session, range)
+    }
+    fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
+        self.inner.tail(session)
+    }
+    fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+        self.inner.sessions()
+    }
+    fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
+        self.inner.delete(session)
+    }
+}
+
+fn tools() -> Tools {
+    Tools::new()
+        .tool("search", json!({}), Replay::Safe, |_: Value, _: CallCtx| async {
+            Ok::<_, ToolError>(json!({"hits": 1}))
+        })
+        .client_tool("ask_user", json!({}))
+        .approval_tool("delete_account", json!({}), Replay::Unsafe, |_: Value, _: CallCtx| async {
+            Ok::<_, ToolError>(json!({"deleted": true}))
+        })
+}
+
+fn journal(store: Arc<dyn JournalStore>) -> Journal {
+    Journal::new(store, Arc::new(tools()), JournalOptions::new())
+}
+
+fn session() -> SessionId {
+    SessionId::new("s").unwrap()
+}
+
+fn kinds(store: &dyn JournalStore) -> Vec<EventKind> {
+    store.read_all(&session()).unwrap().iter().map(|r| r.event.kind()).collect()
+}
+
+fn clean(store: &dyn JournalStore) {
+    let log: Vec<Event> =
+        store.read_all(&session()).unwrap().into_iter().map(|r| r.event).collect();
+    assert!(verify(&log).is_empty(), "{:?}", verify(&log));
+}
+
+#[test]
+fn a_stop_that_meets_the_run_s_own_end_writes_nothing_rather_than_end_it_twice() {
+    // Regression: `stop` racing a run's own end wrote a second `run_ended` for the run (9 of 36
+    // stops on PostgreSQL), and verify called the log clean.
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let runtime = journal(store.clone());
+    let run = runtime.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
+    let operator_view = Interleaved::over(store.clone());
+    let operator = journal(operator_view.clone());
+    // The operator's stop read the session with its run open; the run ends before the stop's
+    // batch (its pairings, then `run_ended stopped`) is appended.
+    operator_view.before_next(EventKind::RunEnded, move || run.end(RunOutcome::Completed).unwrap());
+    let refused = operator.stop(&session()).unwrap_err();
+    assert!(
+        matches!(refused, BeginError::NothingToStop { outcome: RunOutcome::Completed, .. }),
+        "{refused}"
+    );
+    assert_eq!(kinds(&*store).iter().filter(|k| **k == EventKind::RunEnded).count(), 1);
+    clean(&*store);
+}
+
+#[test]
+fn a_stop_of_a_session_whose_run_ended_writes_nothing_and_one_of_a_suspended_session_ends_it() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let journal = journal(store.clone());
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
+    run.end(RunOutcome::Failed).unwrap();
+    let before = kinds(&*store);
+    let refused = journal.stop(&session()).unwrap_err();
+    assert!(matches!(refused, BeginError::NothingToStop { outcome: RunOutcome::Failed, .. }));
+    assert_eq!(kinds(&*store), before, "nothing was written");
+
+    let tools = tools();
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "ask".into() }).unwrap();
+    let call = tools.call("c1", "ask_user", json!({})).unwrap();
+    let step = run.commit_reply(tools.reply("", [call]).unwrap()).unwrap();
+    futures_executor::block_on(step.drive(&tools)).unwrap();
+    let plan = journal.stop(&session()).unwrap();
+    assert!(plan.appends.iter().any(|e| matches!(e, Event::RunEnded(_))), "{plan:?}");
+    clean(&*store);
+}
