@@ -21,8 +21,11 @@ use stepjournal::{BeginError, CallCtx, Journal, JournalOptions, ToolError, Tools
 /// actor read and its own append.
 struct Interleaved {
     inner: Arc<dyn JournalStore>,
-    before: Mutex<Option<(EventKind, Box<dyn FnOnce() + Send>)>>,
+    before: Mutex<Option<(EventKind, OtherActor)>>,
 }
+
+/// What the other actor does, once.
+type OtherActor = Box<dyn FnOnce() + Send>;
 
 impl Interleaved {
     fn over(inner: Arc<dyn JournalStore>) -> Arc<Self> {
