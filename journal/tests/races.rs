@@ -155,3 +155,74 @@ fn a_stop_of_a_session_whose_run_ended_writes_nothing_and_one_of_a_suspended_ses
     assert!(plan.appends.iter().any(|e| matches!(e, Event::RunEnded(_))), "{plan:?}");
     clean(&*store);
 }
+
+/// A session whose run crashed with a safe call's body started.
+fn crashed(journal: &Journal, tools: &Tools) {
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
+    let call = tools.call("c1", "search", json!({})).unwrap();
+    let step = run.commit_reply(tools.reply("", [call]).unwrap()).unwrap();
+    drop(step.start_body(&stepjournal::codec::CallId::from("c1")).unwrap());
+}
+
+#[test]
+fn two_recoveries_at_once_never_wake_a_session_the_other_already_recovered() {
+    // Regression: two runtimes running `recover_all` at once both listed a crashed session and
+    // the slower woke it after the other had completed it (PostgreSQL 201 of 960 sessions): the
+    // model was called again. The slower one's wake is made at the tail it listed, or not at
+    // all.
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let tools = tools();
+    crashed(&journal(store.clone()), &tools);
+    let second_view = Interleaved::over(store.clone());
+    let second = journal(second_view.clone());
+    let first = journal(store.clone());
+    let first_tools = tools.clone();
+    // The second runtime listed the session; the first recovers and completes it before the
+    // second's wake lands.
+    second_view.before_next(EventKind::RunStarted, move || {
+        let report = stepjournal::writer::block_on(first.recover_all(
+            &first_tools,
+            Default::default(),
+            |run, _| async move { run.end_async(RunOutcome::Completed).await.unwrap() },
+        ))
+        .unwrap();
+        assert_eq!(report.recovered, [session()]);
+    });
+    let before = kinds(&*store);
+    let report =
+        futures_executor::block_on(second.recover_all(&tools, Default::default(), |_, _| async {
+            panic!("the second runtime woke a session the first recovered")
+        }))
+        .unwrap();
+    assert_eq!(report.changed, [session()]);
+    assert!(report.recovered.is_empty() && report.failed.is_empty(), "{report:?}");
+    let after = kinds(&*store);
+    let runs = |k: &[EventKind]| k.iter().filter(|k| **k == EventKind::RunStarted).count();
+    assert_eq!(runs(&after), runs(&before) + 1, "one wake, the first runtime's");
+    clean(&*store);
+}
+
+#[test]
+fn recover_all_reports_the_sessions_waiting_for_answers_with_their_calls() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let journal = journal(store.clone());
+    let tools = tools();
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "ask".into() }).unwrap();
+    let calls = [
+        tools.call("c1", "ask_user", json!({})).unwrap(),
+        tools.call("c2", "search", json!({})).unwrap(),
+        tools.call("c3", "delete_account", json!({})).unwrap(),
+    ];
+    let step = run.commit_reply(tools.reply("", calls).unwrap()).unwrap();
+    futures_executor::block_on(step.drive(&tools)).unwrap();
+    let before = kinds(&*store);
+    let report =
+        futures_executor::block_on(journal.recover_all(&tools, Default::default(), |_, _| async {
+            panic!("a session waiting for answers is not woken")
+        }))
+        .unwrap();
+    let c = stepjournal::codec::CallId::from;
+    assert_eq!(report.waiting, [(session(), vec![c("c1"), c("c3")])]);
+    assert!(report.recovered.is_empty());
+    assert_eq!(kinds(&*store), before, "nothing was written");
+}

@@ -172,6 +172,14 @@ impl<'a> Sim<'a> {
                     });
                 }
                 Err(Halt::Broken) => return None,
+                // Over if its last run completed or was stopped; after one that failed the
+                // runtime goes on as after any failed run, with a retry.
+                Err(Halt::NothingToStop(outcome)) => {
+                    if matches!(outcome, RunOutcome::Completed | RunOutcome::Stopped) {
+                        return Some(outcome);
+                    }
+                    entry = Entry::Retry { checkpoint: None, message: None };
+                }
                 Err(Halt::Fault(fired)) => {
                     let Some(fault) = self.world.faults.fire() else {
                         self.world.notes.unexpected("a fault fired with none armed".to_owned());
@@ -444,6 +452,13 @@ impl<'a> Sim<'a> {
                 }
                 self.world.notes.trace(format!("retry refused ({refusal}); a wake instead"));
                 self.begin(journal, store, Entry::Wake)
+            }
+            Err(BeginError::NothingToStop { outcome, .. }) => {
+                let ended = outcome.as_str();
+                self.world
+                    .notes
+                    .trace(format!("stop: the last run ended {ended}, nothing to stop"));
+                Err(Halt::NothingToStop(outcome))
             }
             Err(e) => Err(self.halt(format!("begin_run({kind})"), e)),
         }

@@ -193,6 +193,9 @@ pub(crate) enum Halt {
     Fault(Fired),
     /// The simulation cannot go on; a violation says why.
     Broken,
+    /// A stop found the session's last run already ended (this way): there is nothing to
+    /// stop, and the simulation ends there, the session left as it was.
+    NothingToStop(stepjournal_codec::RunOutcome),
 }
 
 /// A fault that fired.

@@ -6,11 +6,11 @@ use std::future::Future;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use stepjournal_backends::{Lease, StoreError};
-use stepjournal_codec::{Coded, Entry, ErrorCode, RefusalCode, SessionId};
+use stepjournal_codec::{CallId, Coded, Entry, ErrorCode, RefusalCode, Seq, SessionId};
 
 use super::{DriveError, DriveOptions, StepOutcome};
 use crate::tools::Tools;
-use crate::writer::{BeginError, Journal, Run};
+use crate::writer::{BeginError, Journal, Run, Wait};
 
 /// How [`Journal::recover_all`] goes.
 ///
@@ -85,6 +85,13 @@ pub struct Recovered {
     pub recovered: Vec<SessionId>,
     /// The sessions another owner's run holds a live lease on: left to it.
     pub skipped: Vec<(SessionId, Lease)>,
+    /// The sessions another actor wrote to after they were listed (another runtime recovered
+    /// them, an answer or a stop landed): nothing was written to them, they are left to it.
+    pub changed: Vec<SessionId>,
+    /// The sessions suspended on client calls or approvals with no answer yet, with the calls
+    /// each waits for, in reply order: route the answers to them
+    /// ([`Journal::answer_client`], [`Journal::decide_approval`]). Nothing was written.
+    pub waiting: Vec<(SessionId, Vec<CallId>)>,
     /// The sessions that could not be recovered, with why.
     pub failed: Vec<(SessionId, RecoverFailure)>,
 }
@@ -92,6 +99,7 @@ pub struct Recovered {
 enum One {
     Recovered(SessionId),
     Skipped(SessionId, Lease),
+    Changed(SessionId),
     Failed(SessionId, RecoverFailure),
 }
 
@@ -102,6 +110,16 @@ impl Journal {
     /// never fenced), its recovered step driven with `tools`, and the run and the step's
     /// outcome (`None` when the run holds no open step) handed to `on_recovered`, which goes on
     /// with the agent loop.
+    ///
+    /// Each wake is made at the tail the session had when it was listed, or not at all: a
+    /// session another actor wrote to meanwhile (a second runtime recovering at the same time,
+    /// an answer, a stop) is left to it and reported in [`Recovered::changed`]. So two
+    /// runtimes starting together never both wake one session. The sessions suspended on
+    /// answers that have not come are reported in [`Recovered::waiting`] with the calls they
+    /// wait for.
+    ///
+    /// Dropped before it finished, the sessions it had woken are left as a dropped
+    /// [`drive`](crate::Step::drive) leaves them (let go: the next start wakes them again).
     pub async fn recover_all<F, Fut>(
         &self,
         tools: &Tools,
@@ -112,21 +130,44 @@ impl Journal {
         F: Fn(Run, Option<StepOutcome>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let mut pending = self.sessions_to_recover()?.into_iter();
-        let mut running = FuturesUnordered::new();
         let mut report = Recovered::default();
+        let mut to_wake = Vec::new();
+        for listed in self.start_up()? {
+            match listed.wait {
+                Wait::Wake => to_wake.push((listed.session, listed.tail)),
+                Wait::Answers => {
+                    let calls = self.awaited(&listed.session)?;
+                    report.waiting.push((listed.session, calls));
+                }
+            }
+        }
+        let mut pending = to_wake.into_iter();
+        let mut running = FuturesUnordered::new();
         loop {
             while running.len() < options.concurrency {
-                let Some(session) = pending.next() else { break };
-                running.push(self.recover_one(tools, options.drive, session, &on_recovered));
+                let Some((session, tail)) = pending.next() else { break };
+                running.push(self.recover_one(tools, options.drive, session, tail, &on_recovered));
             }
             match running.next().await {
                 Some(One::Recovered(session)) => report.recovered.push(session),
                 Some(One::Skipped(session, lease)) => report.skipped.push((session, lease)),
+                Some(One::Changed(session)) => report.changed.push(session),
                 Some(One::Failed(session, why)) => report.failed.push((session, why)),
                 None => return Ok(report),
             }
         }
+    }
+
+    /// The calls a suspended session waits for and that are still unanswered, in reply order.
+    fn awaited(&self, session: &SessionId) -> Result<Vec<CallId>, StoreError> {
+        let state = self.state(session)?;
+        let Some(suspension) = state.suspensions().last() else { return Ok(Vec::new()) };
+        Ok(suspension
+            .calls
+            .iter()
+            .filter(|c| state.call(c).is_some_and(|r| !r.is_resolved()))
+            .cloned()
+            .collect())
     }
 
     async fn recover_one<F, Fut>(
@@ -134,15 +175,17 @@ impl Journal {
         tools: &Tools,
         drive: DriveOptions,
         session: SessionId,
+        tail: Seq,
         on_recovered: &F,
     ) -> One
     where
         F: Fn(Run, Option<StepOutcome>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let run = match self.begin(&session, Entry::Wake, false).await {
+        let run = match self.begin(&session, Entry::Wake, false, Some(tail)).await {
             Ok(run) => run,
             Err(BeginError::LeaseHeld { lease, .. }) => return One::Skipped(session, lease),
+            Err(BeginError::Changed { .. }) => return One::Changed(session),
             Err(e) => return One::Failed(session, RecoverFailure::Begin(e)),
         };
         match run.drive_with(tools, drive).await {

@@ -6,7 +6,7 @@ use std::fmt;
 
 use stepjournal_backends::{AppendError, Lease, StoreError};
 use stepjournal_codec::{
-    Attempt, CallId, CallKind, Coded, ErrorCode, PairReason, RefusalCode, RunId, RunOutcome,
+    Attempt, CallId, CallKind, Coded, ErrorCode, PairReason, RefusalCode, RunId, RunOutcome, Seq,
     SessionId, StepNo, ToolName,
 };
 use stepjournal_recovery::ValidationError;
@@ -54,6 +54,21 @@ pub enum BeginError {
         session: SessionId,
         /// How many rounds were made.
         attempts: u32,
+    },
+    /// The session changed after the caller read it (another actor appended: a second runtime
+    /// recovered it, an answer landed): an entry decided on what was read is not made over it.
+    /// Nothing was written.
+    #[error(
+        "session `{session}` changed since it was read at seq {read} (it is at seq {found} \
+         now): nothing was written"
+    )]
+    Changed {
+        /// The session.
+        session: SessionId,
+        /// The tail the caller read.
+        read: Seq,
+        /// The tail found.
+        found: Seq,
     },
     /// The journal is shutting down ([`Journal::shutdown`](super::Journal::shutdown)): it takes
     /// no new work. Nothing was written.
@@ -111,6 +126,7 @@ impl BeginError {
             | BeginError::ShuttingDown { session }
             | BeginError::LeaseHeld { session, .. }
             | BeginError::NothingToStop { session, .. }
+            | BeginError::Changed { session, .. }
             | BeginError::Lease { session, .. } => Some(session),
         }
     }
@@ -550,6 +566,7 @@ impl Coded for BeginError {
             BeginError::ShuttingDown { .. } => ErrorCode::ShuttingDown,
             BeginError::LeaseHeld { .. } => ErrorCode::LeaseHeld,
             BeginError::NothingToStop { .. } => ErrorCode::Ended,
+            BeginError::Changed { .. } => ErrorCode::Conflict,
         }
     }
 }

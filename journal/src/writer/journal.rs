@@ -116,16 +116,20 @@ impl Journal {
         session: &SessionId,
         entry: Entry,
     ) -> Result<Run, BeginError> {
-        self.begin(session, entry, true).await
+        self.begin(session, entry, true, None).await
     }
 
     /// Begins a run; `force` replaces another owner's live lease (an explicit entry), else a
     /// live lease refuses it ([`BeginError::LeaseHeld`]: a recovery never fences a live run).
+    /// With `at`, the entry is decided on the session as it was at that tail, and appended
+    /// there or not at all ([`BeginError::Changed`]): a start-up's wake of a session it listed
+    /// is never made over what another actor wrote since.
     pub(crate) async fn begin(
         &self,
         session: &SessionId,
         entry: Entry,
         force: bool,
+        at: Option<Seq>,
     ) -> Result<Run, BeginError> {
         if self.own.is_shutting_down() {
             return Err(BeginError::ShuttingDown { session: session.clone() });
@@ -154,7 +158,7 @@ impl Journal {
         // go on through: the session is then a crashed one (listed by `sessions_to_recover`),
         // and the lease is released by the keeper.
         let mut dropped = OrphanIfDropped { own: &self.own, session, run: &run_id, armed: leased };
-        let appended = self.append_entry(session, new_run).await;
+        let appended = self.append_entry(session, new_run, at).await;
         dropped.armed = false;
         match appended {
             Ok(run) => {
@@ -176,8 +180,14 @@ impl Journal {
     }
 
     /// Reads, folds and plans the entry, and appends the plan's batch at the tail read, again
-    /// on each conflict.
-    async fn append_entry(&self, session: &SessionId, new_run: NewRun) -> Result<Run, BeginError> {
+    /// on each conflict; with `at`, only at that tail (a conflict, or a log found at another
+    /// length, is [`BeginError::Changed`]).
+    async fn append_entry(
+        &self,
+        session: &SessionId,
+        new_run: NewRun,
+        at: Option<Seq>,
+    ) -> Result<Run, BeginError> {
         let read_error = |source| BeginError::Read { session: session.clone(), source };
         // A batch whose append's outcome was unknown: where it was to land, and its plan. The
         // next read tells whether it landed.
@@ -203,6 +213,12 @@ impl Journal {
                 if round == self.options.begin_attempts {
                     return Err(BeginError::Append { session: session.clone(), source: error });
                 }
+            }
+            if let Some(read) = at
+                && read.get() != records.len() as u64
+            {
+                let found = Seq(records.len() as u64);
+                return Err(BeginError::Changed { session: session.clone(), read, found });
             }
             if round == self.options.begin_attempts {
                 return Err(BeginError::Contended { session: session.clone(), attempts: round });

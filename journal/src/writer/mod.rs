@@ -67,6 +67,7 @@ pub use ids::{IdSource, SequentialIds, UniqueIds};
 pub use journal::Journal;
 pub use options::JournalOptions;
 pub use run::{Reply, Run};
+pub(crate) use startup::Wait;
 pub use startup::{JournalMetrics, Shutdown};
 pub(crate) use status::{Fence, Interruption, RunStatus};
 pub use step::Step;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreMetrics};
-use stepjournal_codec::{RunOutcome, SessionId};
+use stepjournal_codec::{RunOutcome, Seq, SessionId};
 
 use super::cancel::CancelSignal;
 use super::hub::Counters;
@@ -65,35 +65,50 @@ impl Journal {
     /// A head the store does not know (`RunState::Unknown`, an older journal) is found by
     /// folding that session's log with the same rule.
     pub fn sessions_to_recover(&self) -> Result<Vec<SessionId>, StoreError> {
+        Ok(self
+            .start_up()?
+            .into_iter()
+            .filter(|l| l.wait == Wait::Wake)
+            .map(|l| l.session)
+            .collect())
+    }
+
+    /// Every session a start-up acts on, from the heads: those to wake (see
+    /// [`sessions_to_recover`](Self::sessions_to_recover)) and those suspended with nothing
+    /// answered yet, each with the tail its head had.
+    pub(crate) fn start_up(&self) -> Result<Vec<Listed>, StoreError> {
         let mut out = Vec::new();
         for head in self.store.heads()? {
-            let (run, answered) = match head.run {
+            let (run, answered, tail) = match head.run {
                 RunState::Unknown => self.fold_head(&head.session)?,
-                ref known => (known.clone(), head.answered_while_suspended),
+                ref known => (known.clone(), head.answered_while_suspended, head.tail),
             };
-            let wake = match &run {
+            let wait = match &run {
                 RunState::Open { run } => {
                     let here = self.own.is_live(&head.session, run);
                     let held = live_lease(&head, run).is_some_and(|l| l.owner != self.own.owner);
-                    !here && !held
+                    (!here && !held).then_some(Wait::Wake)
                 }
-                RunState::Ended { outcome: RunOutcome::Suspended, .. } => answered,
-                _ => false,
+                RunState::Ended { outcome: RunOutcome::Suspended, .. } => {
+                    Some(if answered { Wait::Wake } else { Wait::Answers })
+                }
+                _ => None,
             };
-            if wake {
-                out.push(head.session);
+            if let Some(wait) = wait {
+                out.push(Listed { session: head.session, tail, wait });
             }
         }
         Ok(out)
     }
 
-    /// The head's run state and answered flag, from the session's whole log.
-    fn fold_head(&self, session: &SessionId) -> Result<(RunState, bool), StoreError> {
+    /// The head's run state, answered flag and tail, from the session's whole log.
+    fn fold_head(&self, session: &SessionId) -> Result<(RunState, bool, Seq), StoreError> {
         let mut head = RunHead::default();
-        for record in self.store.read_all(session)? {
+        let records = self.store.read_all(session)?;
+        for record in &records {
             head.advance(&record.event);
         }
-        Ok((head.run, head.answered_while_suspended))
+        Ok((head.run, head.answered_while_suspended, Seq(records.len() as u64)))
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called: no new run begins.
@@ -175,6 +190,24 @@ impl Journal {
             leases_lost: Counters::read(&counters.leases_lost),
         }
     }
+}
+
+/// A session a start-up acts on, as its head was read.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    pub(crate) session: SessionId,
+    /// Its tail when listed: a wake is made there, or not at all.
+    pub(crate) tail: Seq,
+    pub(crate) wait: Wait,
+}
+
+/// What a listed session waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// A wake: its run crashed, or an answer it waited for landed.
+    Wake,
+    /// Answers from outside: it ended suspended and none has landed.
+    Answers,
 }
 
 /// The head's lease on `run`, if it is live by the store's clock when the head was read.
