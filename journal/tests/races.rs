@@ -226,3 +226,78 @@ fn recover_all_reports_the_sessions_waiting_for_answers_with_their_calls() {
     assert!(report.recovered.is_empty());
     assert_eq!(kinds(&*store), before, "nothing was written");
 }
+
+/// A session suspended on an approval-gated call `c1`.
+fn suspended_on_approval(journal: &Journal, tools: &Tools) {
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
+    let call = tools.call("c1", "delete_account", json!({})).unwrap();
+    let step = run.commit_reply(tools.reply("", [call]).unwrap()).unwrap();
+    futures_executor::block_on(step.drive(tools)).unwrap();
+}
+
+#[test]
+fn an_approval_raced_by_another_decision_is_refused_writing_nothing_and_fences_no_run() {
+    // Regression: a `stepjournal approve` racing the runtime's own `decide_approval` exited 2
+    // ("already resolved") after writing a `wake` run and a pairing: the approved body's result
+    // was then refused as fenced and the session left crashed (PostgreSQL 5 of 20 rounds). A
+    // decision applies to the call as its decider saw it, or is refused writing nothing.
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let tools = tools();
+    let runtime = journal(store.clone());
+    suspended_on_approval(&runtime, &tools);
+    let operator_view = Interleaved::over(store.clone());
+    let operator = journal(operator_view.clone());
+    let winner: Arc<Mutex<Option<stepjournal::Run>>> = Arc::default();
+    let won = winner.clone();
+    operator_view.before_next(EventKind::RunStarted, move || {
+        let run = stepjournal::writer::block_on(runtime.decide_approval(
+            &session(),
+            &stepjournal::codec::CallId::from("c1"),
+            true,
+        ))
+        .unwrap();
+        *won.lock().unwrap() = Some(run);
+    });
+    let before = kinds(&*store).len();
+    let refused = futures_executor::block_on(operator.decide_approval(
+        &session(),
+        &stepjournal::codec::CallId::from("c1"),
+        false,
+    ))
+    .unwrap_err();
+    assert!(matches!(refused, stepjournal::AnswerError::NotWaiting { .. }), "{refused}");
+    let after = kinds(&*store);
+    assert_eq!(
+        after[before..],
+        [EventKind::RunStarted, EventKind::ApprovalDecided],
+        "the runtime's decision alone landed"
+    );
+    // The runtime's run was not fenced: its approved body runs and the step commits.
+    let run = winner.lock().unwrap().take().unwrap();
+    let outcome = futures_executor::block_on(run.drive(&tools)).unwrap();
+    assert!(matches!(outcome, Some(stepjournal::StepOutcome::Committed { .. })), "{outcome:?}");
+    clean(&*store);
+}
+
+#[test]
+fn a_client_answer_lands_in_the_wake_s_own_batch_at_the_tail_its_decider_read() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let tools = tools();
+    let journal = journal(store.clone());
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "ask".into() }).unwrap();
+    let call = tools.call("c1", "ask_user", json!({})).unwrap();
+    let step = run.commit_reply(tools.reply("", [call]).unwrap()).unwrap();
+    futures_executor::block_on(step.drive(&tools)).unwrap();
+    let tail = store.tail(&session()).unwrap();
+    let output = stepjournal::codec::RawJson::parse("\"12A\"").unwrap();
+    let c1 = stepjournal::codec::CallId::from("c1");
+    let woken = futures_executor::block_on(journal.answer_client(&session(), &c1, output)).unwrap();
+    assert_eq!(woken.begun_at(), tail);
+    assert_eq!(
+        kinds(&*store)[tail.get() as usize..],
+        [EventKind::RunStarted, EventKind::ClientAnswer]
+    );
+    let outcome = futures_executor::block_on(woken.drive(&tools)).unwrap();
+    assert!(matches!(outcome, Some(stepjournal::StepOutcome::Committed { .. })), "{outcome:?}");
+    clean(&*store);
+}

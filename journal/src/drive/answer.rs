@@ -2,11 +2,12 @@
 //! approval-gated call, written through a run of their own (a `wake` that resumes the step).
 
 use stepjournal_codec::{
-    CallId, CallKind, Coded, Entry, ErrorCode, RawJson, RefusalCode, SessionId,
+    ApprovalDecided, CallId, CallKind, ClientAnswer, Coded, Entry, ErrorCode, Event, RawJson,
+    RefusalCode, Seq, SessionId,
 };
 use stepjournal_recovery::ApprovalState;
 
-use crate::writer::{BeginError, Journal, Run, WriteError};
+use crate::writer::{Begin, BeginError, Journal, Run, WriteError};
 
 /// Why an answer was not written.
 #[derive(Debug, thiserror::Error)]
@@ -69,8 +70,15 @@ impl Coded for AnswerError {
 impl Journal {
     /// Writes the client's answer to client call `call` of `session`'s saved step
     /// (`client_answer`): through the session's run open in this journal if there is one, else
-    /// through a run of its own, a `wake` that recovers the step, the answer written in it.
-    /// Returns that run, whose step is open: go on with [`Run::drive`](crate::Run::drive).
+    /// in the batch of a run of its own, a `wake` that recovers the step. Returns that run,
+    /// whose step is open: go on with [`Run::drive`](crate::Run::drive).
+    ///
+    /// The answer applies to the call as this journal read it: the wake is appended, with the
+    /// answer, at the tail read, or not at all. When another actor wrote meanwhile, the session
+    /// is read again: if the call was answered, or planned again by a run begun since, the
+    /// answer is refused and nothing is written ([`AnswerError::NotWaiting`]); never does it
+    /// land on a newer attempt, nor fence a run that another answer woke. A run another owner
+    /// holds by a live lease is not fenced either ([`BeginError::LeaseHeld`]).
     ///
     /// Refused, nothing written, when the saved step has no unresolved client call `call`
     /// ([`AnswerError::NotWaiting`]).
@@ -80,19 +88,22 @@ impl Journal {
         call: &CallId,
         output: RawJson,
     ) -> Result<Run, AnswerError> {
-        self.waiting(session, call, "a client answer", |kind, _| kind == CallKind::Client)?;
-        let run = self.woken(session).await?;
-        let written = match run.step() {
-            Some(step) => step.client_answer_async(call, output).await,
-            None => return Err(not_waiting(session, call, "a client answer")),
-        };
-        written.map_err(|source| write_error(session, call, source))?;
-        Ok(run)
+        let what = "a client answer";
+        if let Some(run) = self.open_run(session) {
+            let written = match run.step() {
+                Some(step) => step.client_answer_async(call, output).await,
+                None => return Err(not_waiting(session, call, what)),
+            };
+            written.map_err(|source| write_error(session, call, source))?;
+            return Ok(run);
+        }
+        let answer = Event::ClientAnswer(ClientAnswer { call: call.clone(), output });
+        self.decide(session, call, what, answer, |kind, _| kind == CallKind::Client).await
     }
 
     /// Records the decision on approval-gated call `call` of `session`'s saved step
-    /// (`approval_decided`), through a run of its own as
-    /// [`answer_client`](Self::answer_client) does; returns that run.
+    /// (`approval_decided`), as [`answer_client`](Self::answer_client) records an answer: at the
+    /// tail read, or not at all; returns the run it went through.
     ///
     /// Refused, nothing written, when the saved step has no approval-gated call `call` with no
     /// decision ([`AnswerError::NotWaiting`]).
@@ -103,27 +114,69 @@ impl Journal {
         approved: bool,
     ) -> Result<Run, AnswerError> {
         let what = "an approval decision";
-        self.waiting(session, call, what, |kind, approval| {
+        if let Some(run) = self.open_run(session) {
+            let written = match run.step() {
+                Some(step) => step.approval_async(call, approved).await,
+                None => return Err(not_waiting(session, call, what)),
+            };
+            written.map_err(|source| write_error(session, call, source))?;
+            return Ok(run);
+        }
+        let decision = Event::ApprovalDecided(ApprovalDecided { call: call.clone(), approved });
+        self.decide(session, call, what, decision, |kind, approval| {
             kind == CallKind::Approval && approval == ApprovalState::Undecided
-        })?;
-        let run = self.woken(session).await?;
-        let written = match run.step() {
-            Some(step) => step.approval_async(call, approved).await,
-            None => return Err(not_waiting(session, call, what)),
-        };
-        written.map_err(|source| write_error(session, call, source))?;
-        Ok(run)
+        })
+        .await
+    }
+
+    /// Appends a `wake` and `event` (the answer to `call`) in one batch at the tail where
+    /// `call` was read waiting; after another actor's append, reads again and goes on only
+    /// while the call still waits and no run began or ended since.
+    async fn decide(
+        &self,
+        session: &SessionId,
+        call: &CallId,
+        what: &'static str,
+        event: Event,
+        fits: impl Fn(CallKind, ApprovalState) -> bool,
+    ) -> Result<Run, AnswerError> {
+        let mut read = self.waiting(session, call, what, &fits)?;
+        for _ in 0..self.options.begin_attempts.max(1) {
+            let wake = Begin { at: Some(read), with: vec![event.clone()], ..Begin::default() };
+            match self.begin(session, Entry::Wake, wake).await {
+                Ok(run) => return Ok(run),
+                Err(BeginError::Changed { .. }) => {}
+                Err(e) => return Err(AnswerError::Begin(Box::new(e))),
+            }
+            let now = self.waiting(session, call, what, &fits)?;
+            let records = self
+                .store
+                .read_async(session, read..now)
+                .await
+                .map_err(|source| AnswerError::Read { session: session.clone(), source })?;
+            if records.iter().any(|r| matches!(r.event, Event::RunStarted(_) | Event::RunEnded(_)))
+            {
+                // A run began or ended since the call was read: what it waits for now is that
+                // run's to decide, not this answer's.
+                return Err(not_waiting(session, call, what));
+            }
+            read = now;
+        }
+        Err(AnswerError::Begin(Box::new(BeginError::Contended {
+            session: session.clone(),
+            attempts: self.options.begin_attempts,
+        })))
     }
 
     /// Checks, writing nothing, that `call` is an unresolved call of the saved step that
-    /// `fits`.
+    /// `fits`; returns the tail read.
     fn waiting(
         &self,
         session: &SessionId,
         call: &CallId,
         what: &'static str,
         fits: impl Fn(CallKind, ApprovalState) -> bool,
-    ) -> Result<(), AnswerError> {
+    ) -> Result<Seq, AnswerError> {
         let state = self
             .state(session)
             .map_err(|source| AnswerError::Read { session: session.clone(), source })?;
@@ -133,17 +186,7 @@ impl Journal {
                 .iter()
                 .any(|r| r.id() == call && !r.is_resolved() && fits(r.kind(), r.approval()))
         });
-        if waits { Ok(()) } else { Err(not_waiting(session, call, what)) }
-    }
-
-    /// The run of `session` open here, or else a `wake` run of it.
-    async fn woken(&self, session: &SessionId) -> Result<Run, AnswerError> {
-        if let Some(run) = self.open_run(session) {
-            return Ok(run);
-        }
-        self.begin_run_async(session, Entry::Wake)
-            .await
-            .map_err(|e| AnswerError::Begin(Box::new(e)))
+        if waits { Ok(Seq(state.len())) } else { Err(not_waiting(session, call, what)) }
     }
 }
 

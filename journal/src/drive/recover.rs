@@ -10,7 +10,7 @@ use stepjournal_codec::{CallId, Coded, Entry, ErrorCode, RefusalCode, Seq, Sessi
 
 use super::{DriveError, DriveOptions, StepOutcome};
 use crate::tools::Tools;
-use crate::writer::{BeginError, Journal, Run, Wait};
+use crate::writer::{Begin, BeginError, Journal, Run, Wait};
 
 /// How [`Journal::recover_all`] goes.
 ///
@@ -182,7 +182,8 @@ impl Journal {
         F: Fn(Run, Option<StepOutcome>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let run = match self.begin(&session, Entry::Wake, false, Some(tail)).await {
+        let wake = Begin { at: Some(tail), ..Begin::default() };
+        let run = match self.begin(&session, Entry::Wake, wake).await {
             Ok(run) => run,
             Err(BeginError::LeaseHeld { lease, .. }) => return One::Skipped(session, lease),
             Err(BeginError::Changed { .. }) => return One::Changed(session),

@@ -116,21 +116,17 @@ impl Journal {
         session: &SessionId,
         entry: Entry,
     ) -> Result<Run, BeginError> {
-        self.begin(session, entry, true, None).await
+        self.begin(session, entry, Begin::explicit()).await
     }
 
-    /// Begins a run; `force` replaces another owner's live lease (an explicit entry), else a
-    /// live lease refuses it ([`BeginError::LeaseHeld`]: a recovery never fences a live run).
-    /// With `at`, the entry is decided on the session as it was at that tail, and appended
-    /// there or not at all ([`BeginError::Changed`]): a start-up's wake of a session it listed
-    /// is never made over what another actor wrote since.
+    /// Begins a run as `how` says (see [`Begin`]).
     pub(crate) async fn begin(
         &self,
         session: &SessionId,
         entry: Entry,
-        force: bool,
-        at: Option<Seq>,
+        how: Begin,
     ) -> Result<Run, BeginError> {
+        let Begin { force, at, with } = how;
         if self.own.is_shutting_down() {
             return Err(BeginError::ShuttingDown { session: session.clone() });
         }
@@ -158,7 +154,7 @@ impl Journal {
         // go on through: the session is then a crashed one (listed by `sessions_to_recover`),
         // and the lease is released by the keeper.
         let mut dropped = OrphanIfDropped { own: &self.own, session, run: &run_id, armed: leased };
-        let appended = self.append_entry(session, new_run, at).await;
+        let appended = self.append_entry(session, new_run, at, &with).await;
         dropped.armed = false;
         match appended {
             Ok(run) => {
@@ -179,14 +175,15 @@ impl Journal {
         }
     }
 
-    /// Reads, folds and plans the entry, and appends the plan's batch at the tail read, again
-    /// on each conflict; with `at`, only at that tail (a conflict, or a log found at another
-    /// length, is [`BeginError::Changed`]).
+    /// Reads, folds and plans the entry, and appends the plan's batch (then `with`, in the
+    /// same batch) at the tail read, again on each conflict; with `at`, only at that tail (a
+    /// conflict, or a log found at another length, is [`BeginError::Changed`]).
     async fn append_entry(
         &self,
         session: &SessionId,
         new_run: NewRun,
         at: Option<Seq>,
+        with: &[Event],
     ) -> Result<Run, BeginError> {
         let read_error = |source| BeginError::Read { session: session.clone(), source };
         // A batch whose append's outcome was unknown: where it was to land, and its plan. The
@@ -207,8 +204,9 @@ impl Journal {
                 }
             };
             if let Some((at, plan, error)) = unknown.take() {
-                if holds_at(&records, at, &plan.appends) {
-                    return Ok(self.started(session, new_run, plan, &records, at));
+                let batch: Vec<Event> = plan.appends.iter().chain(with).cloned().collect();
+                if holds_at(&records, at, &batch) {
+                    return Ok(self.started(session, new_run, plan, with.len(), &records, at));
                 }
                 if round == self.options.begin_attempts {
                     return Err(BeginError::Append { session: session.clone(), source: error });
@@ -243,7 +241,7 @@ impl Journal {
             }
             let at = self.options.clock.now();
             let stamped: Vec<Stamped> =
-                plan.appends.iter().cloned().map(|e| Stamped::at(at, e)).collect();
+                plan.appends.iter().chain(with).cloned().map(|e| Stamped::at(at, e)).collect();
             let answer =
                 self.store.append_async(session, tail, &stamped, self.options.durability).await;
             match answer {
@@ -255,7 +253,7 @@ impl Journal {
                         at: s.at,
                         event: s.event,
                     }));
-                    return Ok(self.started(session, new_run, plan, &records, tail));
+                    return Ok(self.started(session, new_run, plan, with.len(), &records, tail));
                 }
                 Err(AppendError::Conflict { .. }) => {}
                 Err(e @ AppendError::OutcomeUnknown { .. }) => unknown = Some((tail, plan, e)),
@@ -279,20 +277,21 @@ impl Journal {
         Ok(self.begin_run_async(session, Entry::Stop).await?.plan().clone())
     }
 
-    /// The run whose entry's batch (`plan.appends`) landed at `at` in `records` (the session's
-    /// log as read, the batch included). Events after the batch, written by other writers
-    /// before the run could see them, are folded as any append of the run would fold them: a
-    /// `run_started` or `run_ended` among them fences the run at once.
+    /// The run whose entry's batch (`plan.appends`, then `with` more events) landed at `at` in
+    /// `records` (the session's log as read, the batch included). Events after the batch,
+    /// written by other writers before the run could see them, are folded as any append of the
+    /// run would fold them: a `run_started` or `run_ended` among them fences the run at once.
     fn started(
         &self,
         session: &SessionId,
         new_run: NewRun,
         plan: Plan,
+        with: usize,
         records: &[Record],
         at: Seq,
     ) -> Run {
         let stopped = matches!(new_run.entry, Entry::Stop);
-        let end = at.add(plan.appends.len() as u64);
+        let end = at.add((plan.appends.len() + with) as u64);
         let mut state = SessionState::default();
         let mut tail = Seq(0);
         for record in records.iter().take_while(|r| r.seq < end) {
@@ -357,6 +356,29 @@ impl Journal {
             shared.cancel.fire();
         }
         Run::new(Arc::new(shared), new_run.entry, plan, at)
+    }
+}
+
+/// How an entry begins its run.
+#[derive(Debug, Default)]
+pub(crate) struct Begin {
+    /// Replace another owner's live lease (an explicit entry); else a live lease refuses the
+    /// entry ([`BeginError::LeaseHeld`]: a recovery, an answer, never fences a live run).
+    pub(crate) force: bool,
+    /// Decide the entry on the session as it was at this tail, and append it there or not at
+    /// all ([`BeginError::Changed`]): a start-up's wake of a session it listed, or an answer
+    /// given to a call as its decider saw it, is never made over what another actor wrote
+    /// since.
+    pub(crate) at: Option<Seq>,
+    /// Events appended after the plan's, in the same batch (an answer the wake carries).
+    pub(crate) with: Vec<Event>,
+}
+
+impl Begin {
+    /// An entry a runtime asks for: it replaces a live lease, re-reads and re-plans on a
+    /// conflict.
+    pub(crate) fn explicit() -> Self {
+        Begin { force: true, ..Begin::default() }
     }
 }
 

@@ -64,6 +64,7 @@ pub use cancel::{CancelSignal, Cancelled};
 pub use clock::{Clock, FixedClock, SteppingClock, SystemClock};
 pub(crate) use error::{AfterFailure, BeginError, Refusal, WriteError};
 pub use ids::{IdSource, SequentialIds, UniqueIds};
+pub(crate) use journal::Begin;
 pub use journal::Journal;
 pub use options::JournalOptions;
 pub use run::{Reply, Run};
