@@ -207,6 +207,7 @@ export type ErrorCode =
   | 'ended'
   | 'broken'
   | 'interrupted'
+  | 'deadline'
   | 'refused'
   | 'malformed_scenario'
   | 'invalid_id'

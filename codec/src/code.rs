@@ -92,6 +92,8 @@ codes! {
         /// This process let go of the run (a future dropped while writing, a shutdown, a body
         /// past its deadline): a new entry goes on.
         Interrupted = "interrupted",
+        /// A body overran its deadline: the run was let go, a `wake` goes on.
+        Deadline = "deadline",
         /// The protocol forbids the write now; [`RefusalCode`] says which rule.
         Refused = "refused",
         /// A recovery conformance scenario is not FORMAT.md's shape.

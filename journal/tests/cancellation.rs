@@ -131,7 +131,7 @@ fn a_drive_dropped_while_its_attempt_lands_never_starts_a_second_attempt_of_the_
     assert!(matches!(run.status(), RunStatus::Interrupted(_)), "{:?}", run.status());
 
     let again = futures_executor::block_on(step.drive(&tools)).unwrap_err();
-    assert!(interrupted(again.write_error()), "{again}");
+    assert!(again.write_error().is_some_and(interrupted), "{again}");
     assert!(interrupted(&run.end(RunOutcome::Completed).unwrap_err()));
     assert_eq!(store.count(&session(), EventKind::AttemptStarted), 1, "no second attempt");
 

@@ -340,7 +340,10 @@ fn a_run_fenced_while_a_tool_runs_refuses_its_writes_fires_its_signal_and_drive_
     assert!(
         matches!(
             error.write_error(),
-            WriteError::Fenced { by: Fence::RunEnded { outcome: RunOutcome::Stopped, .. }, .. }
+            Some(WriteError::Fenced {
+                by: Fence::RunEnded { outcome: RunOutcome::Stopped, .. },
+                ..
+            })
         ),
         "{error}"
     );

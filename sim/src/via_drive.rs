@@ -223,7 +223,7 @@ impl Sim<'_> {
             accepted,
         });
         match done {
-            Some(Err(e)) if matches!(e.write_error(), WriteError::Fenced { .. }) => {
+            Some(Err(e)) if matches!(e.write_error(), Some(WriteError::Fenced { .. })) => {
                 self.world.notes.trace(format!("late writes of {call}: fenced ({e})"));
                 Ok(())
             }

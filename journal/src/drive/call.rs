@@ -5,12 +5,16 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use std::pin::pin;
+
 use futures_util::FutureExt;
+use futures_util::future::{Either, select};
 use stepjournal_codec::{CallId, CallKind, RawJson, SessionId, ToolName};
 
 use super::schedule::How;
+use super::timer::sleep;
 use crate::tools::{BoxFuture, CallCtx, Handler, Outcome, ToolError, Tools, error_output};
-use crate::writer::{Body, Refusal, Step, WriteError, in_span};
+use crate::writer::{Body, Interruption, Refusal, Step, WriteError, in_span};
 
 /// What the executor needs to carry out one call.
 pub(crate) struct Job {
@@ -42,13 +46,43 @@ fn failed<'a>(call: &'a CallId, doing: &'static str) -> impl FnOnce(WriteError) 
     move |error| Failed { call: call.clone(), doing, error }
 }
 
-/// Carries out `job` on `step`: to its result, or to the write that could not be made.
-pub(crate) async fn carry_out(
+/// Why carrying out a call stopped short.
+#[derive(Debug)]
+pub(crate) enum Stopped {
+    /// A write the run could not make.
+    Failed(Failed),
+    /// The call's body overran its deadline: the run was let go.
+    Overran { call: CallId, after: Duration },
+}
+
+/// Carries out `job` on `step`, within `deadline` when there is one: past it the run is let go
+/// ([`Interruption::Deadline`]) before the body is dropped, so that whatever the body had in
+/// flight is refused.
+pub(crate) async fn carry_out_within(
     step: &Step,
     tools: &Tools,
     job: Job,
     limits: Limits,
-) -> Result<(), Failed> {
+    deadline: Option<Duration>,
+) -> Result<(), Stopped> {
+    let call = job.call.clone();
+    let work = carry_out(step, tools, job, limits);
+    let Some(after) = deadline else { return work.await.map_err(Stopped::Failed) };
+    let work = pin!(work);
+    let timer = pin!(sleep(after));
+    match select(work, timer).await {
+        Either::Left((done, _)) => done.map_err(Stopped::Failed),
+        // The body's future, pinned here, is dropped when this returns: after the run was let
+        // go, so nothing it had in flight is taken for a dropped future's.
+        Either::Right(((), _body)) => {
+            step.interrupt(Interruption::Deadline { call: call.clone(), after });
+            Err(Stopped::Overran { call, after })
+        }
+    }
+}
+
+/// Carries out `job` on `step`: to its result, or to the write that could not be made.
+async fn carry_out(step: &Step, tools: &Tools, job: Job, limits: Limits) -> Result<(), Failed> {
     let handler = tools.get(&job.tool).map(|t| t.handler.clone());
     let fits = matches!(
         (&handler, job.kind),

@@ -26,74 +26,28 @@
 
 mod answer;
 mod call;
+mod error;
+mod options;
 mod recover;
 mod schedule;
+mod timer;
+mod within;
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use stepjournal_codec::{CallId, CheckpointId, Coded, ErrorCode, RefusalCode, SessionId, StepNo};
+use stepjournal_codec::{CallId, CheckpointId};
 use stepjournal_recovery::{CallPlan, TranscriptItem, answers_of};
 
 use crate::tools::Tools;
-use crate::writer::{Interruption, Run, Step, WriteError, in_span, step_span};
+use crate::writer::{Interruption, Run, Step, in_span, step_span};
 pub use answer::AnswerError;
-use call::{Job, Limits, carry_out};
+use call::{Job, Limits, Stopped, carry_out_within};
+pub use error::DriveError;
+pub use options::DriveOptions;
 pub use recover::{RecoverFailure, RecoverOptions, Recovered};
 use schedule::round;
-
-/// How [`Step::drive_with`] runs a step.
-///
-/// | setting | default |
-/// |---|---|
-/// | [`concurrency`](Self::concurrency) | 16 calls at once |
-/// | [`output_interval`](Self::output_interval) | 100 ms between two committed outputs of a call |
-/// | [`max_output_bytes`](Self::max_output_bytes) | none (the store's record limit still holds) |
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriveOptions {
-    concurrency: usize,
-    output_interval: Duration,
-    max_output_bytes: Option<usize>,
-}
-
-impl Default for DriveOptions {
-    fn default() -> Self {
-        DriveOptions {
-            concurrency: 16,
-            output_interval: Duration::from_millis(100),
-            max_output_bytes: None,
-        }
-    }
-}
-
-impl DriveOptions {
-    /// The defaults (see the table above).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// At most this many calls run at once (at least 1; 0 is taken as 1). Default 16.
-    pub fn concurrency(mut self, calls: usize) -> Self {
-        self.concurrency = calls.max(1);
-        self
-    }
-
-    /// A call's output ([`CallCtx::output`](crate::tools::CallCtx::output)) is committed at
-    /// most once per this interval, by the journal's clock. Default 100 ms.
-    pub fn output_interval(mut self, interval: Duration) -> Self {
-        self.output_interval = interval;
-        self
-    }
-
-    /// A result whose JSON text is over this many bytes is recorded as an error result saying
-    /// so ([`Body::finish_capped`](crate::Body::finish_capped)). Default none.
-    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
-        self.max_output_bytes = Some(bytes);
-        self
-    }
-}
 
 /// What driving a step came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,53 +90,6 @@ impl StepOutcome {
     }
 }
 
-/// Why [`Step::drive`] did not finish the step: a write the run could not make. What was
-/// written stays; the run's status says what became of it (fenced, ended, broken), and a later
-/// entry recovers the step.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DriveError {
-    /// A write for one call failed.
-    #[error(
-        "driving step {step} of session `{session}`: {doing} for call `{call}` failed: {source}"
-    )]
-    Call {
-        /// The session.
-        session: SessionId,
-        /// The step.
-        step: StepNo,
-        /// The call.
-        call: CallId,
-        /// What was being written.
-        doing: &'static str,
-        /// Why.
-        #[source]
-        source: WriteError,
-    },
-    /// The step's own write (its commit, the suspension) failed.
-    #[error("driving step {step} of session `{session}`: {doing} failed: {source}")]
-    Step {
-        /// The session.
-        session: SessionId,
-        /// The step.
-        step: StepNo,
-        /// What was being written.
-        doing: &'static str,
-        /// Why.
-        #[source]
-        source: WriteError,
-    },
-}
-
-impl DriveError {
-    /// The write error inside.
-    pub fn write_error(&self) -> &WriteError {
-        match self {
-            DriveError::Call { source, .. } | DriveError::Step { source, .. } => source,
-        }
-    }
-}
-
 /// Lets go of the step's run if the `drive` future is dropped before it finished: the bodies
 /// it was running are dropped with it (their results never recorded) and an append it had
 /// handed to the store may land, so the run cannot go on; a `wake` recovers the step.
@@ -196,16 +103,6 @@ impl Drop for LetGoIfDropped<'_> {
         if self.armed {
             self.step.interrupt(Interruption::FutureDropped { during: "drive" });
         }
-    }
-}
-
-impl Coded for DriveError {
-    fn code(&self) -> ErrorCode {
-        self.write_error().code()
-    }
-
-    fn refusal(&self) -> Option<RefusalCode> {
-        self.write_error().refusal()
     }
 }
 
@@ -272,7 +169,8 @@ impl Step {
             for (call, how) in next.start.into_iter().take(room) {
                 let Some(job) = self.job(&call, how) else { continue };
                 busy.insert(call);
-                running.push(carry_out(self, tools, job, limits));
+                let deadline = options.deadline_of(tools, &job.tool);
+                running.push(carry_out_within(self, tools, job, limits, deadline));
             }
             if running.is_empty() {
                 if next.skip.is_empty() {
@@ -280,14 +178,26 @@ impl Step {
                 }
                 continue;
             }
-            if let Some(Err(failed)) = running.next().await {
-                return Err(DriveError::Call {
-                    session: self.session().clone(),
-                    step: number,
-                    call: failed.call,
-                    doing: failed.doing,
-                    source: failed.error,
-                });
+            match running.next().await {
+                Some(Err(Stopped::Failed(failed))) => {
+                    return Err(DriveError::Call {
+                        session: self.session().clone(),
+                        step: number,
+                        call: failed.call,
+                        doing: failed.doing,
+                        source: failed.error,
+                    });
+                }
+                Some(Err(Stopped::Overran { call, after })) => {
+                    // The run was let go: the bodies still running are dropped with `running`.
+                    return Err(DriveError::Deadline {
+                        session: self.session().clone(),
+                        step: number,
+                        call,
+                        after,
+                    });
+                }
+                Some(Ok(())) | None => {}
             }
         };
         drop(running);

@@ -110,6 +110,9 @@ impl CallCtx {
     pub async fn output(&self, text: impl Into<String>) -> Result<(), WriteError> {
         let text = text.into();
         let mut output = self.inner.output.lock().await;
+        // Refused at once, not only when the interval's chunk is written: a tool told that its
+        // output is kept would go on working for a run that can no longer record it.
+        self.inner.body.can_write()?;
         output.pending.push_str(&text);
         let now = self.inner.body.clock().now();
         if now.get().saturating_sub(output.since.get()) < self.inner.interval {

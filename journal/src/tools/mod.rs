@@ -36,6 +36,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -65,6 +66,8 @@ pub(crate) struct Tool {
 #[derive(Clone, Default)]
 pub struct Tools {
     tools: BTreeMap<ToolName, Tool>,
+    /// The tools' own deadlines ([`Tools::deadline`]).
+    deadlines: BTreeMap<ToolName, Duration>,
 }
 
 impl fmt::Debug for Tools {
@@ -81,6 +84,20 @@ impl Tools {
     /// No tools.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Gives every body of tool `name` this long, from when `drive` begins carrying its call
+    /// out; past it, the run is let go as after a crash (see
+    /// [`DriveOptions::deadline`](crate::DriveOptions::deadline), the default for tools with
+    /// none of their own). Set before or after the tool is added.
+    pub fn deadline(mut self, name: impl Into<ToolName>, after: Duration) -> Self {
+        self.deadlines.insert(name.into(), after);
+        self
+    }
+
+    /// Tool `name`'s own deadline, if it has one.
+    pub(crate) fn deadline_of(&self, name: &ToolName) -> Option<Duration> {
+        self.deadlines.get(name).copied()
     }
 
     fn with(

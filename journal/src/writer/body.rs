@@ -92,6 +92,12 @@ impl Body {
         Body { shared: self.shared.clone(), me: self.me.clone() }
     }
 
+    /// The run's error if it can no longer write (ended, fenced, broken, let go).
+    pub(crate) fn can_write(&self) -> Result<(), WriteError> {
+        let inner = self.shared.view();
+        self.shared.writable(&inner)
+    }
+
     /// The clock the run stamps its appends with.
     pub(crate) fn clock(&self) -> &std::sync::Arc<dyn super::Clock> {
         &self.shared.clock
