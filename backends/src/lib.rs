@@ -17,10 +17,12 @@ mod completion;
 mod error;
 pub mod file;
 pub mod head;
+mod identity;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod redact;
+mod separate;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
@@ -32,5 +34,7 @@ pub use ack::{AppendAck, Durability};
 pub use completion::{AppendFuture, Completer, StoreFuture};
 pub use error::{AppendError, OpenError, StoreError};
 pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead, StoreMetrics};
+pub use identity::StoreIdentity;
+pub use separate::SeparateProcess;
 pub use store::JournalStore;
 pub use url::{OpenOptions, StoreUrl, open_url};

@@ -6,6 +6,7 @@ use std::time::Duration;
 use stepjournal_codec::{Record, RunId, Seq, SessionId, Stamped};
 
 use crate::head::{LeaseTaken, OwnerId, RunHead, SessionHead, StoreMetrics};
+use crate::identity::StoreIdentity;
 use crate::{AppendAck, AppendError, AppendFuture, Durability, StoreError, StoreFuture};
 
 /// A store of sessions, each an append-only log of events with dense sequence numbers from 0.
@@ -18,6 +19,15 @@ use crate::{AppendAck, AppendError, AppendFuture, Durability, StoreError, StoreF
 /// lent as `&dyn JournalStore`. Pointers do not implement the trait themselves: no wrapper can
 /// answer a provided method with its default and so bypass the backend's own.
 pub trait JournalStore: Send + Sync + 'static {
+    /// Which store this handle is: where it keeps its data, so that a process runs one journal
+    /// per store (two handles naming one directory, database file, or PostgreSQL database and
+    /// schema are one store). The provided implementation says this handle alone
+    /// ([`StoreIdentity::Instance`]): right for a store whose data lives in the handle, and for
+    /// a wrapper that stands apart from the store it wraps.
+    fn identity(&self) -> StoreIdentity {
+        StoreIdentity::Instance(self as *const Self as *const () as usize)
+    }
+
     /// The strongest durability this store gives. An append asking for more gets this.
     fn max_durability(&self) -> Durability;
 

@@ -194,7 +194,8 @@ fn contender(
         Box::new(move |_round, budget| {
             if begun.is_none() {
                 let options = JournalOptions::new().ids(Arc::new(SequentialIds::with_prefix(&tag)));
-                let journal = Journal::new(store.clone(), Arc::new(tools()), options);
+                let journal = Journal::new(store.clone(), Arc::new(tools()), options)
+                    .map_err(|e| e.to_string())?;
                 begun = Some(Sessions::begin(&journal, sessions, workers, &tag)?);
             }
             let Some(s) = begun.as_ref() else { return Err("no sessions".to_owned()) };

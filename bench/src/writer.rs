@@ -197,7 +197,8 @@ pub(crate) fn contender(
     };
     let registry = MemoryRegistry::new().with_tool("lookup", Replay::Safe);
     let options = JournalOptions::new().ids(Arc::new(SequentialIds::new()));
-    let journal = Journal::new(store.clone(), Arc::new(registry), options);
+    let journal =
+        Journal::new(store.clone(), Arc::new(registry), options).map_err(|e| e.to_string())?;
     let plural = if sessions == 1 { "" } else { "s" };
     let note = match mode {
         Mode::Raw => format!(

@@ -202,6 +202,7 @@ export type ErrorCode =
   | 'invalid_options'
   | 'validation_error'
   | 'shutting_down'
+  | 'store_in_use'
   | 'lease_held'
   | 'fenced'
   | 'ended'

@@ -61,11 +61,14 @@ pub(crate) fn read_state(
 /// A session writer over `store` that decides recovery with each tool's saved policy (the
 /// command runs no tool body: a call that must run is left to the runtime), and the owner its
 /// runs' leases are taken for.
-pub(crate) fn journal(store: Arc<dyn JournalStore>, state: &SessionState) -> (Journal, OwnerId) {
+pub(crate) fn journal(
+    store: Arc<dyn JournalStore>,
+    state: &SessionState,
+) -> Result<(Journal, OwnerId), stepjournal::JournalError> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
     let owner = OwnerId::new(format!("stepjournal-cli:{host}:{}", std::process::id()));
     let options = JournalOptions::new().owner(owner.clone());
-    (Journal::new(store, Arc::new(SavedPolicies::of(state)), options), owner)
+    Ok((Journal::new(store, Arc::new(SavedPolicies::of(state)), options)?, owner))
 }
 
 /// Lets go of the command's run, writing nothing more: the journal shuts down and the run's

@@ -247,13 +247,14 @@ fn write(
         return Err(not_waiting(url, &session, &call, answer));
     }
     refuse_if_running(&*store, url, &session, &state, answer.command())?;
-    let (journal, owner) = journal(Arc::clone(&store), &state);
-    let action_error = |source: AnswerError| CliError::Action {
+    let action = |source: ActionError| CliError::Action {
         url: StoreName::of(url),
         session: session.clone(),
         what: answer.command(),
-        source: Box::new(source.into()),
+        source: Box::new(source),
     };
+    let (journal, owner) = journal(Arc::clone(&store), &state).map_err(|e| action(e.into()))?;
+    let action_error = |source: AnswerError| action(source.into());
     let run = match &answer {
         Answer::Client(output) => block_on(journal.answer_client(&session, &call, output.clone())),
         Answer::Approval(approved) => block_on(journal.decide_approval(&session, &call, *approved)),

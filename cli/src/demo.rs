@@ -146,6 +146,13 @@ pub enum DemoError {
     /// The demo's tool registry did not build.
     #[error("the demo's tool registry: {0}")]
     Registry(#[from] RegistryError),
+    /// No session writer could be made over the journal.
+    #[error("{source}")]
+    Journal {
+        /// Why.
+        #[source]
+        source: stepjournal::JournalError,
+    },
 }
 
 impl From<DemoError> for CliError {
@@ -215,7 +222,8 @@ fn journal(dir: &Path, ids: &str) -> Result<Journal, DemoError> {
     let store = FileStore::open(dir, FileOptions::default())
         .map_err(|source| DemoError::Open { dir: dir.to_owned(), source })?;
     let options = JournalOptions::new().ids(Arc::new(SequentialIds::with_prefix(ids)));
-    Ok(Journal::new(Arc::new(store), Arc::new(registry()?), options))
+    Journal::new(Arc::new(store), Arc::new(registry()?), options)
+        .map_err(|source| DemoError::Journal { source })
 }
 
 /// Runs `stepjournal demo`. `program` is the `stepjournal` executable the crashing child runs

@@ -227,6 +227,9 @@ fn open_message(url: &StoreName, source: &OpenError) -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ActionError {
+    /// No session writer could be made over the store.
+    #[error(transparent)]
+    Journal(#[from] stepjournal::JournalError),
     /// The run the command begins (a `stop`) was refused or could not be written.
     #[error(transparent)]
     Begin(#[from] stepjournal::BeginError),

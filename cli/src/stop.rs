@@ -83,7 +83,13 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if let Some(outcome) = nothing_to_stop(&state) {
         return said_nothing_to_stop(out, &args.store, &session, outcome);
     }
-    let (journal, owner) = journal(std::sync::Arc::clone(&store), &state);
+    let (journal, owner) =
+        journal(std::sync::Arc::clone(&store), &state).map_err(|source| CliError::Action {
+            url: StoreName::of(&args.store),
+            session: session.clone(),
+            what: "stop",
+            source: Box::new(source.into()),
+        })?;
     let run = match journal.begin_run(&session, Entry::Stop) {
         Ok(run) => run,
         // The run ended between the read above and the stop's append: the writer wrote

@@ -182,7 +182,8 @@ fn stop_fences_a_live_run(place: &Place) {
     let registry = MemoryRegistry::new()
         .with_tool("charge_card", Replay::Unsafe)
         .with_tool("ask_user", Replay::Unsafe);
-    let journal = Journal::new(Arc::clone(&store), Arc::new(registry), JournalOptions::new());
+    let journal =
+        Journal::new(Arc::clone(&store), Arc::new(registry), JournalOptions::new()).unwrap();
     let session = SessionId::new("live").unwrap();
     let run = journal.begin_run(&session, Entry::NewTurn { message: "pay".into() }).unwrap();
     let c = call("c1", "charge_card", Replay::Unsafe, CallKind::Tool);

@@ -84,7 +84,7 @@ fn a_live_lease_holds_against_a_clock_a_minute_ahead(place: &Place) {
     let options = JournalOptions::new()
         .owner(OwnerId::new("runtime-host:1"))
         .lease_ttl(Duration::from_secs(30));
-    let journal = Journal::new(Arc::clone(&store), Arc::new(registry), options);
+    let journal = Journal::new(Arc::clone(&store), Arc::new(registry), options).unwrap();
     let session = SessionId::new("leased").unwrap();
     let run = journal.begin_run(&session, Entry::NewTurn { message: "ask".into() }).unwrap();
     let ask = call("c1", "ask_user", Replay::Unsafe, CallKind::Client);

@@ -81,6 +81,8 @@ codes! {
         ValidationError = "validation_error",
         /// The journal is shutting down and takes no new work.
         ShuttingDown = "shutting_down",
+        /// Another journal of this process runs over the same store.
+        StoreInUse = "store_in_use",
         /// Another owner's run holds a live lease on the session.
         LeaseHeld = "lease_held",
         /// A newer run (or a stop issued elsewhere) owns the session: this run writes nothing more.

@@ -71,7 +71,7 @@ fn run_body(step: &Step, call: &CallId, output: serde_json::Value) -> Result<(),
 
 fn open(dir: &std::path::Path) -> Result<Journal, Box<dyn Error>> {
     let store: Arc<dyn JournalStore> = Arc::new(FileStore::open(dir, FileOptions::default())?);
-    Ok(Journal::new(store, Arc::new(registry()?), JournalOptions::new()))
+    Ok(Journal::new(store, Arc::new(registry()?), JournalOptions::new())?)
 }
 
 /// Turn 1: a user message, a reply with three calls, their bodies, the commit, the end.

@@ -119,7 +119,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     runtime.block_on(async {
         let store: Arc<dyn JournalStore> =
             Arc::new(FileStore::open(dir.path(), FileOptions::default())?);
-        let journal = Journal::new(store, Arc::new(tools.clone()), JournalOptions::new());
+        let journal = Journal::new(store, Arc::new(tools.clone()), JournalOptions::new())?;
         let mut tasks = Vec::new();
         for n in 0..SESSIONS {
             let (journal, tools, outbox) = (journal.clone(), tools.clone(), outbox.clone());
@@ -154,7 +154,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let recovered = runtime.block_on(async {
         let store: Arc<dyn JournalStore> =
             Arc::new(FileStore::open(dir.path(), FileOptions::default())?);
-        let journal = Journal::new(store, Arc::new(tools.clone()), JournalOptions::new());
+        let journal = Journal::new(store, Arc::new(tools.clone()), JournalOptions::new())?;
         let waiting = journal.sessions_to_recover()?;
         println!("{} sessions to recover", waiting.len());
         let options = RecoverOptions::new().concurrency(8);

@@ -14,7 +14,7 @@ use crate::drive::{AnswerError, DriveError, RecoverFailure};
 use crate::registry::RegistryError;
 #[cfg(feature = "schema")]
 use crate::scenario::ScenarioError;
-use crate::writer::{BeginError, FinishError, Refusal, WriteError};
+use crate::writer::{BeginError, FinishError, JournalError, Refusal, WriteError};
 
 /// Any error of the engine, as the surface that reported it gave it.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +29,9 @@ pub enum Error {
     /// A store's append failed or was refused.
     #[error(transparent)]
     Append(#[from] AppendError),
+    /// No journal was made over the store.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
     /// An entry began no run.
     #[error(transparent)]
     Begin(#[from] BeginError),
@@ -95,6 +98,7 @@ impl Error {
             Error::Open(e) => e,
             Error::Store(e) => e,
             Error::Append(e) => e,
+            Error::Journal(e) => e,
             Error::Begin(e) => e,
             Error::Write(e) => e,
             Error::Drive(e) => e,

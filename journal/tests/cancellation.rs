@@ -100,7 +100,7 @@ fn tools() -> Tools {
 }
 
 fn journal(store: Arc<dyn JournalStore>) -> Journal {
-    Journal::new(store, Arc::new(tools()), JournalOptions::new())
+    Journal::new(store, Arc::new(tools()), JournalOptions::new()).unwrap()
 }
 
 fn session() -> SessionId {

@@ -58,7 +58,8 @@ fn a_body_past_its_deadline_lets_go_of_the_run_and_nothing_late_of_it_is_recorde
     let late: LateWrite = Arc::default();
     let tools = tools(Arc::clone(&late));
     let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
-    let journal = Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new());
+    let journal =
+        Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new()).unwrap();
     let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
     let call = tools.call("c1", "hang", json!({})).unwrap();
     let step = run.commit_reply(tools.reply("", [call]).unwrap()).unwrap();
@@ -88,7 +89,8 @@ fn a_body_past_its_deadline_lets_go_of_the_run_and_nothing_late_of_it_is_recorde
 fn drive_within_wakes_after_a_deadline_and_runs_a_safe_call_again_under_its_dispatch_id() {
     let tools = tools(Arc::default()).deadline("flaky", Duration::from_millis(50));
     let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
-    let journal = Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new());
+    let journal =
+        Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new()).unwrap();
     let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
     let call = tools.call("c1", "flaky", json!({})).unwrap();
     run.commit_reply(tools.reply("", [call]).unwrap()).unwrap();
@@ -113,7 +115,8 @@ fn drive_within_wakes_after_a_deadline_and_runs_a_safe_call_again_under_its_disp
 fn drive_within_answers_an_unsafe_call_that_overran_outcome_unknown_and_commits_the_step() {
     let tools = tools(Arc::default());
     let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
-    let journal = Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new());
+    let journal =
+        Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new()).unwrap();
     let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
     let calls = [tools.call("c1", "hang", json!({})).unwrap()];
     run.commit_reply(tools.reply("", calls).unwrap()).unwrap();

@@ -373,7 +373,9 @@ fn chunks_of_a_chatty_tool(
         },
     );
     let options = stepjournal::JournalOptions::new().ids(ids()).clock(clock);
-    let journal = stepjournal::Journal::new(store.clone(), Arc::new(chatty.clone()), options);
+    let journal =
+        stepjournal::Journal::new(separate(store.clone()), Arc::new(chatty.clone()), options)
+            .unwrap();
     run(async {
         let run = journal.begin_run_async(&s(), new_turn()).await.unwrap();
         let call = chatty.call("c1", "chatty", json!({})).unwrap();
@@ -427,4 +429,10 @@ fn drive_futures_are_send_and_run_on_tokio() {
         .unwrap()
     });
     assert!(matches!(outcome, StepOutcome::Committed { .. }));
+}
+
+/// `store` as another process holds it: each journal of the test stands for a process of its
+/// own over the one store.
+fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+    Arc::new(stepjournal::backends::SeparateProcess(store))
 }

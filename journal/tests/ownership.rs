@@ -205,7 +205,7 @@ fn owned(store: Arc<dyn JournalStore>, owner: &str, at: u64) -> Journal {
         .owner(OwnerId::new(owner))
         .lease_ttl(Duration::from_secs(30))
         .clock(Arc::new(FixedClock::new(UnixMillis(at))));
-    Journal::new(store, Arc::new(tools(&Ledger::default())), options)
+    Journal::new(separate(store), Arc::new(tools(&Ledger::default())), options).unwrap()
 }
 
 #[test]
@@ -447,4 +447,10 @@ fn the_journal_s_metrics_are_the_store_s_figures_and_the_writer_s_counters() {
     let metrics = journal.metrics();
     assert_eq!((metrics.runs_begun, metrics.fenced_writes_refused), (2, 1));
     assert_eq!(metrics.store, store.metrics());
+}
+
+/// `store` as another process holds it: each journal of the test stands for a process of its
+/// own over the one store.
+fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+    Arc::new(stepjournal::backends::SeparateProcess(store))
 }

@@ -57,7 +57,8 @@ fn an_unknown_tool_or_arguments_failing_the_schema_are_refused_before_anything_i
     assert!(invalid.to_string().contains("`set_preference`"), "{invalid}");
 
     let store = Arc::new(MemoryStore::new());
-    let journal = Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new());
+    let journal =
+        Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new()).unwrap();
     let session = stepjournal::codec::SessionId::new("s").unwrap();
     let run = journal.begin_run(&session, Entry::NewTurn { message: "hi".into() }).unwrap();
     let tail = run.tail();

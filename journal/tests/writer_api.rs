@@ -98,7 +98,8 @@ fn a_cloned_run_is_the_same_run_and_its_appends_follow_the_others() {
 fn a_cut_off_model_request_is_recorded_with_its_partial_answer_between_steps() {
     let store = Arc::new(MemoryStore::new());
     let journal =
-        Journal::new(store.clone(), Arc::new(registry()), JournalOptions::new().ids(ids()));
+        Journal::new(store.clone(), Arc::new(registry()), JournalOptions::new().ids(ids()))
+            .unwrap();
     let run = journal.begin_run(&session(), new_turn()).unwrap();
     run.model_aborted("I will look that up and").unwrap();
     let shown = run.transcript();

@@ -27,7 +27,7 @@ fn every_append_is_stamped_with_one_reading_of_the_options_clock() {
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(SteppingClock::new(UnixMillis(1_000), Duration::from_millis(10)));
     let options = JournalOptions::new().ids(ids()).clock(clock);
-    let journal = Journal::new(store.clone(), Arc::new(registry()), options);
+    let journal = Journal::new(separate(store.clone()), Arc::new(registry()), options).unwrap();
     let run = journal.begin_run(&session(), new_turn()).unwrap();
     let step = run.commit_reply(Reply::new("").call(call("c1", "search"))).unwrap();
     step.start_body(&id("c1")).unwrap().finish(json("1"), false).unwrap();
@@ -447,4 +447,10 @@ fn a_run_under_a_session_id_that_breaks_the_rule_is_refused_and_writes_nothing()
     let message = err.to_string();
     assert!(message.contains("U+0000"), "{message}");
     assert!(store.sessions().unwrap().is_empty());
+}
+
+/// `store` as another process holds it: each journal of the test stands for a process of its
+/// own over the one store.
+fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+    Arc::new(stepjournal::backends::SeparateProcess(store))
 }

@@ -348,7 +348,8 @@ impl<'a> Sim<'a> {
             self.world.notes.unexpected("no store is open".to_owned());
             return Err(Halt::Broken);
         };
-        let journal = Journal::new(store.clone(), self.registry.clone(), self.options());
+        let journal = Journal::new(store.clone(), self.registry.clone(), self.options())
+            .map_err(|e| self.halt("making the journal", e))?;
         let run = self.begin(&journal, &store, entry)?;
         if let Some(zombie) = zombie {
             StepRunner::new(&mut self.world).late_writes(*zombie)?;

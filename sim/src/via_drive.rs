@@ -62,7 +62,8 @@ impl Sim<'_> {
             self.world.notes.unexpected("no store is open".to_owned());
             return Err(Halt::Broken);
         };
-        let journal = Journal::new(store.clone(), self.registry.clone(), self.options());
+        let journal = Journal::new(store.clone(), self.registry.clone(), self.options())
+            .map_err(|e| self.halt("making the journal", e))?;
         // An abandoned step goes on once this entry has landed; if the entry does not land
         // (a fault fires first), the process that held it is gone with it.
         let late = self.executor()?.late.take();

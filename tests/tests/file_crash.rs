@@ -845,7 +845,7 @@ fn the_writer_reports_an_unknown_outcome_when_the_poisoned_store_cannot_tell_it(
         // Without zeros ahead of the data, the first sync after a write is the group's own.
         let store = std::sync::Arc::new(open_sim(disk, exact()).unwrap());
         let registry = MemoryRegistry::new().with_tool("t", Replay::Safe);
-        Journal::new(store, std::sync::Arc::new(registry), JournalOptions::new())
+        Journal::new(store, std::sync::Arc::new(registry), JournalOptions::new()).unwrap()
     };
     let s = crash_session(0);
     let disk = SimDisk::new();

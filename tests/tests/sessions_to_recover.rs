@@ -29,7 +29,7 @@ fn tools() -> Tools {
 
 fn journal(store: &Arc<dyn JournalStore>, tag: &str) -> Journal {
     let options = JournalOptions::new().ids(Arc::new(SequentialIds::with_prefix(tag)));
-    Journal::new(store.clone(), Arc::new(tools()), options)
+    Journal::new(separate(store.clone()), Arc::new(tools()), options).unwrap()
 }
 
 fn wait<F: std::future::Future>(future: F) -> F::Output {
@@ -152,7 +152,7 @@ fn leases_are_judged_by_the_store_s_clock_on(store: Arc<dyn JournalStore>, tag: 
         let options = JournalOptions::new()
             .ids(Arc::new(SequentialIds::with_prefix(format!("{tag}-judge"))))
             .clock(Arc::new(FixedClock::new(UnixMillis(at))));
-        let judge = Journal::new(store.clone(), Arc::new(tools()), options);
+        let judge = Journal::new(separate(store.clone()), Arc::new(tools()), options).unwrap();
         let listed: Vec<SessionId> = judge
             .sessions_to_recover()
             .unwrap()
@@ -233,4 +233,10 @@ fn leases_are_judged_by_the_server_s_clock_on_postgres_whatever_the_journal_s_cl
     let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
     leases_are_judged_by_the_store_s_clock_on(Arc::new(store), "pg-clock");
     drop(fixture);
+}
+
+/// `store` as another process holds it: each journal of the test stands for a process of its
+/// own over the one store.
+fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+    Arc::new(stepjournal::backends::SeparateProcess(store))
 }

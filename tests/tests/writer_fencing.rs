@@ -43,7 +43,7 @@ fn journal(store: Arc<dyn JournalStore>, ids: Arc<dyn IdSource>) -> Journal {
     let registry = MemoryRegistry::new()
         .with_tool("set_preference", Replay::Safe)
         .with_tool("charge_card", Replay::Unsafe);
-    Journal::new(store, Arc::new(registry), JournalOptions::new().ids(ids))
+    Journal::new(separate(store), Arc::new(registry), JournalOptions::new().ids(ids)).unwrap()
 }
 
 /// Run 1 with a safe body (`c1`) and an unsafe body (`c2`, with committed output) running.
@@ -293,4 +293,10 @@ mod postgres {
         let (first, second) = two_stores();
         late_body_is_refused_after_a_stop(first, second);
     }
+}
+
+/// `store` as another process holds it: each journal of the test stands for a process of its
+/// own over the one store.
+fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+    Arc::new(stepjournal::backends::SeparateProcess(store))
 }

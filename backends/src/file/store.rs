@@ -343,6 +343,11 @@ impl Drop for FileStore {
 }
 
 impl JournalStore for FileStore {
+    /// The journal's directory, resolved (`file:` and its canonical path).
+    fn identity(&self) -> crate::StoreIdentity {
+        let dir = std::fs::canonicalize(&self.core.dir).unwrap_or_else(|_| self.core.dir.clone());
+        crate::StoreIdentity::Location(format!("file:{}", dir.display()))
+    }
     fn max_durability(&self) -> Durability {
         Durability::Synced
     }

@@ -224,6 +224,10 @@ async fn open_schema(
 }
 
 impl JournalStore for PostgresStore {
+    /// The servers, the database and the schema (never the user or a password).
+    fn identity(&self) -> crate::StoreIdentity {
+        crate::StoreIdentity::Location(self.shared.location.clone())
+    }
     fn max_durability(&self) -> Durability {
         Durability::Synced
     }

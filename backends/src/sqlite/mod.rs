@@ -189,6 +189,12 @@ impl SqliteStore {
 }
 
 impl JournalStore for SqliteStore {
+    /// The database file, resolved (`sqlite:` and its canonical path).
+    fn identity(&self) -> crate::StoreIdentity {
+        let path = &self.shared.path;
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        crate::StoreIdentity::Location(format!("sqlite:{}", path.display()))
+    }
     fn max_durability(&self) -> Durability {
         Durability::Synced
     }

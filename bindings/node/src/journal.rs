@@ -65,7 +65,7 @@ pub async fn open(
     let open_options =
         if config.create.unwrap_or(true) { OpenOptions::create() } else { OpenOptions::default() };
     let store = open_url(&url, open_options).map_err(thrown)?;
-    let journal = Journal::new(store, Arc::new(tools.clone()), options);
+    let journal = Journal::new(store, Arc::new(tools.clone()), options).map_err(thrown)?;
     Ok(NativeJournal { journal, tools })
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use stepjournal_backends::{AppendError, Lease, StoreError};
+use stepjournal_backends::{AppendError, Lease, StoreError, StoreIdentity};
 use stepjournal_codec::{
     Attempt, CallId, CallKind, Coded, ErrorCode, PairReason, RefusalCode, RunId, RunOutcome, Seq,
     SessionId, StepNo, ToolName,
@@ -12,6 +12,30 @@ use stepjournal_codec::{
 use stepjournal_recovery::ValidationError;
 
 use super::status::{Fence, Interruption, Order};
+
+/// Why [`Journal::new`](super::Journal::new) made no journal.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// Another journal of this process runs over the same store: it would take that one's live
+    /// runs for crashed ones. Share that journal (clones are cheap), or drop it first.
+    #[error(
+        "another journal of this process runs over {store}: share that one (a Journal is \
+         cheap to clone) or drop it first"
+    )]
+    StoreInUse {
+        /// The store.
+        store: StoreIdentity,
+    },
+}
+
+impl Coded for JournalError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            JournalError::StoreInUse { .. } => ErrorCode::StoreInUse,
+        }
+    }
+}
 
 /// Why [`Journal::begin_run`](super::Journal::begin_run) began no run.
 #[derive(Debug, thiserror::Error)]

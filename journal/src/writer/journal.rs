@@ -15,7 +15,7 @@ use super::owner::{Ownership, Took};
 use super::shared::{Inner, OpenStep, Shared, fence_of};
 use super::trace::run_span;
 use super::wait::block_on;
-use super::{BeginError, JournalOptions, Run, RunStatus};
+use super::{BeginError, JournalError, JournalOptions, Run, RunStatus};
 
 /// The session writer: the API a runtime embeds. It makes the save-first protocol the only
 /// path: a run begins through an entry ([`begin_run`](Self::begin_run)), a body starts only
@@ -48,13 +48,24 @@ impl Journal {
     /// A writer over `store`, deciding recovery with `registry` (the tools as they are now:
     /// [`SchemaRegistry`](crate::registry::SchemaRegistry) checks arguments against JSON
     /// Schemas; [`MemoryRegistry`](stepjournal_recovery::MemoryRegistry) for tests).
+    ///
+    /// A process runs one journal per store: refused ([`JournalError::StoreInUse`]) while
+    /// another journal of this process runs over the same store (the same directory, database
+    /// file, or PostgreSQL database and schema, by [`JournalStore::identity`]), whose live runs
+    /// this one would take for crashed ones. Share that journal (clones are cheap) instead. A
+    /// test standing for several processes in one says so with
+    /// [`SeparateProcess`](stepjournal_backends::SeparateProcess) handles.
     pub fn new(
         store: Arc<dyn JournalStore>,
         registry: Arc<dyn ToolRegistry + Send + Sync>,
         options: JournalOptions,
-    ) -> Self {
-        let own = Ownership::new(options.owner.clone(), options.lease_ttl);
-        Journal { store, registry, options, own }
+    ) -> Result<Self, JournalError> {
+        let identity = store.identity();
+        let own = Ownership::new(options.owner.clone(), options.lease_ttl, identity.clone());
+        let holder: super::claims::Holder = Arc::downgrade(&own) as _;
+        super::claims::claim(&identity, holder)
+            .map_err(|store| JournalError::StoreInUse { store })?;
+        Ok(Journal { store, registry, options, own })
     }
 
     /// The run of `session` begun through this journal and still open, if any.

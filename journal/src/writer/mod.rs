@@ -42,6 +42,7 @@
 mod append;
 pub(crate) mod body;
 mod cancel;
+mod claims;
 mod clock;
 pub(crate) mod error;
 mod hub;
@@ -62,7 +63,7 @@ pub use body::Body;
 pub(crate) use body::FinishError;
 pub use cancel::{CancelSignal, Cancelled};
 pub use clock::{Clock, FixedClock, SteppingClock, SystemClock};
-pub(crate) use error::{AfterFailure, BeginError, Refusal, WriteError};
+pub(crate) use error::{AfterFailure, BeginError, JournalError, Refusal, WriteError};
 pub use ids::{IdSource, SequentialIds, UniqueIds};
 pub(crate) use journal::Begin;
 pub use journal::Journal;

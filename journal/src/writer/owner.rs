@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use stepjournal_backends::{JournalStore, LeaseTaken, OwnerId, StoreError};
+use stepjournal_backends::{JournalStore, LeaseTaken, OwnerId, StoreError, StoreIdentity};
 use stepjournal_codec::{RunId, SessionId};
 
 use super::Interruption;
@@ -70,6 +70,10 @@ pub(crate) struct Ownership {
     keeper: AtomicBool,
     /// Tells the keeper to stop.
     stop: AtomicBool,
+    /// The store this journal runs over, claimed for it in this process ([`claims`]).
+    ///
+    /// [`claims`]: super::claims
+    store: StoreIdentity,
     /// How many runs the live list held after it was last pruned: it is pruned again once it
     /// has doubled, so that on a store without leases (no keeper) ended runs do not pile up.
     pruned_at: std::sync::atomic::AtomicUsize,
@@ -79,11 +83,12 @@ impl Drop for Ownership {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.hub.notify();
+        super::claims::release(&self.store, (self as *const Ownership).cast());
     }
 }
 
 impl Ownership {
-    pub(crate) fn new(owner: OwnerId, ttl: Duration) -> Arc<Self> {
+    pub(crate) fn new(owner: OwnerId, ttl: Duration, store: StoreIdentity) -> Arc<Self> {
         Arc::new(Ownership {
             owner,
             ttl,
@@ -94,6 +99,7 @@ impl Ownership {
             shutting_down: AtomicBool::new(false),
             keeper: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            store,
             pruned_at: std::sync::atomic::AtomicUsize::new(0),
         })
     }

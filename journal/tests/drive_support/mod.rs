@@ -172,7 +172,7 @@ pub fn ids() -> Arc<dyn IdSource> {
 
 /// A journal over `store` whose registry is `tools`.
 pub fn journal(store: Arc<dyn JournalStore>, tools: &Tools, ids: Arc<dyn IdSource>) -> Journal {
-    Journal::new(store, Arc::new(tools.clone()), JournalOptions::new().ids(ids))
+    Journal::new(separate(store), Arc::new(tools.clone()), JournalOptions::new().ids(ids)).unwrap()
 }
 
 /// Runs `future` to its end on this thread.
@@ -187,4 +187,10 @@ pub fn poll_once<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
         Poll::Ready(out) => Some(out),
         Poll::Pending => None,
     }
+}
+
+/// `store` as another process holds it: each journal of the test stands for a process of its
+/// own over the one store.
+fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+    Arc::new(stepjournal::backends::SeparateProcess(store))
 }

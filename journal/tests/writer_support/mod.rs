@@ -97,7 +97,7 @@ pub fn ids() -> Arc<dyn IdSource> {
 
 /// A journal over `store` with the test registry and `ids`.
 pub fn journal_with(store: Arc<dyn JournalStore>, ids: Arc<dyn IdSource>) -> Journal {
-    Journal::new(store, Arc::new(registry()), JournalOptions::new().ids(ids))
+    Journal::new(separate(store), Arc::new(registry()), JournalOptions::new().ids(ids)).unwrap()
 }
 
 /// A journal over `store` with the test registry and `max_bodies`.
@@ -107,7 +107,7 @@ pub fn journal_max_bodies(
     max_bodies: u32,
 ) -> Journal {
     let options = JournalOptions::new().ids(ids).recovery(Config::new(max_bodies).unwrap());
-    Journal::new(store, Arc::new(registry()), options)
+    Journal::new(separate(store), Arc::new(registry()), options).unwrap()
 }
 
 /// A journal over a fresh memory store.
@@ -274,4 +274,10 @@ pub fn refused_without_writing<T: std::fmt::Debug>(
     let r = refusal(f().unwrap_err());
     assert_eq!(store.tail(&session()).unwrap(), before, "a refusal writes nothing");
     r
+}
+
+/// `store` as another process holds it: each journal of the test stands for a process of its
+/// own over the one store.
+fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+    Arc::new(stepjournal::backends::SeparateProcess(store))
 }

@@ -40,7 +40,13 @@ fn main() -> std::process::ExitCode {
         }
     };
     let registry = MemoryRegistry::new().with_tool("set_preference", Replay::Safe);
-    let journal = Journal::new(store, Arc::new(registry), JournalOptions::new());
+    let journal = match Journal::new(store, Arc::new(registry), JournalOptions::new()) {
+        Ok(journal) => journal,
+        Err(e) => {
+            eprintln!("pg_host {role}: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let session = match SessionId::new(session.as_str()) {
         Ok(s) => s,
         Err(e) => {
