@@ -121,7 +121,10 @@ impl Writer<'_> {
             let (tail, batch, out) = {
                 let inner = self.view();
                 shared.writable(&inner)?;
-                let (events, out) = build(&inner).map_err(|r| AppendFailure::Write(r.into()))?;
+                let (events, out) = build(&inner).map_err(|r| {
+                    super::trace::event::refused(&shared.session, &shared.run, &r);
+                    AppendFailure::Write(r.into())
+                })?;
                 debug_assert!(!events.is_empty(), "every operation appends at least one event");
                 let at = shared.clock.now();
                 let batch: Vec<Stamped> = events.into_iter().map(|e| Stamped::at(at, e)).collect();
@@ -251,6 +254,12 @@ impl Writer<'_> {
     async fn fail_after_store_error(&mut self, source: AppendError) -> WriteError {
         let shared = self.shared;
         let error = source.to_string();
+        super::trace::event::store_failed(
+            &shared.session,
+            &shared.run,
+            &error,
+            source.is_poisoned(),
+        );
         let then = if source.is_poisoned() {
             AfterFailure::Unwritable
         } else {

@@ -336,6 +336,7 @@ impl Journal {
             }),
             _ => None,
         };
+        super::trace::event::decided(session, &new_run.run, new_run.entry.kind_str(), &plan);
         let run = if stopped {
             // The stop's `run_ended` names the run it stopped.
             plan.appends

@@ -207,7 +207,9 @@ impl Run {
     pub async fn commit_reply_async(&self, reply: Reply) -> Result<Step, WriteError> {
         let mut seen = HashSet::with_capacity(reply.calls.len());
         if let Some(call) = reply.calls.iter().find(|c| !seen.insert(&c.call)) {
-            return Err(Refusal::RepeatedCall { call: call.call.clone() }.into());
+            let refusal = Refusal::RepeatedCall { call: call.call.clone() };
+            super::trace::event::refused(&self.shared.session, &self.shared.run, &refusal);
+            return Err(refusal.into());
         }
         let ids = &self.shared.ids;
         let checkpoint = ids.checkpoint_id();

@@ -150,6 +150,7 @@ impl Shared {
         if inner.status != RunStatus::Open {
             return;
         }
+        super::trace::event::interrupted(&self.session, &self.run, &why);
         inner.status = RunStatus::Interrupted(why);
         drop(inner);
         self.cancel.fire();
@@ -159,6 +160,7 @@ impl Shared {
     /// The error of a write this fence refused (counted).
     pub(crate) fn fenced(&self, by: Fence) -> WriteError {
         Counters::count(&self.hub.counters.fenced_writes_refused);
+        super::trace::event::fenced(&self.session, &self.run, &by);
         WriteError::Fenced { session: self.session.clone(), run: self.run.clone(), by }
     }
 }

@@ -78,3 +78,74 @@ pub(crate) fn in_span<F: Future>(future: F, span: &Span) -> impl Future<Output =
         future
     }
 }
+
+/// Events (feature `tracing`, target `stepjournal`): what an operator looks for after an
+/// incident. Each carries the session and the run; without the feature they cost nothing.
+pub(crate) mod event {
+    use stepjournal_codec::{RunId, SessionId};
+    use stepjournal_recovery::Plan;
+
+    use super::super::{Fence, Interruption, Refusal};
+
+    /// A write of `run` was refused because a newer run or a stop fenced it.
+    pub(crate) fn fenced(session: &SessionId, run: &RunId, by: &Fence) {
+        #[cfg(feature = "tracing")]
+        tracing::warn!(target: "stepjournal", %session, %run, by = %by, "write fenced");
+        #[cfg(not(feature = "tracing"))]
+        let _ = (session, run, by);
+    }
+
+    /// The protocol refused a write of `run`.
+    pub(crate) fn refused(session: &SessionId, run: &RunId, refusal: &Refusal) {
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            target: "stepjournal",
+            %session,
+            %run,
+            refusal = refusal.refusal_code().as_str(),
+            reason = %refusal,
+            "write refused"
+        );
+        #[cfg(not(feature = "tracing"))]
+        let _ = (session, run, refusal);
+    }
+
+    /// This process let go of `run`.
+    pub(crate) fn interrupted(session: &SessionId, run: &RunId, why: &Interruption) {
+        #[cfg(feature = "tracing")]
+        tracing::warn!(target: "stepjournal", %session, %run, why = %why, "run let go");
+        #[cfg(not(feature = "tracing"))]
+        let _ = (session, run, why);
+    }
+
+    /// The store failed under `run`; `poisoned`: it refuses everything until reopened.
+    pub(crate) fn store_failed(session: &SessionId, run: &RunId, error: &str, poisoned: bool) {
+        #[cfg(feature = "tracing")]
+        if poisoned {
+            tracing::error!(target: "stepjournal", %session, %run, error, "store poisoned");
+        } else {
+            tracing::error!(target: "stepjournal", %session, %run, error, "store failed");
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = (session, run, error, poisoned);
+    }
+
+    /// The entry that began `run` decided each call of the saved step so (one event a call).
+    pub(crate) fn decided(session: &SessionId, run: &RunId, entry: &'static str, plan: &Plan) {
+        #[cfg(feature = "tracing")]
+        for call in &plan.calls {
+            tracing::info!(
+                target: "stepjournal",
+                %session,
+                %run,
+                entry,
+                call = %call.call,
+                action = call.action.name(),
+                rule = call.rule.id,
+                "recovery decided"
+            );
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = (session, run, entry, plan);
+    }
+}
