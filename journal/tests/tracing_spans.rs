@@ -30,17 +30,20 @@ impl Made {
     }
 }
 
+/// An event's fields, name and value.
+type Fieldset = Vec<(String, String)>;
+
 /// A subscriber that records every span made and every event.
 #[derive(Clone, Default)]
 struct Recorder {
     spans: Arc<Mutex<Vec<Made>>>,
-    events: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    events: Arc<Mutex<Vec<Fieldset>>>,
     next: Arc<AtomicU64>,
 }
 
 impl Recorder {
     /// The events whose message is `message`, each as its fields.
-    fn events(&self, message: &str) -> Vec<Vec<(String, String)>> {
+    fn events(&self, message: &str) -> Vec<Fieldset> {
         let events = self.events.lock().unwrap();
         events
             .iter()
@@ -156,7 +159,7 @@ fn fencing_refusals_recovery_decisions_and_letting_go_are_events_with_their_ids(
             let woken = second.begin_run_async(&s, Entry::Wake).await.unwrap();
             assert!(run.fail_async(None).await.is_err(), "the first run is fenced");
             let report = second.shutdown(std::time::Duration::ZERO).await;
-            assert_eq!(report.abandoned, [s.clone()]);
+            assert_eq!(report.abandoned, std::slice::from_ref(&s));
             drop(woken);
         })
     });
