@@ -82,6 +82,11 @@ impl Journal {
     ///
     /// Refused, nothing written, when the saved step has no unresolved client call `call`
     /// ([`AnswerError::NotWaiting`]).
+    ///
+    /// **Dropped before it finished**: the wake's batch, carrying the answer, may have landed;
+    /// the session then holds a run no handle reaches, a crashed one that the next
+    /// [`sessions_to_recover`](Journal::sessions_to_recover) lists (its lease, if taken, is
+    /// released by the keeper).
     pub async fn answer_client(
         &self,
         session: &SessionId,
@@ -107,6 +112,11 @@ impl Journal {
     ///
     /// Refused, nothing written, when the saved step has no approval-gated call `call` with no
     /// decision ([`AnswerError::NotWaiting`]).
+    ///
+    /// **Dropped before it finished**: the wake's batch, carrying the answer, may have landed;
+    /// the session then holds a run no handle reaches, a crashed one that the next
+    /// [`sessions_to_recover`](Journal::sessions_to_recover) lists (its lease, if taken, is
+    /// released by the keeper).
     pub async fn decide_approval(
         &self,
         session: &SessionId,

@@ -109,11 +109,22 @@ impl Drop for LetGoIfDropped<'_> {
 impl Step {
     /// Runs the step by the rules with `tools`' handlers and the default [`DriveOptions`] (see
     /// the [module](crate::drive)).
+    ///
+    /// **Dropped before it finished** (a timeout, a `select!`): the bodies it was running are
+    /// dropped with it, their results never recorded, and the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused, never a second attempt in this run; a `wake` recovers the step.
+    /// To bound a slow tool, give it a deadline instead ([`DriveOptions::deadline`]).
     pub async fn drive(&self, tools: &Tools) -> Result<StepOutcome, DriveError> {
         self.drive_with(tools, DriveOptions::default()).await
     }
 
     /// [`drive`](Self::drive) with these options.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn drive_with(
         &self,
         tools: &Tools,
@@ -232,11 +243,18 @@ impl Step {
 impl Run {
     /// Drives the step the run has open (the saved step its entry recovered, see
     /// [`Step::drive`]); `None` when it has none.
+    ///
+    /// **Dropped before it finished**: as [`Step::drive`] dropped.
     pub async fn drive(&self, tools: &Tools) -> Result<Option<StepOutcome>, DriveError> {
         self.drive_with(tools, DriveOptions::default()).await
     }
 
     /// [`drive`](Self::drive) with these options.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn drive_with(
         &self,
         tools: &Tools,

@@ -6,7 +6,7 @@ use stepjournal_codec::ToolName;
 
 use crate::tools::Tools;
 
-/// How [`Step::drive_with`] runs a step.
+/// How [`Step::drive_with`](crate::Step::drive_with) runs a step.
 ///
 /// | setting | default |
 /// |---|---|
@@ -64,7 +64,7 @@ impl DriveOptions {
     /// carrying out begins. A body past its deadline is treated as a crash of the run, chosen:
     /// the run is let go ([`Interruption::Deadline`](crate::Interruption::Deadline)), its
     /// signal fires, the bodies still running are dropped, and `drive` returns
-    /// [`DriveError::Deadline`]. The `wake` that follows decides each call by FORMAT.md's rules
+    /// [`DriveError::Deadline`](super::DriveError::Deadline). The `wake` that follows decides each call by FORMAT.md's rules
     /// (an unsafe call whose body started is `outcome_unknown`, a safe one may run again within
     /// `max_bodies`) and fences the late body, whose result is refused;
     /// [`Journal::drive_within`](crate::Journal::drive_within) begins that wake and drives it.

@@ -120,6 +120,10 @@ impl Journal {
     ///
     /// Dropped before it finished, the sessions it had woken are left as a dropped
     /// [`drive`](crate::Step::drive) leaves them (let go: the next start wakes them again).
+    ///
+    /// **Dropped before it finished**: each wake it had begun is left as a dropped
+    /// [`begin_run_async`](Journal::begin_run_async) or [`Step::drive`](crate::Step::drive)
+    /// leaves it: a crashed run the next start recovers.
     pub async fn recover_all<F, Fut>(
         &self,
         tools: &Tools,

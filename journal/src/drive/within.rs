@@ -17,6 +17,10 @@ impl Journal {
     /// same dispatch id while `max_bodies` allows, then `replay_limit_reached`; so the loop
     /// ends. Returns the run that finished the step (`run` itself when no deadline was
     /// overrun) and what driving it came to (`None`: the run holds no open step).
+    ///
+    /// **Dropped before it finished**: as [`Run::drive`] dropped, the run driving the step is
+    /// let go; a wake that had begun after a deadline may have landed (a crashed run the next
+    /// start recovers).
     pub async fn drive_within(
         &self,
         run: &Run,

@@ -107,6 +107,11 @@ impl CallCtx {
     /// recovery hands the committed output to the model as the call's partial output.
     ///
     /// Fails with the run's error once it can no longer write (fenced, ended): stop the work.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn output(&self, text: impl Into<String>) -> Result<(), WriteError> {
         let text = text.into();
         let mut output = self.inner.output.lock().await;

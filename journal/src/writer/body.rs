@@ -116,6 +116,11 @@ impl Body {
     }
 
     /// [`output_chunk`](Self::output_chunk), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn output_chunk_async(&self, text: impl Into<String>) -> Result<(), WriteError> {
         let text = text.into();
         self.append(|call, attempt| {
@@ -135,6 +140,11 @@ impl Body {
     }
 
     /// [`finish`](Self::finish), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn finish_async(self, output: RawJson, is_error: bool) -> Result<(), FinishError> {
         let written = self
             .append(|call, attempt| {
@@ -163,6 +173,11 @@ impl Body {
     }
 
     /// [`finish_capped`](Self::finish_capped), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn finish_capped_async(
         self,
         output: RawJson,

@@ -122,6 +122,11 @@ impl Journal {
 
     /// [`begin_run`](Self::begin_run), awaited: the same reads and compare-and-set append, made
     /// on the completion-based path.
+    ///
+    /// **Dropped before it finished**: the entry's batch may have landed with no `Run` handed
+    /// back; the session then holds a crashed run that the next
+    /// [`sessions_to_recover`](Self::sessions_to_recover) lists, and the lease taken for it is
+    /// released by the keeper.
     pub async fn begin_run_async(
         &self,
         session: &SessionId,
@@ -284,6 +289,9 @@ impl Journal {
     }
 
     /// [`stop`](Self::stop), awaited.
+    ///
+    /// **Dropped before it finished**: the stop's batch may have landed (the running run is
+    /// then fenced, as a stop fences it) or not (nothing was written).
     pub async fn stop_async(&self, session: &SessionId) -> Result<Plan, BeginError> {
         Ok(self.begin_run_async(session, Entry::Stop).await?.plan().clone())
     }

@@ -37,6 +37,17 @@
 //!   [`Run::with_state`]) never waits for an append. Call the sync API from threads, not from
 //!   inside an async task: it blocks the thread it is called on.
 //!
+//! - **Several actors at once**: a run's future dropped while its batch was with the store (a
+//!   timeout, a `select!`), a shutdown's deadline, a body past its deadline each let go of
+//!   the run ([`RunStatus::Interrupted`]): it writes nothing more and a `wake` goes on from
+//!   what landed, never a second attempt in one run, never a step committed over an open one.
+//!   A write decided on what another actor may change is decided at the tail its actor read:
+//!   a start-up's wake of a listed session, an answer or an approval, a stop that meets a run's
+//!   own end (see [`Journal::recover_all`](crate::Journal::recover_all),
+//!   [`Journal::answer_client`](crate::Journal::answer_client), [`Journal::stop`]). A process
+//!   runs one journal per store ([`Journal::new`]). Every async method says what it leaves
+//!   when its future is dropped.
+//!
 //! `docs/embedding.md` walks through a runtime's loop; `examples/agent_loop.rs` is one, compiled.
 
 mod append;

@@ -204,6 +204,11 @@ impl Run {
 
     /// [`commit_reply`](Self::commit_reply), awaited: the same append, made on the
     /// completion-based path (no thread waits while the store syncs).
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn commit_reply_async(&self, reply: Reply) -> Result<Step, WriteError> {
         let mut seen = HashSet::with_capacity(reply.calls.len());
         if let Some(call) = reply.calls.iter().find(|c| !seen.insert(&c.call)) {
@@ -264,6 +269,11 @@ impl Run {
     }
 
     /// [`end`](Self::end), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn end_async(&self, outcome: RunOutcome) -> Result<(), WriteError> {
         match outcome {
             RunOutcome::Failed => return self.fail_async(None).await,
@@ -294,6 +304,11 @@ impl Run {
     }
 
     /// [`fail`](Self::fail), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn fail_async(&self, error: Option<String>) -> Result<(), WriteError> {
         self.shared.write().await.fail(error).await
     }
@@ -307,6 +322,11 @@ impl Run {
     }
 
     /// [`model_aborted`](Self::model_aborted), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn model_aborted_async(&self, partial: impl Into<String>) -> Result<(), WriteError> {
         let partial = partial.into();
         let mut writer = self.shared.write().await;

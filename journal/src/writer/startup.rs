@@ -119,11 +119,18 @@ impl Journal {
     /// Shuts the journal down gracefully: from now on no run begins
     /// ([`BeginError::ShuttingDown`](super::BeginError::ShuttingDown)); the runs open here are
     /// given until `deadline` to end (their bodies finish, the runtime ends them); at the
-    /// deadline the cancel signals of those still open fire and their leases are released, so
-    /// the next start finds them crashed and recovers them. Nothing is written for them: what
-    /// they saved stays, and recovery decides the rest. The lease keeper stops.
+    /// deadline those still open are let go
+    /// ([`Interruption::ShutDown`](super::Interruption::ShutDown)): their signals fire, every
+    /// later write of theirs is refused (a body finishing afterwards records nothing), their
+    /// writes already in flight are waited for, and only then are they reported and their
+    /// leases released, so the next start finds them crashed and recovers them. Nothing is
+    /// written for them: what they saved stays, and recovery decides the rest. The lease
+    /// keeper stops.
     ///
     /// The deadline is measured by a timer thread (this future names no executor).
+    ///
+    /// **Dropped before it finished**: the journal stays shut to new runs; runs not yet
+    /// abandoned stay open here (a later `shutdown` lets go of them).
     pub async fn shutdown(&self, deadline: Duration) -> Shutdown {
         self.own.begin_shutdown();
         let timer = CancelSignal::new();

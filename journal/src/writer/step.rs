@@ -162,6 +162,11 @@ impl Step {
     }
 
     /// [`start_body`](Self::start_body), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn start_body_async(&self, call: &CallId) -> Result<Body, WriteError> {
         let number = self.number;
         let max = self.shared.config.max_bodies();
@@ -237,6 +242,11 @@ impl Step {
     }
 
     /// [`reattach`](Self::reattach), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn reattach_async(&self, call: &CallId) -> Result<Body, WriteError> {
         let number = self.number;
         let writer = self.shared.write().await;
@@ -261,6 +271,11 @@ impl Step {
     }
 
     /// [`approval`](Self::approval), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn approval_async(&self, call: &CallId, approved: bool) -> Result<(), WriteError> {
         let number = self.number;
         let mut writer = self.shared.write().await;
@@ -289,6 +304,11 @@ impl Step {
     }
 
     /// [`client_answer`](Self::client_answer), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn client_answer_async(
         &self,
         call: &CallId,
@@ -318,6 +338,11 @@ impl Step {
     }
 
     /// [`child_attached`](Self::child_attached), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn child_attached_async(
         &self,
         call: &CallId,
@@ -355,6 +380,11 @@ impl Step {
     }
 
     /// [`skip`](Self::skip), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn skip_async(&self, call: &CallId) -> Result<(), WriteError> {
         let number = self.number;
         let mut writer = self.shared.write().await;
@@ -398,6 +428,11 @@ impl Step {
     }
 
     /// [`suspend`](Self::suspend), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn suspend_async(&self, calls: &[CallId]) -> Result<(), WriteError> {
         let number = self.number;
         let run = self.shared.run.clone();
@@ -450,6 +485,11 @@ impl Step {
     }
 
     /// [`commit`](Self::commit), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
+    /// through it is refused and a `wake` goes on from what landed.
     pub async fn commit_async(&self) -> Result<CheckpointId, WriteError> {
         let number = self.number;
         let checkpoint = self.shared.ids.checkpoint_id();
