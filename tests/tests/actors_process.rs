@@ -1,0 +1,522 @@
+//! Several runtimes at once on one store, as separate processes (`runtime_child`), the auditors'
+//! loops bounded in rounds: two runtimes recovering together after a SIGKILL never wake one
+//! session twice, and a runtime frozen (SIGSTOP) past its lease lands nothing once another has
+//! taken its session over, however late it thaws. On SQLite and on PostgreSQL. Each loop prints
+//! its figures on one line.
+#![cfg(any(feature = "sqlite", feature = "postgres"))]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+use stepjournal::recovery::verify;
+use stepjournal_backends::{OpenOptions, open_url};
+use stepjournal_codec::{Entry, Event, Record, RunOutcome, SessionId};
+use stepjournal_tests::watchdog::hung;
+
+const CHILD: &str = env!("CARGO_BIN_EXE_runtime_child");
+
+/// How long any one wait on a child may take before the test fails as hung (a watchdog, far
+/// above a normal round; never a timing assertion).
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A `runtime_child` process, killed (SIGKILL, and thawed first if frozen) and reaped when
+/// dropped, so that no path of a test leaves one behind.
+struct Actor {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Actor {
+    fn spawn(name: &str, args: &[&str]) -> Actor {
+        let mut child = Command::new(CHILD)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name}: cannot start {CHILD}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Actor { name: name.to_owned(), child, stdin, lines }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32).unwrap()
+    }
+
+    fn signal(&self, signal: Signal) {
+        kill_process(self.pid(), signal)
+            .unwrap_or_else(|e| panic!("{}: sending {signal:?}: {e}", self.name));
+    }
+
+    /// The next line, which must start with `want`.
+    fn expect(&mut self, want: &str) -> String {
+        match self.lines.recv_timeout(LIMIT) {
+            Ok(line) if line.starts_with(want) => line,
+            Ok(line) => panic!("{}: said {line:?}, not {want:?}", self.name),
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("{}", hung(&format!("{}: the line {want:?}", self.name), LIMIT))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = self.child.wait();
+                panic!("{}: exited ({status:?}) before saying {want:?}", self.name)
+            }
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Every line up to the end of its output, and its exit status.
+    fn finish(&mut self) -> (Vec<String>, ExitStatus) {
+        let started = Instant::now();
+        let mut lines = Vec::new();
+        loop {
+            match self.lines.recv_timeout(LIMIT.saturating_sub(started.elapsed())) {
+                Ok(line) => lines.push(line),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("{}", hung(&format!("{}: its output", self.name), LIMIT))
+                }
+            }
+        }
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (lines, status);
+            }
+            assert!(started.elapsed() < LIMIT, "{}", hung(&format!("{}: exit", self.name), LIMIT));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// SIGKILL, reaped.
+    fn kill(&mut self) {
+        self.child.kill().unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(!status.success(), "{}: killed, not finished: {status}", self.name);
+    }
+}
+
+impl Drop for Actor {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = kill_process(self.pid(), Signal::CONT);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A runtime's report, as `runtime_child recover` prints it.
+#[derive(Debug, Default)]
+struct Report {
+    lists: BTreeMap<String, Vec<String>>,
+    ended: BTreeMap<String, String>,
+}
+
+impl Report {
+    fn parse(who: &str, lines: &[String]) -> Report {
+        let mut report = Report::default();
+        for line in lines {
+            let mut words = line.split_whitespace();
+            match words.next() {
+                Some("ended") => {
+                    let session = words.next().unwrap().to_owned();
+                    report.ended.insert(session, words.collect::<Vec<_>>().join(" "));
+                }
+                Some("done") => {}
+                Some(list @ ("recovered" | "changed" | "skipped" | "waiting" | "failed")) => {
+                    report.lists.insert(list.to_owned(), words.map(str::to_owned).collect());
+                }
+                _ => panic!("{who}: unexpected line {line:?}"),
+            }
+        }
+        assert_eq!(lines.last().map(String::as_str), Some("done"), "{who}: {lines:?}");
+        report
+    }
+
+    fn list(&self, name: &str) -> &[String] {
+        self.lists.get(name).map_or(&[], Vec::as_slice)
+    }
+}
+
+fn session(name: &str) -> SessionId {
+    SessionId::new(name).unwrap()
+}
+
+fn events(log: &[Record]) -> Vec<Event> {
+    log.iter().map(|r| r.event.clone()).collect()
+}
+
+fn is_wake(e: &Event) -> bool {
+    matches!(e, Event::RunStarted(s) if s.entry == Entry::Wake)
+}
+
+/// A log as the test prints it in a violation's description.
+fn excerpt(log: &[Record]) -> String {
+    let lines: Vec<String> = log
+        .iter()
+        .map(|r| format!("  {} {}", r.seq, stepjournal_codec::json::event_to_json(&r.event)))
+        .collect();
+    lines.join("\n")
+}
+
+/// Fails with every violation, numbered, when there is any.
+fn assert_none(loop_name: &str, violations: &[String]) {
+    assert!(
+        violations.is_empty(),
+        "{loop_name}: {} violation(s):\n{}",
+        violations.len(),
+        violations.join("\n")
+    );
+}
+
+/// Two runtimes recovering at once after a SIGKILL, `rounds` times, on the store at `url`.
+/// Each round: a runtime writes `SESSIONS` sessions, each a run mid-step (a safe call whose
+/// body started, or an unsafe one), and is killed; once its leases lapsed, two runtimes start
+/// together (a line on both standard inputs) and each runs `recover_all` (8 sessions at once;
+/// in odd rounds the second one at a time), ending each run it recovered `completed`.
+/// Afterwards each session was woken exactly once (a `run_started` with entry `wake`), the two
+/// reports split the sessions between them without overlap and account for every session each
+/// listed, and every log verifies clean.
+///
+/// Defect pinned: `recover_all` woke each listed session at whatever tail it then read, so a
+/// runtime that came to a session after the other had recovered it, ended its run and released
+/// its lease woke it a second time (30 rounds: 114 of 240 sessions on SQLite, 5 on PostgreSQL,
+/// where only the rounds recovering one session at a time reach it).
+fn recover_race(backend: &str, url: &str, rounds: usize) {
+    const SESSIONS: usize = 8;
+    const TTL_MS: u64 = 300;
+    let store = open_url(url, OpenOptions::create()).unwrap();
+    let mut violations = Vec::new();
+    let (mut woken_twice, mut never_woken, mut contested) = (0, 0, 0);
+    let (mut changed, mut skipped, mut split) = (0, 0, [0usize; 2]);
+    for round in 0..rounds {
+        let prefix = format!("r{round}");
+        let names: Vec<String> = (0..SESSIONS).map(|n| format!("{prefix}-{n}")).collect();
+        let mut crashed = Actor::spawn(
+            "the crashed runtime",
+            &["crash", url, &prefix, &SESSIONS.to_string(), &TTL_MS.to_string()],
+        );
+        crashed.expect("ready");
+        crashed.kill();
+        let killed = Instant::now();
+        // In odd rounds the second runtime recovers one session at a time: it can come to a
+        // session it listed after the first has woken it, driven and ended its run and
+        // released its lease, when only the tail it listed it at tells it to keep off.
+        let second = if round % 2 == 1 { "1" } else { "8" };
+        let mut racers: Vec<Actor> = [("first", "8"), ("second", second)]
+            .iter()
+            .map(|(who, concurrency)| {
+                let name = format!("the {who} recovering runtime");
+                Actor::spawn(&name, &["recover", url, "30000", concurrency])
+            })
+            .collect();
+        for racer in &mut racers {
+            racer.expect("ready");
+        }
+        // The killed runtime's leases lapse at most a lease's time after its last renewal.
+        let lapsed = killed + Duration::from_millis(TTL_MS + 100);
+        std::thread::sleep(lapsed.saturating_duration_since(Instant::now()));
+        for racer in &mut racers {
+            racer.send("go");
+        }
+        let mut reports = Vec::new();
+        for racer in &mut racers {
+            let (lines, status) = racer.finish();
+            assert!(status.success(), "round {round}: {} exited {status}: {lines:?}", racer.name);
+            reports.push(Report::parse(&racer.name, &lines));
+        }
+        let mut recovered_by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, report) in reports.iter().enumerate() {
+            for list in ["failed", "waiting"] {
+                if !report.list(list).is_empty() {
+                    violations.push(format!(
+                        "round {round}: runtime {i} reports {list} {:?}",
+                        report.list(list)
+                    ));
+                }
+            }
+            let mut accounted: Vec<&String> =
+                ["recovered", "changed", "skipped"].iter().flat_map(|l| report.list(l)).collect();
+            let listed = accounted.len();
+            accounted.sort();
+            accounted.dedup();
+            if accounted.len() != listed || accounted.iter().any(|s| !names.contains(s)) {
+                violations.push(format!(
+                    "round {round}: runtime {i}'s report does not account for its sessions once \
+                     each: {:?}",
+                    report.lists
+                ));
+            }
+            for s in report.list("recovered") {
+                recovered_by.entry(s.as_str()).or_default().push(i);
+                if report.ended.get(s).map(String::as_str) != Some("ok") {
+                    violations.push(format!(
+                        "round {round}: runtime {i} recovered {s} but its end was {:?}",
+                        report.ended.get(s)
+                    ));
+                }
+            }
+            split[i] += report.list("recovered").len();
+            changed += report.list("changed").len();
+            skipped += report.list("skipped").len();
+        }
+        for name in &names {
+            let listed_by = reports
+                .iter()
+                .filter(|r| {
+                    ["recovered", "changed", "skipped"].iter().any(|l| r.list(l).contains(name))
+                })
+                .count();
+            if listed_by == 2 {
+                contested += 1;
+            }
+            let by = recovered_by.get(name.as_str()).map_or(&[][..], Vec::as_slice);
+            if by.len() != 1 {
+                violations.push(format!(
+                    "round {round}: {name} recovered by runtimes {by:?} (once by one of them is \
+                     right)"
+                ));
+            }
+            let log = store.read_all(&session(name)).unwrap();
+            let wakes = log.iter().filter(|r| is_wake(&r.event)).count();
+            match wakes {
+                1 => {}
+                0 => never_woken += 1,
+                _ => woken_twice += 1,
+            }
+            let findings = verify(&events(&log));
+            let ended = matches!(
+                log.last().map(|r| &r.event),
+                Some(Event::RunEnded(e)) if e.outcome == RunOutcome::Completed
+            );
+            if wakes != 1 || !findings.is_empty() || !ended {
+                let findings: Vec<String> = findings.iter().map(ToString::to_string).collect();
+                violations.push(format!(
+                    "round {round}: {name} woken {wakes} times, ended completed: {ended}, \
+                     verify: {findings:?}; its log:\n{}",
+                    excerpt(&log)
+                ));
+            }
+        }
+    }
+    println!(
+        "recover_all race on {backend}: {rounds} rounds, {} sessions, woken twice: {woken_twice}, \
+         never woken: {never_woken}, listed by both runtimes: {contested}, recovered by the \
+         first/second: {}/{}, reported changed: {changed}, skipped: {skipped}, violations: {}",
+        rounds * SESSIONS,
+        split[0],
+        split[1],
+        violations.len()
+    );
+    assert_none("recover_all race", &violations);
+    assert!(contested > 0, "the two runtimes never listed the same session: no race was run");
+}
+
+/// Freezes `actor` with SIGSTOP at a moment it holds no write lock on the SQLite database at
+/// `db` (a runtime frozen inside a write transaction would block every other writer of the
+/// file, which is not what is tested here): thawed and frozen again until a store opened with
+/// no busy timeout, which takes the write lock for a moment, opens. Returns how many times it
+/// was frozen again.
+#[cfg(feature = "sqlite")]
+fn freeze_unlocked(actor: &Actor, db: &Path) -> u32 {
+    use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
+    let mut options = SqliteOptions::default();
+    options.busy_timeout = Duration::ZERO;
+    let mut refused = None;
+    for again in 0..1000 {
+        actor.signal(Signal::STOP);
+        match SqliteStore::open(db, options.clone()) {
+            Ok(_) => return again,
+            Err(e) => refused = Some(e),
+        }
+        actor.signal(Signal::CONT);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("{}: the database stayed locked 1000 times; the last refusal: {refused:?}", actor.name)
+}
+
+/// A runtime frozen past its lease, another recovering, then the first thawed, `rounds` times,
+/// on the store at `url` (`db` the SQLite file, if it is one). Each round: runtime A (leases
+/// of 300 ms, renewed every 100 ms) begins a run and drives a call whose body waits on a gate
+/// file; once the body started, A is frozen (SIGSTOP); once its lease lapsed, runtime B runs
+/// `recover_all`, which wakes the session, runs the call again, commits and ends the run; then
+/// the gate is opened and A thawed (SIGCONT): its body returns and A tries to record the
+/// result, commit and end. None of A's writes may land after B's `run_started`.
+fn frozen_runtime(backend: &str, url: &str, db: Option<&Path>, rounds: usize) {
+    const TTL_MS: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_url(url, OpenOptions::create()).unwrap();
+    let mut violations = Vec::new();
+    let (mut late, mut refrozen, mut b_again) = (0, 0, 0);
+    let mut told: BTreeMap<String, usize> = BTreeMap::new();
+    for round in 0..rounds {
+        let name = format!("f{round}");
+        let gate: PathBuf = dir.path().join(format!("gate-{round}"));
+        let mut a = Actor::spawn(
+            "runtime A",
+            &["freeze", url, &name, &TTL_MS.to_string(), gate.to_str().unwrap()],
+        );
+        let a_run = a.expect("run ").trim_start_matches("run ").to_owned();
+        a.expect("body-started");
+        #[cfg(feature = "sqlite")]
+        if let Some(db) = db {
+            refrozen += freeze_unlocked(&a, db);
+        } else {
+            a.signal(Signal::STOP);
+        }
+        #[cfg(not(feature = "sqlite"))]
+        {
+            let _ = db;
+            a.signal(Signal::STOP);
+        }
+        let frozen = Instant::now();
+        // A's lease was renewed at most when it was frozen: it lapses a lease's time later.
+        std::thread::sleep(Duration::from_millis(TTL_MS + 100));
+        let mut b_report = None;
+        for attempt in 0..5 {
+            let mut b = Actor::spawn("runtime B", &["takeover", url, "30000"]);
+            let (lines, status) = b.finish();
+            assert!(status.success(), "round {round}: runtime B exited {status}: {lines:?}");
+            let report = Report::parse("runtime B", &lines);
+            if report.list("skipped") == [name.clone()] {
+                // A's lease still live by the store's clock: wait longer.
+                b_again += 1;
+                assert!(attempt < 4, "round {round}: A's lease never lapsed");
+                std::thread::sleep(Duration::from_millis(TTL_MS));
+                continue;
+            }
+            b_report = Some(report);
+            break;
+        }
+        let b_report = b_report.unwrap();
+        if b_report.list("recovered") != [name.clone()]
+            || b_report.ended.get(&name).map(String::as_str) != Some("ok")
+        {
+            violations.push(format!(
+                "round {round}: B did not recover {name} and end it ({:?}, ended {:?}), A frozen \
+                 {} ms",
+                b_report.lists,
+                b_report.ended,
+                frozen.elapsed().as_millis()
+            ));
+        }
+        std::fs::write(&gate, b"go").unwrap();
+        a.signal(Signal::CONT);
+        let (lines, status) = a.finish();
+        assert!(status.success(), "round {round}: runtime A exited {status}: {lines:?}");
+        for line in &lines {
+            *told.entry(line.clone()).or_default() += 1;
+        }
+        let log = store.read_all(&session(&name)).unwrap();
+        let Some(b_start) = log.iter().position(|r| is_wake(&r.event)) else {
+            violations.push(format!("round {round}: no wake in the log:\n{}", excerpt(&log)));
+            continue;
+        };
+        let b_end = log.iter().position(|r| {
+            matches!(&r.event, Event::RunEnded(e) if e.run.as_str() != a_run
+                && e.outcome == RunOutcome::Completed)
+        });
+        let landed: Vec<&Record> = log
+            .iter()
+            .enumerate()
+            .skip(b_start + 1)
+            .filter(|(i, r)| {
+                let after_b_end = b_end.is_some_and(|end| *i > end);
+                let a_result = matches!(&r.event, Event::ToolResult(t)
+                    if t.output.get().contains(r#""by":"a""#));
+                let a_end = matches!(&r.event, Event::RunEnded(e) if e.run.as_str() == a_run);
+                after_b_end || a_result || a_end
+            })
+            .map(|(_, r)| r)
+            .collect();
+        late += landed.len();
+        let findings = verify(&events(&log));
+        let said_ok = lines.iter().any(|l| l.ends_with(": ok"));
+        if !landed.is_empty() || !findings.is_empty() || b_end.is_none() || said_ok {
+            let findings: Vec<String> = findings.iter().map(ToString::to_string).collect();
+            violations.push(format!(
+                "round {round}: {} of A's writes landed after B's run_started (seq {}), A said \
+                 {lines:?}, B ended: {}, verify: {findings:?}; the log:\n{}",
+                landed.len(),
+                log[b_start].seq,
+                b_end.is_some(),
+                excerpt(&log)
+            ));
+        }
+    }
+    let told: Vec<String> = told.iter().map(|(line, n)| format!("{line} x{n}")).collect();
+    println!(
+        "frozen runtime on {backend}: {rounds} rounds, late writes landed: {late}, A was told: \
+         {}, frozen again off a write lock: {refrozen}, B started again while A's lease was \
+         live: {b_again}, violations: {}",
+        told.join(", "),
+        violations.len()
+    );
+    assert_none("frozen runtime", &violations);
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn two_runtimes_recovering_at_once_after_a_sigkill_wake_each_session_once_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("race.db").display());
+    recover_race("sqlite", &url, 30);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn two_runtimes_recovering_at_once_after_a_sigkill_wake_each_session_once_on_postgresql() {
+    let schema = support::pg::fresh_schema("recover_race");
+    let url = support::pg::with_param(&support::pg::url(), "schema", &schema);
+    let _fixture = support::pg::PgFixture::at(&support::pg::url(), &schema, Default::default());
+    recover_race("postgresql", &url, 30);
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn a_runtime_frozen_past_its_lease_lands_nothing_after_another_took_over_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("frozen.db");
+    let url = format!("sqlite:{}", db.display());
+    frozen_runtime("sqlite", &url, Some(&db), 30);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn a_runtime_frozen_past_its_lease_lands_nothing_after_another_took_over_on_postgresql() {
+    let schema = support::pg::fresh_schema("frozen");
+    let url = support::pg::with_param(&support::pg::url(), "schema", &schema);
+    let _fixture = support::pg::PgFixture::at(&support::pg::url(), &schema, Default::default());
+    frozen_runtime("postgresql", &url, None, 30);
+}
