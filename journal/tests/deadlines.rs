@@ -132,3 +132,44 @@ fn drive_within_answers_an_unsafe_call_that_overran_outcome_unknown_and_commits_
     assert_eq!(events.iter().filter(|e| e.kind() == EventKind::AttemptStarted).count(), 1);
     assert!(verify(&events).is_empty());
 }
+
+/// A host that lost its body (its event loop went away with the body pending) lets go of the
+/// run: the error the handler returns then is refused, never recorded as the tool's failure, and
+/// the wake answers the unsafe call `outcome_unknown`.
+#[test]
+fn a_body_its_host_lost_records_nothing_and_the_wake_answers_outcome_unknown() {
+    let tools =
+        Tools::new().tool("send", json!({}), Replay::Unsafe, |_: Value, ctx: CallCtx| async move {
+            ctx.let_go_of_run("the event loop went away");
+            Err::<Value, _>(ToolError::new("oneshot canceled"))
+        });
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let journal =
+        Journal::new(store.clone(), Arc::new(tools.clone()), JournalOptions::new()).unwrap();
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
+    let call = tools.call("c1", "send", json!({})).unwrap();
+    let step = run.commit_reply(tools.reply("", [call]).unwrap()).unwrap();
+    let error = stepjournal::writer::block_on(step.drive(&tools)).unwrap_err();
+    assert!(
+        matches!(error.write_error(), Some(WriteError::Interrupted { .. })),
+        "the result was refused: {error}"
+    );
+    let RunStatus::Interrupted(Interruption::BodyLost { call, why }) = run.status() else {
+        panic!("{:?}", run.status())
+    };
+    assert_eq!((call.as_str(), why.as_str()), ("c1", "the event loop went away"));
+    let events = log(&*store);
+    assert!(!events.iter().any(|e| e.kind() == EventKind::ToolResult), "no result: {events:?}");
+    assert!(!events.iter().any(|e| e.kind() == EventKind::StepCommit), "no commit");
+
+    let woken = journal.begin_run(&session(), Entry::Wake).unwrap();
+    let outcome = stepjournal::writer::block_on(woken.drive(&tools)).unwrap();
+    let Some(StepOutcome::Committed { answers, .. }) = outcome else { panic!("{outcome:?}") };
+    assert!(
+        matches!(&answers[..], [TranscriptItem::Paired { reason: PairReason::OutcomeUnknown, .. }]),
+        "{answers:?}"
+    );
+    let events = log(&*store);
+    assert_eq!(events.iter().filter(|e| e.kind() == EventKind::AttemptStarted).count(), 1);
+    assert!(verify(&events).is_empty(), "{:?}", verify(&events));
+}

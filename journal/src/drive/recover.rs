@@ -118,9 +118,6 @@ impl Journal {
     /// answers that have not come are reported in [`Recovered::waiting`] with the calls they
     /// wait for.
     ///
-    /// Dropped before it finished, the sessions it had woken are left as a dropped
-    /// [`drive`](crate::Step::drive) leaves them (let go: the next start wakes them again).
-    ///
     /// **Dropped before it finished**: each wake it had begun is left as a dropped
     /// [`begin_run_async`](Journal::begin_run_async) or [`Step::drive`](crate::Step::drive)
     /// leaves it: a crashed run the next start recovers.

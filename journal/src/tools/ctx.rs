@@ -100,6 +100,19 @@ impl CallCtx {
         self.signal().is_cancelled()
     }
 
+    /// Says the body is lost: its host went away before it settled (an embedding's event loop
+    /// shut down with the body's promise pending, the thread running it died), so nobody can say
+    /// whether its effect happened. The run is let go in this process as if it had crashed
+    /// ([`Interruption::BodyLost`](crate::Interruption::BodyLost)): its signal fires, nothing
+    /// more of it is recorded (the result the handler then returns is refused, not written as
+    /// an error result the model would read as a failure), and the `wake` that follows applies
+    /// FORMAT.md's rules: an unsafe call is answered `outcome_unknown`, a safe one may run again.
+    ///
+    /// For hosts, not tools: a tool that failed returns its error.
+    pub fn let_go_of_run(&self, why: impl Into<String>) {
+        self.inner.body.lose(why.into());
+    }
+
     /// Gives output the tool produced while running. It is committed (`output_chunk`) at most
     /// once per output interval (by the journal's clock): the texts given within an interval
     /// are joined, in order, into one chunk, committed by the first call after the interval

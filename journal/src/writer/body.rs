@@ -75,6 +75,13 @@ impl Body {
         self.shared.cancel.clone()
     }
 
+    /// Lets go of the body's run in this process: the body was lost before it settled (see
+    /// [`Interruption::BodyLost`](super::Interruption::BodyLost)).
+    pub(crate) fn lose(&self, why: String) {
+        let call = self.me.call.clone();
+        self.shared.interrupt(super::Interruption::BodyLost { call, why });
+    }
+
     /// The body's span (`body`, carrying the session, the call, its dispatch id and attempt;
     /// nothing without the `tracing` feature): run the tool's work in it.
     pub fn span(&self) -> &Span {

@@ -81,6 +81,17 @@ pub enum Interruption {
         /// The deadline it had.
         after: Duration,
     },
+    /// A body's host could not say what the body came to: it went away with the body still
+    /// running (an embedding's event loop shut down, its thread died), so whether its effect
+    /// happened is unknown ([`CallCtx::let_go_of_run`](crate::CallCtx::let_go_of_run)). The run
+    /// was let go as if it had crashed: nothing more of the call is recorded, and the wake that
+    /// follows applies the rules (an unsafe call is `outcome_unknown`).
+    BodyLost {
+        /// The call whose body was lost.
+        call: CallId,
+        /// What the host said.
+        why: String,
+    },
 }
 
 impl fmt::Display for Interruption {
@@ -88,11 +99,14 @@ impl fmt::Display for Interruption {
         match self {
             Interruption::FutureDropped { during } => write!(
                 f,
-                "a future of the run was dropped during `{during}`: what it was writing may have                  landed"
+                "a future of the run was dropped during `{during}`: what it was writing may have landed"
             ),
             Interruption::ShutDown => f.write_str("the journal shut down with the run open"),
             Interruption::Deadline { call, after } => {
                 write!(f, "the body of call `{call}` overran its deadline of {after:?}")
+            }
+            Interruption::BodyLost { call, why } => {
+                write!(f, "the body of call `{call}` was lost before it settled: {why}")
             }
         }
     }
