@@ -44,6 +44,12 @@ export interface ToolDefinition<S = ZodLike | JsonSchema, R = unknown> {
   /** Shorthand for kind 'approval'. */
   approval?: boolean;
   execute?: (args: ArgsOf<S>, ctx: CallContext) => Promise<R> | R;
+  /**
+   * How long one body may run, in milliseconds: past it the run is let go as after a crash
+   * (`run.drive()` rejects with code `deadline`; `run.driveWithin()` wakes and goes on by the
+   * rules) and the late body's result is never recorded.
+   */
+  timeoutMs?: number;
 }
 
 export interface Tool {
@@ -120,7 +126,9 @@ export type RunStatus =
   | { state: 'open' }
   | { state: 'ended'; outcome: 'completed' | 'failed' | 'stopped' | 'suspended'; error: string | null }
   | { state: 'fenced'; by: string }
-  | { state: 'broken'; error: string };
+  | { state: 'broken'; error: string }
+  /** This process let go of the run (a dropped call, a shutdown, a deadline, a lost body). */
+  | { state: 'interrupted'; why: string };
 
 export class Step {
   readonly number: number;
@@ -146,15 +154,24 @@ export class Run {
   commitReply(reply: ReplyIn): Promise<Step>;
   /** Drives the recovered step; null when the run has none. */
   drive(): Promise<StepOutcome | null>;
+  /** Drives with the tools' deadlines, waking past one and going on by the rules. */
+  driveWithin(): Promise<{ run: Run; outcome: StepOutcome | null }>;
   end(outcome?: 'completed' | 'failed' | 'stopped'): Promise<void>;
   fail(error?: string): Promise<void>;
 }
 
+/** What `recoverAll` did, session by session. */
 export interface Recovered {
-  session: string;
-  run?: Run;
-  outcome?: StepOutcome | null;
-  error?: unknown;
+  /** Woken, their step driven and handed to `onRecovered`. */
+  recovered: Array<{ session: string; run: Run; outcome: StepOutcome | null }>;
+  /** Another owner's run holds a live lease on them (judged by the store's clock): left to it. */
+  skipped: Array<{ session: string; owner: string; run: string; expiresAtMs: number }>;
+  /** Another actor wrote to them after they were listed: nothing written, left to it. */
+  changed: string[];
+  /** Suspended on client answers or approvals not given yet, with the calls they wait for. */
+  waiting: Array<{ session: string; calls: string[] }>;
+  /** Their wake or drive failed, or `onRecovered` threw (then `run` and `outcome` are given). */
+  failed: Array<{ session: string; error: unknown; run?: Run; outcome?: StepOutcome | null }>;
 }
 
 export class Journal {
@@ -162,7 +179,7 @@ export class Journal {
   beginRun(session: string, entry: Entry): Promise<Run>;
   stop(session: string): Promise<Plan>;
   sessionsToRecover(): Promise<string[]>;
-  recoverAll(options?: { concurrency?: number; onRecovered?: (run: Run, outcome: StepOutcome | null) => unknown }): Promise<Recovered[]>;
+  recoverAll(options?: { concurrency?: number; onRecovered?: (run: Run, outcome: StepOutcome | null) => unknown }): Promise<Recovered>;
   answerClient(session: string, call: string, output: Json | object): Promise<Run>;
   decideApproval(session: string, call: string, approved: boolean): Promise<Run>;
   transcript(session: string): Promise<TranscriptItem[]>;

@@ -1,6 +1,6 @@
 // The journal, its runs and steps: the seeds' API over the native module.
 
-import { call, wrap } from './errors.js';
+import { call, toError, wrap } from './errors.js';
 import native from './native.js';
 import { abortBody, nativeTools } from './tools.js';
 
@@ -57,26 +57,43 @@ export class Journal {
     return wrap(this.#native.sessionsToRecover());
   }
 
-  /** Wakes each session to recover and drives its recovered step; `onRecovered(run, outcome)` goes on with it. */
+  /**
+   * Recovers every session to recover, as the engine's `recover_all` does: each is woken at the
+   * tail it was listed at without forcing a lease (a session another owner's run holds a live
+   * lease on is `skipped`, one another actor wrote to since it was listed is `changed`: neither
+   * is written to), its recovered step driven, and `onRecovered(run, outcome)` called to go on
+   * with it. Sessions suspended on client answers or approvals are reported in `waiting` with the
+   * calls they wait for (nothing written). A session whose wake or drive failed, or whose
+   * `onRecovered` threw, is in `failed` with the error.
+   */
   async recoverAll({ concurrency = 8, onRecovered } = {}) {
-    const sessions = await this.sessionsToRecover();
-    const results = [];
-    let next = 0;
-    const worker = async () => {
-      while (next < sessions.length) {
-        const session = sessions[next++];
-        try {
-          const run = await this.beginRun(session, 'wake');
-          const outcome = await run.drive();
-          if (onRecovered) await onRecovered(run, outcome);
-          results.push({ session, run, outcome });
-        } catch (error) {
-          results.push({ session, error });
-        }
+    if (!Number.isInteger(concurrency) || concurrency < 1) {
+      throw new TypeError(`recoverAll: concurrency must be a whole number of sessions, at least 1 (got ${concurrency})`);
+    }
+    if (onRecovered !== undefined && typeof onRecovered !== 'function') {
+      throw new TypeError('recoverAll: onRecovered must be a function');
+    }
+    const runs = new Map();
+    const thrown = new Map();
+    const hand = async ([nativeRun, outcomeJson]) => {
+      const run = new Run(this, nativeRun);
+      const outcome = parse(outcomeJson);
+      runs.set(run.sessionId, { run, outcome });
+      try {
+        if (onRecovered) await onRecovered(run, outcome);
+      } catch (error) {
+        thrown.set(run.sessionId, error);
       }
     };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, worker));
-    return results;
+    const report = JSON.parse(await wrap(this.#native.recoverAll(concurrency, hand)));
+    const recovered = [];
+    const failed = report.failed.map(({ session, error }) => ({ session, error: toError(new Error(error)) }));
+    for (const session of report.recovered) {
+      const { run, outcome } = runs.get(session);
+      if (thrown.has(session)) failed.push({ session, run, outcome, error: thrown.get(session) });
+      else recovered.push({ session, run, outcome });
+    }
+    return { recovered, skipped: report.skipped, changed: report.changed, waiting: report.waiting, failed };
   }
 
   /** Writes the client's answer to client call `call`; the run it went through (drive it to go on). */
@@ -162,6 +179,17 @@ export class Run {
   /** Drives the step the run has open (a recovered step); null when it has none. */
   async drive() {
     return parse(await wrap(this.#native.drive()));
+  }
+
+  /**
+   * Drives the step the run has open with its tools' `timeoutMs`: a body past its deadline lets
+   * go of the run, and a `wake` begun in the same call decides that call by the rules (an unsafe
+   * one `outcome_unknown`, a safe one run again under its dispatch id) and drives the step on.
+   * `{run, outcome}`: the run that finished the step (this one, or the wake) and its outcome.
+   */
+  async driveWithin() {
+    const driven = await wrap(this.#native.driveWithin());
+    return { run: new Run(this.#journal, driven.run), outcome: parse(driven.outcome) };
   }
 
   /** Ends the run: 'completed' (default), 'failed' or 'stopped'. */

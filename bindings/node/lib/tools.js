@@ -9,7 +9,10 @@ const TOOL = Symbol('stepjournal.tool');
 /**
  * Defines a tool once: its name, input schema (zod or a plain JSON Schema object), replay policy
  * (`safe` only if two runs of a body, even overlapping, leave what one leaves; default `unsafe`),
- * kind (`tool`, `client`, `approval`, `local_agent`; default `tool`) and body.
+ * kind (`tool`, `client`, `approval`, `local_agent`; default `tool`), body, and `timeoutMs`: how
+ * long one body may run before its run is let go as after a crash (`run.drive()` then rejects
+ * with code `deadline`; `run.driveWithin()` wakes the session and goes on by the rules: an
+ * unsafe call `outcome_unknown`, a safe one run again), its late result never recorded.
  */
 export function defineTool(def) {
   if (def === null || typeof def !== 'object') throw new TypeError('defineTool takes an object');
@@ -24,7 +27,14 @@ export function defineTool(def) {
   } else if (typeof execute !== 'function') {
     throw new TypeError(`tool \`${name}\` needs an \`execute\` function`);
   }
-  return Object.freeze({ [TOOL]: true, name, kind, replay, inputSchema, execute });
+  const { timeoutMs } = def;
+  if (timeoutMs !== undefined) {
+    if (kind === 'client') throw new TypeError(`tool \`${name}\`: a client tool has no body to time out`);
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 0xffffffff) {
+      throw new TypeError(`tool \`${name}\`: timeoutMs must be a whole number of milliseconds, at least 1`);
+    }
+  }
+  return Object.freeze({ [TOOL]: true, name, kind, replay, inputSchema, execute, timeoutMs });
 }
 
 /** A tool the client executes: the run suspends until `step.answerClient` / `journal.answerClient`. */
@@ -132,6 +142,7 @@ export async function nativeTools(tools) {
       replay: tool.replay,
       inputSchema: JSON.stringify(await jsonSchema(tool)),
       execute: tool.kind === 'client' ? undefined : body(tool),
+      timeoutMs: tool.timeoutMs,
     });
   }
   return defs;

@@ -16,11 +16,16 @@ pub(crate) fn coded(code: ErrorCode, message: impl Display) -> napi::Error {
 /// A Rust error as the native module throws it: its code (with its refusal's after a slash) and
 /// its message.
 pub(crate) fn thrown<E: Coded + Display>(e: E) -> napi::Error {
+    napi::Error::new(napi::Status::GenericFailure, coded_text(&e))
+}
+
+/// A Rust error's text as the native module throws it: `SJ:<code>[/<refusal>]:<message>`.
+pub(crate) fn coded_text<E: Coded + Display>(e: &E) -> String {
     let code = match e.refusal() {
         Some(refusal) => format!("{}/{refusal}", e.code()),
         None => e.code().to_string(),
     };
-    napi::Error::new(napi::Status::GenericFailure, format!("SJ:{code}:{e}"))
+    format!("SJ:{code}:{e}")
 }
 
 /// Every error code the engine can throw, and every refusal code: the lists `index.d.ts`'s

@@ -33,8 +33,8 @@ pub struct JournalConfig {
 #[napi]
 #[derive(Debug)]
 pub struct NativeJournal {
-    journal: Journal,
-    tools: Tools,
+    pub(crate) journal: Journal,
+    pub(crate) tools: Tools,
 }
 
 /// Opens the store `url` names (`file:PATH`, `sqlite:PATH`, `postgres://...`) for writing and
@@ -84,6 +84,13 @@ pub fn plan_scenario(text: String) -> napi::Result<String> {
     Ok(scenario.plan().to_json())
 }
 
+impl NativeJournal {
+    /// `run` as JavaScript holds it.
+    pub(crate) fn native_run(&self, run: stepjournal::Run) -> NativeRun {
+        NativeRun::new(run, self.journal.clone(), self.tools.clone())
+    }
+}
+
 #[napi]
 impl NativeJournal {
     /// Begins a run of `session` through the entry (FORMAT.md's entry JSON).
@@ -92,7 +99,7 @@ impl NativeJournal {
         let entry = convert::entry(&entry)?;
         let session = SessionId::from_stored(session.as_str());
         let run = self.journal.begin_run_async(&session, entry).await.map_err(thrown)?;
-        Ok(NativeRun::new(run, self.tools.clone()))
+        Ok(self.native_run(run))
     }
 
     /// Stops the session's work; the stop's plan as JSON text.
@@ -124,7 +131,7 @@ impl NativeJournal {
         let session = SessionId::from_stored(session.as_str());
         let call = CallId::from(call.as_str());
         let run = self.journal.answer_client(&session, &call, output).await.map_err(thrown)?;
-        Ok(NativeRun::new(run, self.tools.clone()))
+        Ok(self.native_run(run))
     }
 
     /// Records the decision on approval-gated call `call`; the run it was written through.
@@ -138,7 +145,7 @@ impl NativeJournal {
         let session = SessionId::from_stored(session.as_str());
         let call = CallId::from(call.as_str());
         let run = self.journal.decide_approval(&session, &call, approved).await.map_err(thrown)?;
-        Ok(NativeRun::new(run, self.tools.clone()))
+        Ok(self.native_run(run))
     }
 
     /// What the model is shown for the session now, as a JSON array's text.

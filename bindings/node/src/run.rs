@@ -1,7 +1,7 @@
 //! `NativeRun`: one pass of the runtime over a session, with its entry's plan.
 
 use napi_derive::napi;
-use stepjournal::{Run, Tools};
+use stepjournal::{DriveOptions, Journal, Run, Tools};
 
 use crate::convert;
 use crate::error::thrown;
@@ -9,15 +9,40 @@ use crate::step::NativeStep;
 
 /// A run.
 #[napi]
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct NativeRun {
     run: Run,
+    /// The journal it was begun in: the wake after a deadline ([`Self::drive_within`]).
+    journal: Journal,
     tools: Tools,
 }
 
 impl NativeRun {
-    pub(crate) fn new(run: Run, tools: Tools) -> Self {
-        NativeRun { run, tools }
+    pub(crate) fn new(run: Run, journal: Journal, tools: Tools) -> Self {
+        NativeRun { run, journal, tools }
+    }
+}
+
+/// What [`NativeRun::drive_within`] came to: the run that finished the step and the outcome.
+#[napi]
+#[derive(Debug)]
+pub struct NativeDriven {
+    run: NativeRun,
+    outcome: Option<String>,
+}
+
+#[napi]
+impl NativeDriven {
+    /// The run that finished the step: the run driven, or the wake begun after a deadline.
+    #[napi(getter)]
+    pub fn run(&self) -> NativeRun {
+        self.run.clone()
+    }
+
+    /// What driving came to as JSON text, or `null` when the run held no open step.
+    #[napi(getter)]
+    pub fn outcome(&self) -> Option<String> {
+        self.outcome.clone()
     }
 }
 
@@ -73,6 +98,20 @@ impl NativeRun {
     pub async fn drive(&self) -> napi::Result<Option<String>> {
         let outcome = self.run.drive(&self.tools).await.map_err(thrown)?;
         Ok(outcome.as_ref().map(convert::step_outcome))
+    }
+
+    /// Drives the step the run has open as [`Journal::drive_within`] does: a body past its
+    /// deadline (its tool's `timeoutMs`) lets go of the run, and a `wake` begun in the same call
+    /// decides the call by the rules and drives the step on, until it is done.
+    #[napi]
+    pub async fn drive_within(&self) -> napi::Result<NativeDriven> {
+        let driven = self.journal.drive_within(&self.run, &self.tools, DriveOptions::new()).await;
+        let (run, outcome) = driven.map_err(thrown)?;
+        let outcome = outcome.as_ref().map(convert::step_outcome);
+        Ok(NativeDriven {
+            run: NativeRun::new(run, self.journal.clone(), self.tools.clone()),
+            outcome,
+        })
     }
 
     /// Ends the run: `completed`, `failed` or `stopped`.

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use napi::bindgen_prelude::Promise;
@@ -45,6 +46,9 @@ pub struct ToolDef {
     pub input_schema: String,
     /// The body (not for `client`).
     pub execute: Option<BodyFn>,
+    /// How long one body may run: past it the run is let go as after a crash and the late
+    /// body's result refused ([`Tools::deadline`]).
+    pub timeout_ms: Option<u32>,
 }
 
 impl std::fmt::Debug for ToolDef {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for ToolDef {
             .field("kind", &self.kind)
             .field("replay", &self.replay)
             .field("execute", &self.execute.is_some())
+            .field("timeout_ms", &self.timeout_ms)
             .finish_non_exhaustive()
     }
 }
@@ -101,6 +106,9 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
                 )
             })
         };
+        if let Some(ms) = def.timeout_ms {
+            tools = tools.deadline(def.name.clone(), Duration::from_millis(u64::from(ms)));
+        }
         tools = match def.kind.as_str() {
             "client" => tools.client_tool(def.name, schema),
             "tool" => tools.tool(def.name.clone(), schema, replay, handler(body()?, abort.clone())),
@@ -132,6 +140,12 @@ type Handled = futures_util::future::BoxFuture<'static, Result<Box<RawValue>, St
 /// The handler calling `body`: the call goes to the event loop, the returned Promise is awaited
 /// here; when the run's cancel signal fires first, the body's `AbortController` is aborted and
 /// the Promise still awaited (its result is then refused by the writer: the run is fenced).
+///
+/// The package's wrapper settles every Promise it returns (a throw becomes `{"error": ...}`), so
+/// a Promise that fails to settle, or a body that cannot be called, means the event loop went
+/// away with the body pending (node exiting): nobody knows what the body did, so the run is let
+/// go as after a crash ([`CallCtx::let_go_of_run`]) and nothing of the call is recorded, never
+/// an error result the model would read as the tool's failure.
 fn handler(
     body: Arc<BodyFn>,
     abort: Arc<AbortFn>,
@@ -141,11 +155,15 @@ fn handler(
         Box::pin(async move {
             let token = TOKENS.fetch_add(1, Ordering::Relaxed);
             let signal = ctx.signal();
-            let native = NativeCallCtx { ctx, token };
+            let native = NativeCallCtx { ctx: ctx.clone(), token };
+            let lost = |why: String| {
+                ctx.let_go_of_run(why.clone());
+                why
+            };
             let promise = body
                 .call_async((args.get().to_owned(), native))
                 .await
-                .map_err(|e| format!("the tool's JavaScript body could not be called: {e}"))?;
+                .map_err(|e| lost(format!("its JavaScript function could not be called ({e})")))?;
             let promise = Box::pin(promise);
             let settled = match select(promise, Box::pin(signal.cancelled())).await {
                 Either::Left((settled, _)) => settled,
@@ -154,7 +172,9 @@ fn handler(
                     promise.await
                 }
             };
-            let text = settled.map_err(|e| format!("the tool's body failed: {e}"))?;
+            let text = settled.map_err(|e| {
+                lost(format!("its Promise can never settle: it was collected unsettled, or the event loop went away ({e})"))
+            })?;
             match serde_json::from_str::<Settled>(&text) {
                 Ok(Settled { error: Some(error), .. }) => Err(error),
                 Ok(Settled { ok: Some(ok), .. }) => Ok(ok),

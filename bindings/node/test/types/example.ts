@@ -37,6 +37,13 @@ export async function main(): Promise<void> {
     for (const c of run.plan.calls) void [c.call, c.action, c.rule];
     await run.drive();
   }
+  const report = await journal.recoverAll({ concurrency: 4, onRecovered: (r, o) => void [r.id, o?.status] });
+  for (const r of report.recovered) await r.run.end('completed');
+  for (const s of report.skipped) void [s.session, s.owner, s.expiresAtMs];
+  for (const w of report.waiting) void w.calls.map((c) => journal.answerClient(w.session, c, { ok: true }));
+  void [report.changed.length, report.failed.map((f) => f.error)];
+  const { run: finished, outcome } = await run.driveWithin();
+  if (finished.status.state === 'interrupted') void [finished.status.why, outcome];
   try {
     await journal.beginRun('x', { kind: 'retry' });
   } catch (e) {
