@@ -273,8 +273,12 @@ fn read_only_opens_racing_a_writer_that_rotates_and_compacts_see_a_consistent_pr
     // compact all the time, about one open in a hundred did): that is a refusal, never a wrong
     // answer. What must never happen is a false corruption or a prefix that is not the
     // writer's.
+    // Bounded by attempts, not time: on a loaded machine most opens may be refused as changing,
+    // and the loop still ends.
     let (mut consistent, mut changing) = (0u32, 0u32);
-    while consistent < 200 || newest_segment_id(dir.path()) < start + 300 {
+    while (consistent < 200 || newest_segment_id(dir.path()) < start + 300)
+        && consistent + changing < 3_000
+    {
         for l in lines.try_iter() {
             let mut it = l.split(' ');
             let s: usize = it.next().unwrap().parse().unwrap();
@@ -305,7 +309,12 @@ fn read_only_opens_racing_a_writer_that_rotates_and_compacts_see_a_consistent_pr
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(changing < consistent, "{changing} reads refused beside {consistent} consistent ones");
+    let rotated = newest_segment_id(dir.path()).saturating_sub(start);
+    println!(
+        "{consistent} consistent read-only opens, {changing} refused as changing, beside a writer \
+         that made {rotated} segments"
+    );
+    assert!(consistent >= 20, "{changing} reads refused beside only {consistent} consistent ones");
     assert!(acked.iter().all(|a| *a > 0), "{acked:?}");
 }
 
