@@ -9,6 +9,7 @@
 
 mod appends;
 mod args;
+mod async_file;
 mod buffered;
 mod cache;
 mod cohort;
@@ -25,6 +26,7 @@ mod raw;
 mod reads;
 mod recovery;
 mod sqlite;
+mod switches;
 mod synced;
 mod table;
 mod turns;

@@ -53,6 +53,9 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         contenders.push(crate::wal::contender(&dir, bytes, threads)?);
     }
     contenders.push(crate::file::contender(&dir, bytes, threads, 1, Durability::Synced)?);
+    if peers {
+        contenders.push(crate::async_file::contender(&dir, bytes, threads)?);
+    }
     contenders.push(crate::sqlite::contender(&dir, bytes, threads, Durability::Synced)?);
     if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
         contenders.push(pg);
@@ -75,6 +78,10 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         }
         if peers && !raw_row {
             row = row.vs("ideal cohort", Compare::to(cohort_key.clone()));
+        }
+        if row.group == "file async" {
+            let sync = format!("file.{}.{bytes}.{threads}", Durability::Synced.as_str());
+            row = row.vs("file sync", Compare::to(sync));
         }
         if row.group == "file" {
             if peers {
