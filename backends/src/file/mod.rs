@@ -14,7 +14,7 @@
 //!   appends to one session have one winner. Each request carries the completer of the future
 //!   its caller awaits or waits on: a sync caller that finds no leader writes its own group, the
 //!   committer thread the store owns writes the rest (waiting briefly for the appenders of the
-//!   last group to come back), an answer thread wakes the callers, and no thread is parked per
+//!   last group to come back) and wakes their callers itself, and no thread is parked per
 //!   waiting append.
 //! - **Durability**: `Synced` acknowledges after `fdatasync` returned; `Buffered` after the write
 //!   reached the operating system. A failed write or sync poisons the store until reopened.
@@ -71,7 +71,7 @@
 //! 5. `files`: the bounded cache of open segment files; `read`: reading batches back by their
 //!    index entries; `race`: how often a read without the lock starts again beside a live
 //!    writer. At this level because the append path, opening, the store and verify share them.
-//! 6. `commit/`: the append path: the queue, the cohort, the answer thread, creating segments,
+//! 6. `commit/`: the append path: the queue, the cohort, creating segments,
 //!    the state callers share (`Core`, which holds the queue), writing a group, the group commit.
 //! 7. `space/`: the reclaim thread: sidecar indexes, removing and compacting segments.
 //! 8. `open/`: opening a directory into a `Core`: the writer lock, then a scan that gathers

@@ -108,23 +108,15 @@ impl FileStore {
                         })
                     })
             };
-            let answer = start("answer", |core| core.answers.run())?;
-            let commit = match start("commit", run_committer) {
-                Ok(commit) => commit,
-                Err(e) => {
-                    core.answers.stop();
-                    let _ = answer.join();
-                    return Err(e);
-                }
-            };
+            let commit = start("commit", run_committer)?;
             let reclaim = match start("reclaim", run_reclaimer) {
                 Ok(reclaim) => reclaim,
                 Err(e) => {
-                    stop(&core, commit, answer, None);
+                    stop(&core, commit, None);
                     return Err(e);
                 }
             };
-            Some(Threads { commit, answer, reclaim })
+            Some(Threads { commit, reclaim })
         };
         Ok(FileStore { core, threads, torn })
     }
@@ -308,20 +300,13 @@ fn session_head(name: &str, log: &SessionLog) -> SessionHead {
 #[derive(Debug)]
 struct Threads {
     commit: JoinHandle<()>,
-    answer: JoinHandle<()>,
     reclaim: JoinHandle<()>,
 }
 
 /// Stops a store's threads: the reclaim thread stops between two chunks (what it copied stays,
-/// and the segment it compacted with it), the committer writes what async callers queued, then
-/// ends; the answer thread gives the answers it was handed, then ends. A thread that panicked
-/// failed what it held.
-fn stop(
-    core: &Core,
-    commit: JoinHandle<()>,
-    answer: JoinHandle<()>,
-    reclaim: Option<JoinHandle<()>>,
-) {
+/// and the segment it compacted with it), the committer writes and answers what async callers
+/// queued, then ends. A thread that panicked failed what it held.
+fn stop(core: &Core, commit: JoinHandle<()>, reclaim: Option<JoinHandle<()>>) {
     lock(&core.state).stopping = true;
     core.reclaim_wake.notify_all();
     core.reclaim_idle.notify_all();
@@ -331,14 +316,12 @@ fn stop(
         let _ = reclaim.join();
     }
     let _ = commit.join();
-    core.answers.stop();
-    let _ = answer.join();
 }
 
 impl Drop for FileStore {
     fn drop(&mut self) {
-        let Some(Threads { commit, answer, reclaim }) = self.threads.take() else { return };
-        stop(&self.core, commit, answer, Some(reclaim));
+        let Some(Threads { commit, reclaim }) = self.threads.take() else { return };
+        stop(&self.core, commit, Some(reclaim));
     }
 }
 

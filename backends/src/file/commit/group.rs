@@ -1,8 +1,11 @@
 //! Group commit: appenders queue their batches, each with the completer of the future its
 //! caller awaits or waits on; one leader at a time writes the queued batches with one write and
-//! (if any asked for it) one `fdatasync`, publishes them, and hands the group's answers to the
-//! answer thread, which completes each request while the leader goes on. No thread is parked per
-//! waiting request: a waiting caller is woken by its own completion.
+//! (if any asked for it) one `fdatasync`, publishes them, and completes each request itself. No
+//! thread is parked per waiting request: a waiting caller is woken by its own completion, so an
+//! async append costs two handoffs (its task to the committer, the committer back to its task).
+//! Completing wakes a waker or unparks a thread, which never blocks the leader; the wakes of a
+//! group take the time its appenders need to come back anyway (the committer then waits for that
+//! cohort, `cohort`).
 //!
 //! Who leads:
 //! - a caller of the sync API that finds no leader writes the group holding its own request and
@@ -19,9 +22,8 @@
 //! - A group is published to the index (acknowledged: visible to reads and tails) only after its
 //!   write, and its sync when one was asked, succeeded; groups are published in the order they
 //!   were written, and each is published before the next is taken, so the order of
-//!   acknowledgements is the order on disk. Callers are answered after their group is published
-//!   (the answer thread may tell a group's callers after a later group's caller learnt of its
-//!   own).
+//!   acknowledgements is the order on disk. Callers are answered after their group is published,
+//!   and a group's callers before the next group is written.
 //! - A failed write or sync fails that group's callers with the I/O error, poisons the store and
 //!   fails every queued request; nothing is retried.
 
@@ -29,7 +31,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Instant;
 
-use super::answer::Answer;
 use super::queue::{GroupError, Request, RequestKind};
 use super::segment::IoFailure;
 use super::state::{Core, State, lock};
@@ -265,16 +266,12 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
         None => Ok(()),
         Some(f) => Err(group_error(f)),
     };
+    // The caller's own request is the group's first (it found the queue empty): the others are
+    // woken first, its own completion wakes no one.
     let mut group = group.into_iter();
-    // The caller's own request is the group's first (it found the queue empty): it answers
-    // itself, and hands the others over.
     let own = if who == Leader::Caller { group.next() } else { None };
-    if group.len() > 0 {
-        let answers: Vec<Answer> = group.map(|req| (req, result(&failed))).collect();
-        core.answers.give(answers);
-    }
-    if let Some(own) = own {
-        own.finish(result(&failed));
+    for req in group.chain(own) {
+        req.finish(result(&failed));
     }
     fail_all(refused, poison.as_ref());
     go_on

@@ -4,11 +4,10 @@
 //!
 //! - `queue`: the requests appenders queue, and how each is answered (its `Completion`);
 //! - `cohort`: when the next group waits for the appenders of the last;
-//! - `answer`: the answer thread, which wakes a written group's callers;
 //! - `segment`: creating a segment file, and the I/O failure every write path reports;
 //! - `state`: what callers share (`Core`: index, pending tails and queue under one lock, the
-//!   active segment under the leader's). It lives here because it holds the queue, the cohort
-//!   and the answers; opening builds it, reclaiming space and the store use it;
+//!   active segment under the leader's). It lives here because it holds the queue and the
+//!   cohort; opening builds it, reclaiming space and the store use it;
 //! - `write`: writing one group to the active segment (sealing it and starting the next when
 //!   it is full);
 //! - `group`: the group commit itself: who leads, publishing a group, the committer thread.
@@ -16,7 +15,6 @@
 //! Outside the room they use only the rooms and modules listed before `commit` in the
 //! [file backend's order](super).
 
-pub(crate) mod answer;
 pub(crate) mod cohort;
 pub(crate) mod group;
 pub(crate) mod queue;

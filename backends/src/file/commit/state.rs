@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::answer::Answers;
 use super::cohort::Cohort;
 use super::queue::Request;
 use crate::file::files::SegmentFiles;
@@ -229,8 +228,6 @@ pub(crate) struct Core {
     pub reclaim_wake: Condvar,
     /// What waits for the reclaim thread to be done sleep on (with `state`).
     pub reclaim_idle: Condvar,
-    /// The answers the leader hands to the answer thread.
-    pub answers: Answers,
     /// The open segment files (the active one pinned).
     pub files: SegmentFiles,
     /// The bytes per event of the last batch encoded: how much room the next frame is given, so

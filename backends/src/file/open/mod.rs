@@ -30,7 +30,6 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use stepjournal_codec::DecodeError;
 
-use crate::file::commit::answer::Answers;
 use crate::file::commit::segment::IoFailure;
 use crate::file::commit::state::{Core, Counters, State, Writer};
 use crate::file::files::SegmentFiles;
@@ -212,7 +211,6 @@ fn open_at(
         cohort_back: Condvar::new(),
         reclaim_wake: Condvar::new(),
         reclaim_idle: Condvar::new(),
-        answers: Answers::default(),
         files,
         frame_hint: AtomicUsize::new(64),
         dir_lock,
