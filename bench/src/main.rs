@@ -23,6 +23,7 @@ mod plain;
 mod postgres;
 mod procio;
 mod raw;
+mod raw_shared;
 mod reads;
 mod recovery;
 mod sqlite;

@@ -37,6 +37,9 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
     let dir = work.sub(&format!("synced-{bytes}-{threads}"))?;
     let peers = bytes == PEER_BYTES;
     let mut contenders = vec![crate::raw::contender(&dir, bytes, threads)?];
+    if peers && threads > 1 {
+        contenders.push(crate::raw_shared::contender(&dir, bytes, threads)?);
+    }
     if peers {
         contenders.push(crate::cohort::contender(&dir, bytes, threads)?);
     }
@@ -75,6 +78,11 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         .vs_sqlite(Compare::to(crate::plain::full_key(bytes, threads)));
         if row.key != raw_key {
             row = row.vs_raw(Compare::to(raw_key.clone()));
+        }
+        if row.key == crate::raw_shared::key(bytes, threads) {
+            // One sync at a time on one file: the 1-session group's loop (another group's
+            // turns, so the ratio carries the disk's drift between them).
+            row = row.vs("1 thread", Compare::to(crate::raw::fsync_key(bytes, 1)));
         }
         if peers && !raw_row {
             row = row.vs("ideal cohort", Compare::to(cohort_key.clone()));
