@@ -71,6 +71,18 @@ impl<T> Shared<T> {
         waiter.wake();
     }
 
+    /// The value if it is there (taking it), registering no one.
+    fn take_done(&self) -> Option<T> {
+        let mut slot = self.lock();
+        if !matches!(*slot, Slot::Done(_)) {
+            return None;
+        }
+        match std::mem::replace(&mut *slot, Slot::Taken) {
+            Slot::Done(value) => Some(value),
+            _ => None,
+        }
+    }
+
     /// The value if it is there (taking it), else registers `waiter` to be woken.
     fn take_or_wait(&self, waiter: Waiter) -> Option<T> {
         let mut slot = self.lock();
@@ -159,6 +171,11 @@ impl<T> StoreFuture<T> {
             },
             Inner::Pending(shared) => shared,
         };
+        // A caller that wrote its own group finds its value there: no handle on its thread is
+        // taken for it.
+        if let Some(value) = shared.take_done() {
+            return value;
+        }
         loop {
             if let Some(value) = shared.take_or_wait(Waiter::Thread(std::thread::current())) {
                 return value;

@@ -261,24 +261,38 @@ impl FileStore {
             head.advance_all(events);
             head
         });
-        match st.pending.get_mut(session.as_str()) {
-            Some(p) => {
-                p.tail = next.get();
-                if head.is_some() {
-                    p.head.clone_from(&head);
+        // The name is made once, shared by the pending tail's entry and the request.
+        let queued = st.pending.get_key_value(session.as_str()).map(|(name, _)| Arc::clone(name));
+        let name: Arc<str> = match queued {
+            Some(name) => {
+                if let Some(p) = st.pending.get_mut(&name) {
+                    p.tail = next.get();
+                    if head.is_some() {
+                        p.head.clone_from(&head);
+                    }
                 }
+                name
             }
             None => {
+                let name: Arc<str> = Arc::from(session.as_str());
                 let p = Pending { tail: next.get(), head: head.clone(), deleting: false };
-                st.pending.insert(session.as_str().to_owned(), p);
+                st.pending.insert(Arc::clone(&name), p);
+                name
             }
-        }
-        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
+        };
         let ack = AppendAck { first: expected, next, durability };
         let last_at = events.last().map_or(0, |e| e.at.get());
         let kind = RequestKind::Events { first: expected.get(), count, last_at };
-        let request = Request::append(session.as_str(), kind, frame, head, ack, completer);
-        submit(&self.core, st, request, may_lead);
+        if may_lead && !st.leading {
+            // The caller writes its own group: its answer comes back from it, no future between.
+            let request = Request::inline(name, kind, frame, head, ack);
+            let answer = submit(&self.core, st, request, true);
+            return StoreFuture::ready(answer.unwrap_or_else(|| Err(never_unanswered().into())));
+        }
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
+        let request = Request::append(name, kind, frame, head, ack, completer);
+        let answer = submit(&self.core, st, request, may_lead);
+        debug_assert!(answer.is_none(), "only an inline request is answered by its submit");
         future
     }
 }
@@ -447,9 +461,11 @@ impl JournalStore for FileStore {
             return Ok(false);
         }
         let p = Pending { tail: 0, head: Some(RunHead::default()), deleting: true };
-        st.pending.insert(session.as_str().to_owned(), p);
+        let name: Arc<str> = Arc::from(session.as_str());
+        st.pending.insert(Arc::clone(&name), p);
         let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
-        submit(&self.core, st, Request::delete(session.as_str(), frame, completer), true);
+        let answer = submit(&self.core, st, Request::delete(name, frame, completer), true);
+        debug_assert!(answer.is_none(), "a deletion is answered through its future");
         future.wait()
     }
 

@@ -28,15 +28,15 @@
 //!   fails every queued request; nothing is retried.
 
 use std::sync::atomic::Ordering;
-use std::sync::{MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::queue::{GroupError, Request, RequestKind};
 use super::segment::IoFailure;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
-use crate::StoreError;
 use crate::file::index::BatchLoc;
+use crate::{AppendAck, AppendError, StoreError};
 
 /// Who leads a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +49,14 @@ enum Leader {
 
 /// Queues a request (under the same lock as its compare-and-set, so the queue's order is the
 /// order the checks passed in). When no one leads, a caller that `may_lead` (the sync API)
-/// writes the group itself before returning; otherwise the committer thread is woken to.
-pub(crate) fn submit(core: &Core, mut st: MutexGuard<'_, State>, request: Request, may_lead: bool) {
+/// writes the group itself before returning, and gets the answer of its request if that is
+/// [inline](Request::inline); otherwise the committer thread is woken to.
+pub(crate) fn submit(
+    core: &Core,
+    mut st: MutexGuard<'_, State>,
+    request: Request,
+    may_lead: bool,
+) -> Option<Result<AppendAck, AppendError>> {
     // The check that admitted the request counted it in its session's pending tail.
     debug_assert!(
         st.pending.get(&request.session).is_some_and(|p| match request.kind {
@@ -68,18 +74,19 @@ pub(crate) fn submit(core: &Core, mut st: MutexGuard<'_, State>, request: Reques
     }
     if st.leading {
         st.check_leading();
-        return;
+        return None;
     }
     st.leading = true;
     if may_lead {
         st.check_leading();
         drop(st);
-        lead(core, Leader::Caller);
+        lead(core, Leader::Caller)
     } else {
         st.committer = true;
         st.check_leading();
         drop(st);
         core.wake.notify_one();
+        None
     }
 }
 
@@ -96,7 +103,8 @@ pub(crate) fn run_committer(core: &Core) {
             return;
         }
         drop(st);
-        lead(core, Leader::Committer);
+        let own = lead(core, Leader::Committer);
+        debug_assert!(own.is_none(), "the committer has no request of its own");
     }
 }
 
@@ -118,10 +126,12 @@ fn take_group(st: &mut State, max_bytes: u64) -> Vec<Request> {
     group
 }
 
-/// Leads groups: a caller one, the committer until nothing is left.
-fn lead(core: &Core, who: Leader) {
+/// Leads groups: a caller one, the committer until nothing is left. Returns the answer of the
+/// caller's own request, when it is inline.
+fn lead(core: &Core, who: Leader) -> Option<Result<AppendAck, AppendError>> {
     // Should a bug panic here, the guard fails what is queued instead of leaving it waiting.
     let mut guard = LeadGuard { core, armed: true };
+    let mut own = None;
     loop {
         let group = {
             let mut st = lock(&core.state);
@@ -140,11 +150,14 @@ fn lead(core: &Core, who: Leader) {
             }
             group
         };
-        if !write_group(core, group, who) {
+        let (go_on, answer) = write_group(core, group, who);
+        own = own.or(answer);
+        if !go_on {
             break;
         }
     }
     guard.armed = false;
+    own
 }
 
 /// Waits (the committer, holding the leadership) for the appenders of the last group to queue
@@ -164,8 +177,13 @@ fn await_cohort<'a>(core: &'a Core, mut st: MutexGuard<'a, State>) -> MutexGuard
 }
 
 /// Writes one group, publishes it, decides who leads next, and answers the group's callers.
-/// Returns whether this leader goes on to the next group.
-fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
+/// Returns whether this leader goes on to the next group, and the answer of the leading caller's
+/// own request when it is inline.
+fn write_group(
+    core: &Core,
+    group: Vec<Request>,
+    who: Leader,
+) -> (bool, Option<Result<AppendAck, AppendError>>) {
     let sync = group.iter().any(|r| r.sync);
     let outcome = match group.as_slice() {
         // A lone request's frame is written without a list of frames.
@@ -198,8 +216,12 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
                         let head = req.head.clone();
                         let pushed = st.index.push(&req.session, run, last_at, head);
                         debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
-                        if st.pending.get(&req.session).is_some_and(|p| p.tail == run.end()) {
-                            st.pending.remove(&req.session);
+                        // Gone once its last queued batch is published (one lookup: put back
+                        // in the rare case a later batch of the session is still queued).
+                        if let Some(p) = st.pending.remove(&req.session)
+                            && p.tail != run.end()
+                        {
+                            st.pending.insert(Arc::clone(&req.session), p);
                         }
                         appends += 1;
                     }
@@ -270,11 +292,13 @@ fn write_group(core: &Core, group: Vec<Request>, who: Leader) -> bool {
     // woken first, its own completion wakes no one.
     let mut group = group.into_iter();
     let own = if who == Leader::Caller { group.next() } else { None };
-    for req in group.chain(own) {
-        req.finish(result(&failed));
+    for req in group {
+        let inline = req.finish(result(&failed));
+        debug_assert!(inline.is_none(), "only the leading caller's own request is inline");
     }
+    let answer = own.and_then(|own| own.finish(result(&failed)));
     fail_all(refused, poison.as_ref());
-    go_on
+    (go_on, answer)
 }
 
 /// Fails requests that were queued when the store was poisoned.
@@ -285,7 +309,8 @@ fn fail_all(refused: Vec<Request>, poison: Option<&StoreError>) {
     };
     for req in refused {
         let first_failure = first_failure.to_owned();
-        req.finish(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
+        let inline = req.finish(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
+        debug_assert!(inline.is_none(), "a queued request is never the leader's own");
     }
 }
 

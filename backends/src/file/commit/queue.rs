@@ -3,6 +3,7 @@
 //! waiting request and waking one caller wakes no one else.
 
 use std::io;
+use std::sync::Arc;
 
 use stepjournal_codec::SessionId;
 
@@ -32,6 +33,9 @@ pub(crate) enum RequestKind {
 pub(crate) enum Completion {
     /// An append's caller: the acknowledgement.
     Append { completer: Completer<Result<AppendAck, AppendError>>, ack: AppendAck },
+    /// A caller of the sync API that writes the group holding its request itself: answered by
+    /// what the group commit returns to it, with no future between them.
+    Inline { ack: AppendAck },
     /// A deletion's caller: whether the session existed (it did: a deletion of a session with
     /// no events is answered before it is queued).
     Delete { completer: Completer<Result<bool, StoreError>> },
@@ -40,7 +44,8 @@ pub(crate) enum Completion {
 /// One caller's batch, waiting for a group.
 #[derive(Debug)]
 pub(crate) struct Request {
-    pub session: String,
+    /// The session, its name shared with its pending tail's entry.
+    pub session: Arc<str>,
     pub kind: RequestKind,
     /// The encoded frame.
     pub frame: Vec<u8>,
@@ -56,7 +61,7 @@ impl Request {
     /// An append of the frame, answered through `completer` with `ack` once its group is
     /// written (and synced, when `ack` asks for it).
     pub(crate) fn append(
-        session: &str,
+        session: Arc<str>,
         kind: RequestKind,
         frame: Vec<u8>,
         head: Option<RunHead>,
@@ -69,7 +74,7 @@ impl Request {
             "an append's acknowledgement names the seqs its batch takes: {kind:?}, {ack:?}"
         );
         Request {
-            session: session.to_owned(),
+            session,
             kind,
             frame,
             sync: ack.durability >= Durability::Synced,
@@ -78,14 +83,33 @@ impl Request {
         }
     }
 
+    /// An append a caller of the sync API writes itself (it found no leader): answered by the
+    /// value [`finish`](Self::finish) returns.
+    pub(crate) fn inline(
+        session: Arc<str>,
+        kind: RequestKind,
+        frame: Vec<u8>,
+        head: Option<RunHead>,
+        ack: AppendAck,
+    ) -> Request {
+        Request {
+            session,
+            kind,
+            frame,
+            sync: ack.durability >= Durability::Synced,
+            head,
+            completion: Some(Completion::Inline { ack }),
+        }
+    }
+
     /// A deletion (always synced), answered through `completer`.
     pub(crate) fn delete(
-        session: &str,
+        session: Arc<str>,
         frame: Vec<u8>,
         completer: Completer<Result<bool, StoreError>>,
     ) -> Request {
         Request {
-            session: session.to_owned(),
+            session,
             kind: RequestKind::Delete,
             frame,
             sync: true,
@@ -94,33 +118,22 @@ impl Request {
         }
     }
 
-    /// Answers the caller: its group was written (`Ok`), or how it failed.
-    pub(crate) fn finish(mut self, result: Result<(), GroupError>) {
-        self.answer(result);
+    /// Answers the caller: its group was written (`Ok`), or how it failed. An inline request's
+    /// answer is returned, for its caller, who is the leader; every other caller is woken.
+    pub(crate) fn finish(
+        mut self,
+        result: Result<(), GroupError>,
+    ) -> Option<Result<AppendAck, AppendError>> {
+        self.answer(result)
     }
 
-    fn answer(&mut self, result: Result<(), GroupError>) {
-        let Some(completion) = self.completion.take() else { return };
+    fn answer(&mut self, result: Result<(), GroupError>) -> Option<Result<AppendAck, AppendError>> {
+        let completion = self.completion.take()?;
         match completion {
             Completion::Append { completer, ack } => {
-                let answer = match result {
-                    Ok(()) => Ok(ack),
-                    Err(GroupError::Store(e)) => Err(AppendError::Store(e)),
-                    Err(GroupError::Unknown { context, source }) => {
-                        Err(AppendError::OutcomeUnknown {
-                            session: SessionId::from_stored(self.session.as_str()),
-                            expected: ack.first,
-                            reason: format!(
-                                "{context} failed after the batch's bytes may have reached the \
-                                 segment; the store is poisoned: reopen it, which reads what \
-                                 landed"
-                            ),
-                            source: Some(source),
-                        })
-                    }
-                };
-                completer.complete(answer);
+                completer.complete(self.append_answer(ack, result));
             }
+            Completion::Inline { ack } => return Some(self.append_answer(ack, result)),
             Completion::Delete { completer } => {
                 let answer = match result {
                     Ok(()) => Ok(true),
@@ -132,6 +145,28 @@ impl Request {
                 completer.complete(answer);
             }
         }
+        None
+    }
+
+    /// What an append's caller is told.
+    fn append_answer(
+        &self,
+        ack: AppendAck,
+        result: Result<(), GroupError>,
+    ) -> Result<AppendAck, AppendError> {
+        match result {
+            Ok(()) => Ok(ack),
+            Err(GroupError::Store(e)) => Err(AppendError::Store(e)),
+            Err(GroupError::Unknown { context, source }) => Err(AppendError::OutcomeUnknown {
+                session: SessionId::from_stored(&*self.session),
+                expected: ack.first,
+                reason: format!(
+                    "{context} failed after the batch's bytes may have reached the segment; the \
+                     store is poisoned: reopen it, which reads what landed"
+                ),
+                source: Some(source),
+            }),
+        }
     }
 }
 
@@ -142,7 +177,8 @@ impl Drop for Request {
         if self.completion.is_some() {
             let first_failure =
                 "the file store's group committer went away without answering".to_owned();
-            self.answer(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
+            // An inline request's caller is the leader, unwinding: there is no one to return to.
+            let _ = self.answer(Err(GroupError::Store(StoreError::Poisoned { first_failure })));
         }
     }
 }

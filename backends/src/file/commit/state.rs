@@ -105,7 +105,7 @@ pub(crate) struct State {
     /// compare-and-set is checked against it (0 after a queued deletion).
     // Invariant: an entry exists only while a request of its session is queued or being written
     // (so none while no leader is chosen), and none once the store is poisoned.
-    pub pending: HashMap<String, Pending, BuildHasherDefault<FastHasher>>,
+    pub pending: HashMap<Arc<str>, Pending, BuildHasherDefault<FastHasher>>,
     /// Requests waiting for the next group, in arrival order.
     pub queue: VecDeque<Request>,
     /// Whether a leader is writing a group (or has been chosen to write the next): a caller of

@@ -138,7 +138,9 @@ fn write_group_in(
     if buf.capacity() > 2 * core.options.max_group_bytes as usize {
         *buf = Vec::new();
     }
-    Ok(Written { seg: a.id, body_at, sealed, took: started.elapsed() })
+    // Only a synced group's time is learnt from (`cohort`): a group without a sync is not timed.
+    let took = if sync { started.elapsed() } else { std::time::Duration::ZERO };
+    Ok(Written { seg: a.id, body_at, sealed, took })
 }
 
 /// Makes every byte written to the active segment so far durable (one `fdatasync`, none when

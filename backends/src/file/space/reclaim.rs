@@ -280,7 +280,7 @@ fn copy_chunk(
         chunk
             .iter()
             .map(|(session, run)| {
-                let deleting = st.pending.get(session).is_some_and(|p| p.deleting);
+                let deleting = st.pending.get(session.as_str()).is_some_and(|p| p.deleting);
                 later |= deleting;
                 !deleting && st.index.is_home(session, run)
             })
