@@ -31,7 +31,7 @@ use crate::file::commit::segment::IoFailure;
 use crate::file::commit::state::{Core, State, lock};
 use crate::file::commit::write::{sync_active, write_frames_in};
 use crate::file::format::layout::SegmentId;
-use crate::file::index::{BatchLoc, Reclaim};
+use crate::file::index::{BatchLoc, Compaction, Reclaim};
 use crate::file::io::IoFile;
 
 /// The most bytes one chunk of a compaction writes.
@@ -131,25 +131,51 @@ pub(crate) fn remove_unneeded(core: &Core) -> Result<(), IoFailure> {
 
 /// Frees space until nothing more qualifies, or the store stops.
 fn reclaim(core: &Core) -> Result<Pass, IoFailure> {
-    let live_at_most = core.options.compact_live_at_most();
+    let policy = Compaction {
+        dead_at_least: core.options.compact_dead_at_least(),
+        chunk: CHUNK.min(core.options.max_group_bytes),
+    };
     loop {
         let next = {
             let st = lock(&core.state);
             if st.stopping || st.poisoned.is_some() {
                 return Ok(Pass::Done);
             }
-            st.index.reclaim(st.active, live_at_most)
+            match st.index.unmeasured(st.active) {
+                Some(id) => Some(Next::Measure(id)),
+                None => st.index.reclaim(st.active, &policy).map(Next::Reclaim),
+            }
         };
         match next {
             None => return write_sidecars(core),
-            Some(Reclaim::Remove(id)) => remove_segment(core, id)?,
-            Some(Reclaim::Compact(id, live)) => {
+            Some(Next::Measure(id)) => measure(core, id)?,
+            Some(Next::Reclaim(Reclaim::Remove(id))) => remove_segment(core, id)?,
+            Some(Next::Reclaim(Reclaim::Compact(id, live))) => {
                 if !compact(core, id, &live)? {
                     return Ok(Pass::Again);
                 }
             }
         }
     }
+}
+
+/// What a pass does next.
+enum Next {
+    /// Learn a sealed segment's length.
+    Measure(SegmentId),
+    /// Remove or compact a segment.
+    Reclaim(Reclaim),
+}
+
+/// Notes the length of sealed segment `id` in the index.
+fn measure(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
+    let at = || format!("the length of segment {}", core.segment_path(id).display());
+    let file = core.files.get(id).map_err(|e| IoFailure::new(at(), e))?;
+    let len = file.len().map_err(|e| IoFailure::new(at(), e))?;
+    if let Some(s) = lock(&core.state).index.segments.get_mut(&id) {
+        s.len = Some(len);
+    }
+    Ok(())
 }
 
 /// Writes the sidecar index of every sealed segment that has none yet.
