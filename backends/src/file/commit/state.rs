@@ -34,6 +34,10 @@ pub(crate) struct Counters {
     /// Time spent in `fdatasync` of segments, in microseconds.
     pub sync_micros: AtomicU64,
     pub bytes: AtomicU64,
+    /// Failures of the reclaim thread's work off the append path, and damage it found.
+    pub reclaim_failures: AtomicU64,
+    /// Segments compaction found damage in and left alone.
+    pub damaged_segments: AtomicU64,
 }
 
 impl Counters {
@@ -130,6 +134,9 @@ pub(crate) struct State {
     pub reclaim_wanted: bool,
     /// Whether the reclaim thread is removing or compacting segments now.
     pub reclaiming: bool,
+    /// The last failure of the reclaim thread's work off the append path, or damage it found:
+    /// reported, never poisoning.
+    pub reclaim_problem: Option<String>,
 }
 
 impl State {

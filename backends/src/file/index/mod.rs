@@ -103,6 +103,9 @@ pub(crate) struct SegmentInfo {
     pub guards: Vec<Guard>,
     /// Whether its sidecar index is written (or need not be: it was found damaged).
     pub sidecar: bool,
+    /// Whether compaction found a damaged batch in it: it is left as it is, never compacted
+    /// (removed once nothing in it is needed).
+    pub damaged: bool,
     /// Its length in bytes, once it is sealed and the reclaim thread measured it (a sealed
     /// segment never changes length).
     pub len: Option<u64>,
@@ -145,7 +148,7 @@ impl Compaction {
     fn worth(&self, s: &SegmentInfo) -> bool {
         match (self.dead_at_least, s.dead()) {
             (Some(least), Some(dead)) => {
-                dead >= least && dead > self.overhead(s.live, s.live_bytes)
+                !s.damaged && dead >= least && dead > self.overhead(s.live, s.live_bytes)
             }
             _ => false,
         }
