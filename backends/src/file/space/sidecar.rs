@@ -19,7 +19,7 @@ use stepjournal_codec::{Limits, UnixMillis};
 
 use crate::file::commit::segment::IoFailure;
 use crate::file::format::heads::{BatchHead, Stored};
-use crate::file::format::layout::{SEGMENT_HEADER_LEN, SegmentId};
+use crate::file::format::layout::{SEGMENT_HEADER_LEN, SegmentId, check_segment_header};
 use crate::file::format::names;
 use crate::file::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
 use crate::file::index::BatchLoc;
@@ -116,6 +116,12 @@ pub(crate) fn load(
         return Loaded::Stale;
     }
     if frames(&bytes, id, seg_len, &mut |_, _| {}).is_none() {
+        return Loaded::Stale;
+    }
+    // The segment's header is its own: a sidecar never stands for a header that changed (one of
+    // a newer format is refused by the walk, whatever the sidecar says).
+    let mut header = [0u8; SEGMENT_HEADER_LEN];
+    if file.read_exact_at(&mut header, 0).is_err() || check_segment_header(&header, id).is_err() {
         return Loaded::Stale;
     }
     match (u32_at(&bytes, 24), tail_crc(file, seg_len)) {

@@ -83,6 +83,10 @@ pub enum FileProblem {
         /// Where the events before it end.
         tail: Seq,
     },
+    /// A segment header or record of a format version newer than this build reads: written by a
+    /// newer stepjournal, which reads it; not damage, and no repair cuts or removes it.
+    #[error("written by a newer stepjournal: {0}")]
+    NewerFormat(DecodeError),
     /// The segment file could not be opened or read (what follows in it is not checked).
     #[error("the segment cannot be read: {0}")]
     Unreadable(String),

@@ -86,7 +86,11 @@ impl Frames<'_> {
             let r = match r {
                 Ok(r) => r,
                 Err(e) => {
-                    let mut f = finding(self.path, at, FileProblem::Record(e.clone()));
+                    let problem = match e {
+                        DecodeError::NewerVersion { .. } => FileProblem::NewerFormat(e.clone()),
+                        _ => FileProblem::Record(e.clone()),
+                    };
+                    let mut f = finding(self.path, at, problem);
                     let place = match head {
                         Some((s, first)) => {
                             first.checked_add(i).map(|q| (SessionId::from_stored(s), Seq(q)))
@@ -206,6 +210,7 @@ fn checksum_passed(e: &DecodeError) -> bool {
         e,
         DecodeError::UnknownKind { .. }
             | DecodeError::UnknownVersion { .. }
+            | DecodeError::NewerVersion { .. }
             | DecodeError::Malformed { .. }
     )
 }

@@ -335,6 +335,7 @@ fn open_entry(io: &dyn Io, path: &Path) -> Result<Option<Opened>, FileProblem> {
 /// The finding for damage the walk found, as far as the walk's own facts describe it.
 fn damage_finding(path: &Path, d: &Damage) -> FileFinding {
     let (problem, len) = match &d.problem {
+        p if p.is_newer() => (FileProblem::NewerFormat(p.to_decode_error()), None),
         Problem::SegmentHeader(e) => {
             (FileProblem::SegmentHeader(e.clone()), Some(SEGMENT_HEADER_LEN as u64))
         }
