@@ -74,7 +74,7 @@ fn one_round(percent: u8, round: u64) -> Result<u64, String> {
     let store = Arc::new(FileStore::open(dir.path(), opts).unwrap());
     let size = 800 + 37 * round as usize;
     // Dead batches a third of a live one in even rounds, as large in odd ones.
-    let dead = if round % 2 == 0 { size / 3 } else { size };
+    let dead = if round.is_multiple_of(2) { size / 3 } else { size };
     let (a, b) = (sid("pile-a"), sid("pile-b"));
     for q in 0..3 {
         store.append(&a, Seq(q), &[text(q, size)], Durability::Synced).unwrap();

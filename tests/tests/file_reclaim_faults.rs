@@ -145,25 +145,27 @@ fn a_sidecar_that_cannot_be_written_is_reported_and_written_once_it_can_be() {
     assert_eq!(store.tail(&s).unwrap().get(), q);
 }
 
-/// Fails one removal step (`kind`, once) while the reclaim thread removes segment 1, then
-/// checks that the appends go on and the removal is made in full the next time.
-fn removal_failing_once_is_tried_again(kind: OpKind) {
+/// Fails one removal step (`kind` on files named `name`) while the reclaim thread removes
+/// segment 1, until healed; checks that the appends go on and that the removal is made in full
+/// once the disk is healed.
+fn removal_failing_is_tried_again(kind: OpKind, name: &str) {
     let disk = SimDisk::new();
     let store = first_segment_sealed(&disk);
     let (victim, keeper) = (sid("victim"), sid("keeper"));
     let segments = store.index_size().segments;
-    disk.fail_next(kind);
+    disk.fail_named(kind, name);
     assert!(store.delete(&victim).unwrap());
     assert!(store.delete(&keeper).unwrap());
     delete_fillers(&store);
     store.wait_reclaimed();
     assert_eq!(store.metrics().poisoned, 0, "{kind:?}: {:?}", store.reclaim_problem());
-    assert_eq!(store.stats().reclaim_failures, 1, "{kind:?}: {:?}", store.stats());
+    assert!(store.stats().reclaim_failures >= 1, "{kind:?}: {:?}", store.stats());
     assert_eq!(store.index_size().segments, segments, "{kind:?}: segment 1 not forgotten yet");
     let problem = store.reclaim_problem().unwrap();
     assert!(problem.contains("00000000000000000001"), "{kind:?}: {problem}");
     // The appends go on.
     append(&store, &sid("after"), 0, 10);
+    disk.heal();
     // More deletions ask the thread to look again, and the removal is finished.
     append(&store, &sid("gone"), 0, 10);
     assert!(store.delete(&sid("gone")).unwrap());
@@ -179,13 +181,13 @@ fn removal_failing_once_is_tried_again(kind: OpKind) {
 #[test]
 fn a_failed_unlink_of_a_dead_segment_is_reported_and_tried_again() {
     // A failed unlink of a dead segment poisoned the store.
-    removal_failing_once_is_tried_again(OpKind::Remove);
+    removal_failing_is_tried_again(OpKind::Remove, ".seg");
 }
 
 #[test]
 fn a_failed_directory_sync_after_a_removal_is_reported_and_tried_again() {
     // A failed directory sync after removing a dead segment poisoned the store.
-    removal_failing_once_is_tried_again(OpKind::SyncDir);
+    removal_failing_is_tried_again(OpKind::SyncDir, "journal");
 }
 
 #[test]
