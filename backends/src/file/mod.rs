@@ -97,6 +97,9 @@ mod space;
 mod store;
 mod verify;
 
+#[cfg(test)]
+mod poison_tests;
+
 /// The simulated disk, at the path crash tests and tools have always named it (it lives in
 /// `io`). Feature `testing`.
 #[cfg(feature = "testing")]

@@ -137,6 +137,12 @@ impl FileStore {
         Ok(FileStore { core, threads, torn })
     }
 
+    /// The shared state, for the crate's tests that drive the append path's parts directly.
+    #[cfg(test)]
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
     /// it held, the intact frames (sessions and sequence numbers) it held, and where a writable
     /// open kept a copy of it before cutting it. The zeros the writer puts ahead of its data are

@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use super::answer::Answers;
 use super::cohort::Cohort;
 use super::queue::Request;
+use super::segment::IoFailure;
 use crate::file::files::SegmentFiles;
 use crate::file::format::layout::SegmentId;
 use crate::file::index::Index;
@@ -180,10 +181,12 @@ pub(crate) struct Writer {
     /// Zeros, as many as the largest extension of the active segment needed.
     pub zeros: Vec<u8>,
     pub lock_checked: Option<std::time::Instant>,
-    /// A write or sync failed (set before the lock is let go): nothing is written or synced
-    /// again, and a sync that returned since proves nothing (the kernel reports a failed
-    /// writeback once, perhaps to the other caller, and may have dropped the pages).
-    pub failed: bool,
+    /// The first write or sync that failed (set before the lock is let go): nothing is written
+    /// or synced again, and a sync that returned since proves nothing (the kernel reports a
+    /// failed writeback once, perhaps to the other caller, and may have dropped the pages). Every
+    /// later write or sync fails repeating it, so the store's poison names the real cause
+    /// whichever thread reaches the state lock first.
+    pub failed: Option<IoFailure>,
 }
 
 /// The segment being appended to.
