@@ -47,6 +47,13 @@ impl Default for FileOptions {
     }
 }
 
+/// How many copies of the bytes cut at one place (one segment, one offset) a writable open
+/// keeps aside: 16. Making a new one removes the oldest beyond it (the copy numbered lowest),
+/// and the open reports what it removed ([`TornTail::copies_removed`](super::TornTail)), so a
+/// journal cut at the same place again and again neither fills its directory nor runs out of
+/// names.
+pub const TORN_COPIES_KEPT: usize = 16;
+
 /// The smallest segment size accepted.
 pub const MIN_SEGMENT_SIZE: u64 = 4096;
 

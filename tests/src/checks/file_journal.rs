@@ -262,6 +262,7 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
                 "{what}: the torn tail's bytes are kept aside exactly when it held some: {t}"
             );
             t.kept_in = None;
+            t.copies_removed.clear();
         }
         ensure!(
             ro.torn_tail() == cut.as_ref(),
