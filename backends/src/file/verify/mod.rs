@@ -242,6 +242,7 @@ fn verify_once(
         findings: Vec::new(),
         builder: IndexBuilder::default(),
         holes: HashMap::new(),
+        unnamed: Vec::new(),
         done: 0,
         total,
     };
@@ -366,6 +367,8 @@ struct Checker {
     builder: IndexBuilder,
     /// Each session's damaged batches since its last deletion.
     holes: HashMap<String, Vec<Hole>>,
+    /// The damaged batches whose session could not be read: segment, offset, events.
+    unnamed: Vec<(SegmentId, u64, u32)>,
     /// Bytes of the segments before the current one.
     done: u64,
     total: u64,
@@ -384,6 +387,10 @@ impl Sink for Checker {
         self.holes.entry(session.to_owned()).or_default().push(hole);
     }
 
+    fn unnamed_hole(&mut self, seg: SegmentId, offset: u64, count: u32) {
+        self.unnamed.push((seg, offset, count));
+    }
+
     fn delete(&mut self, session: &str, at: SegmentId) {
         self.builder.delete(session, at);
         self.holes.remove(session);
@@ -398,13 +405,24 @@ impl Checker {
     /// Puts each session's intact batches in order and reports those that do not continue the
     /// session (a gap a damaged batch already reported is not reported again).
     fn finish(self, dir: &Path) -> (Built, Vec<FileFinding>) {
-        let Checker { mut findings, builder, holes, .. } = self;
+        let Checker { mut findings, builder, holes, mut unnamed, .. } = self;
         let built = builder.finish();
         for m in &built.misfits {
             let holes = holes.get(&m.session).map(Vec::as_slice).unwrap_or_default();
             let (problem, seq) = match m.kind {
                 MisfitKind::Gap { from, to } => {
                     if explained(holes, from, to) {
+                        continue;
+                    }
+                    // A damaged batch already reported, whose session could not be read, of
+                    // exactly the gap's events and before the batch after the gap: that batch
+                    // (each explains one gap).
+                    let unread = unnamed.iter().position(|(seg, offset, count)| {
+                        u64::from(*count) == to.saturating_sub(from)
+                            && (*seg, *offset) < (m.seg, m.offset)
+                    });
+                    if let Some(i) = unread {
+                        unnamed.remove(i);
                         continue;
                     }
                     (FileProblem::SeqGap { from: Seq(from), to: Seq(to) }, from)
@@ -471,7 +489,24 @@ impl Visit for SegmentCheck<'_> {
             self.frames.group(self.checker, g.body_at, g.body, g.header.frames);
         }
         if self.checker.findings.len() == before {
-            self.checker.findings.push(damage_finding(self.frames.path, d));
+            let f = damage_finding(self.frames.path, d);
+            // Damage that begins where the last damage found ends (a zeroed block across the
+            // end of a group and the next group's header) is the same damage: one finding.
+            let last = before.checked_sub(1).and_then(|i| self.checker.findings.get_mut(i));
+            match last.filter(|l| {
+                l.segment == f.segment
+                    && !l.torn_tail
+                    && l.len.map(|n| l.offset + n) == Some(f.offset)
+            }) {
+                Some(l) => {
+                    l.len = f
+                        .len
+                        .map(|n| f.offset + n - l.offset)
+                        .or_else(|| d.valid_after.map(|v| v.saturating_sub(l.offset)));
+                    return Flow::Go;
+                }
+                None => self.checker.findings.push(f),
+            }
         }
         for f in self.checker.findings.get_mut(before..).unwrap_or_default() {
             f.valid_after = d.valid_after;
