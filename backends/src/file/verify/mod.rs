@@ -38,13 +38,15 @@ use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 use super::files::SegmentFiles;
 use super::format::heads::BatchHead;
 use super::format::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
+use super::format::names;
 use super::format::torn::TornTail;
-use super::format::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
+use super::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Problem, Visit, walk_segment};
 use super::index::BatchLoc;
 use super::index::builder::{Built, IndexBuilder, MisfitKind};
 use super::io::{EntryKind, Io, IoFile, RealIo};
 use super::options::FileOptions;
 use super::read::{ReadFailure, read_batches};
+use super::space::sidecar::{self, Entry, Loaded};
 use crate::StoreError;
 use finding::finding;
 pub use finding::{FileFinding, FileProblem};
@@ -215,13 +217,14 @@ fn verify_once(
     limits: &Limits,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Option<VerifyReport>, StoreError> {
-    let names = io.list(dir).map_err(|source| StoreError::Io {
+    let listed = io.list(dir).map_err(|source| StoreError::Io {
         context: format!("listing the journal directory {}", dir.display()),
         source,
     })?;
     let mut ids: Vec<SegmentId> =
-        names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
+        listed.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
+    let sidecars: Vec<SegmentId> = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
     // Each entry named like a segment: its length (opened, and closed again: a journal may hold
     // more segments than the process may open files), or the problem that kept it from being
     // read.
@@ -274,9 +277,24 @@ fn verify_once(
         };
         checker.builder.add_segment(*id);
         let frames = Frames { path: &path, seg: *id, limits };
-        let mut seg = SegmentCheck { checker: &mut checker, frames, progress: &mut *progress };
+        // A sealed segment's sidecar, which opening would read instead, is checked against the
+        // frames the walk finds.
+        let side = Some(*id) != last && sidecars.contains(id);
+        let mut seg = SegmentCheck {
+            checker: &mut checker,
+            frames,
+            progress: &mut *progress,
+            seen: side.then(Vec::new),
+        };
         match walk_segment(&*file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
             Ok(walk) => {
+                let seen = seg.seen.take();
+                if let Some(seen) = seen.filter(|_| walk.first.is_none() && walk.end == walk.len)
+                    && let Loaded::Frames(described) = sidecar::load(&*io, dir, *id, &*file, limits)
+                    && let Some(f) = sidecar_disagrees(dir, *id, &described.entries(), &seen)
+                {
+                    checker.findings.push(f);
+                }
                 if let Some(t) = &walk.torn {
                     let mut f = damage_finding(&path, &t.damage);
                     f.torn_tail = true;
@@ -460,10 +478,102 @@ struct SegmentCheck<'a> {
     checker: &'a mut Checker,
     frames: Frames<'a>,
     progress: &'a mut dyn FnMut(u64, u64),
+    /// The frames of the intact groups, as a sidecar describes them: kept when the segment has a
+    /// sidecar to check.
+    seen: Option<Vec<Entry>>,
+}
+
+/// The first place where the sidecar of segment `id` (its `described` frames) and the frames
+/// the walk `seen` in the segment disagree, as a finding naming the sidecar.
+fn sidecar_disagrees(
+    dir: &Path,
+    id: SegmentId,
+    described: &[Entry],
+    seen: &[Entry],
+) -> Option<FileFinding> {
+    let tell = |e: &Entry| match e.kind {
+        FrameKindInfo::Events { first, count } => format!(
+            "session {} seq {first}..{} ({} bytes)",
+            e.session,
+            first.saturating_add(u64::from(count)),
+            e.len
+        ),
+        FrameKindInfo::Delete => format!("the deletion of session {} ({} bytes)", e.session, e.len),
+    };
+    let seg = id.file_name();
+    let mut seen_at = seen.iter().peekable();
+    let mut problem = None;
+    for d in described {
+        // Frames the sidecar skipped.
+        if let Some(s) = seen_at.next_if(|s| s.offset < d.offset) {
+            problem = Some((
+                s.offset,
+                format!("it leaves out {} at byte {} of {seg}", tell(s), s.offset),
+            ));
+            break;
+        }
+        match seen_at.next_if(|s| s.offset == d.offset) {
+            Some(s) if s == d => {}
+            Some(s) if s.kind == d.kind && s.session == d.session && s.len == d.len => {
+                problem = Some((
+                    d.offset,
+                    format!(
+                        "for {} at byte {} of {seg} it holds another head (the events the head rule reads)",
+                        tell(s),
+                        d.offset
+                    ),
+                ));
+                break;
+            }
+            Some(s) => {
+                problem = Some((
+                    d.offset,
+                    format!(
+                        "it says {} at byte {} of {seg}, where the segment holds {}",
+                        tell(d),
+                        d.offset,
+                        tell(s)
+                    ),
+                ));
+                break;
+            }
+            None => {
+                problem = Some((
+                    d.offset,
+                    format!(
+                        "it says {} at byte {} of {seg}, where no intact frame begins",
+                        tell(d),
+                        d.offset
+                    ),
+                ));
+                break;
+            }
+        }
+    }
+    if problem.is_none()
+        && let Some(s) = seen_at.next()
+    {
+        problem =
+            Some((s.offset, format!("it leaves out {} at byte {} of {seg}", tell(s), s.offset)));
+    }
+    let (offset, what) = problem?;
+    Some(finding(&dir.join(names::sidecar(id)), offset, FileProblem::Sidecar(what)))
 }
 
 impl Visit for SegmentCheck<'_> {
     fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
+        if let Some(seen) = &mut self.seen {
+            for f in g.frames {
+                let head = match f.kind {
+                    FrameKindInfo::Events { .. } => {
+                        Some(BatchHead::of_frame(g.frame_bytes(f), self.frames.limits))
+                    }
+                    FrameKindInfo::Delete => None,
+                };
+                let session = g.session(f).to_owned();
+                seen.push(Entry { session, offset: f.offset, len: f.len, kind: f.kind, head });
+            }
+        }
         for f in g.frames {
             let bytes = g.frame_bytes(f);
             match Frame::parse(bytes, self.frames.limits) {
