@@ -29,6 +29,17 @@ pub enum StoreError {
         #[source]
         source: DecodeError,
     },
+    /// Stored bytes are of a format version newer than this build reads (a segment header or a
+    /// record, [`DecodeError::NewerVersion`]): a newer stepjournal reads them. Never damage:
+    /// nothing is cut or removed for it, in any mode. `context` says where.
+    #[error("{context}: {source}")]
+    NewerFormat {
+        /// Where.
+        context: String,
+        /// Which part and version.
+        #[source]
+        source: DecodeError,
+    },
     /// An earlier write or sync failed; the store refuses everything until it is reopened.
     #[error("the store is poisoned by an earlier failure ({first_failure}); reopen it")]
     Poisoned {
@@ -187,6 +198,7 @@ impl Coded for StoreError {
         match self {
             StoreError::Io { .. } | StoreError::Backend { .. } => ErrorCode::Store,
             StoreError::Corrupt { .. } => ErrorCode::Corrupt,
+            StoreError::NewerFormat { .. } => ErrorCode::NewerFormat,
             StoreError::Poisoned { .. } => ErrorCode::Poisoned,
             StoreError::ReadOnly { .. } => ErrorCode::ReadOnly,
             StoreError::Contract { .. } => ErrorCode::StoreContract,

@@ -193,6 +193,10 @@ pub struct StoreMetrics {
     pub poisoned: u64,
     /// Leases of another owner's live run replaced by a forced take.
     pub leases_taken_over: u64,
+    /// Failures of work off the append path (the file backend's reclaim thread: sidecars,
+    /// removals, directory syncs, reads for compaction, damage compaction found), each reported
+    /// and tried again later, never poisoning the store.
+    pub reclaim_failures: u64,
 }
 
 /// What [`JournalStore::take_lease`](crate::JournalStore::take_lease) did.

@@ -210,6 +210,7 @@ export type ErrorCode =
   | 'encode'
   | 'store'
   | 'corrupt'
+  | 'newer_format'
   | 'poisoned'
   | 'read_only'
   | 'store_contract'

@@ -63,6 +63,9 @@ codes! {
         Store = "store",
         /// Stored bytes are damaged.
         Corrupt = "corrupt",
+        /// Stored bytes are of a format version newer than this build reads: a newer
+        /// stepjournal reads them; nothing was cut or removed.
+        NewerFormat = "newer_format",
         /// An earlier write or sync failed: the store refuses everything until it is reopened.
         Poisoned = "poisoned",
         /// The store was opened read-only.

@@ -23,7 +23,23 @@ pub enum DecodeError {
         /// The checksum of the bytes.
         computed: u32,
     },
-    /// The record's format version is not one this build knows.
+    /// Bytes of a format version newer than this build reads (a segment header or a record):
+    /// written by a newer stepjournal, which reads them. Never damage: no repair mode cuts or
+    /// removes them.
+    #[error(
+        "{part} format version {version} is newer than this build reads (up to {newest}): a \
+         newer stepjournal reads it"
+    )]
+    NewerVersion {
+        /// What carries the version.
+        part: FormatPart,
+        /// The version the bytes name.
+        version: u16,
+        /// The newest version of that part this build reads.
+        newest: u16,
+    },
+    /// The record's format version is not one this build knows, nor newer than those it knows
+    /// (version 0): damage.
     #[error("unknown record format version {version}")]
     UnknownVersion {
         /// The version byte.
@@ -50,6 +66,25 @@ pub enum DecodeError {
         /// What was wrong.
         reason: String,
     },
+}
+
+/// What carries a format version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FormatPart {
+    /// A segment file's header (the file backend).
+    Segment,
+    /// A record (one event).
+    Record,
+}
+
+impl std::fmt::Display for FormatPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FormatPart::Segment => "segment",
+            FormatPart::Record => "record",
+        })
+    }
 }
 
 /// An event that cannot be written in the binary form.
@@ -181,6 +216,7 @@ impl Coded for DecodeError {
             | DecodeError::UnknownKind { .. }
             | DecodeError::TooLarge { .. }
             | DecodeError::Malformed { .. } => ErrorCode::Corrupt,
+            DecodeError::NewerVersion { .. } => ErrorCode::NewerFormat,
         }
     }
 }

@@ -28,7 +28,7 @@ mod wire;
 pub use call::{Call, CallKind, Replay};
 pub use code::{Coded, ErrorCode, RefusalCode};
 pub use entry::{Entry, ResumeMode};
-pub use error::{DecodeError, EncodeError, JsonError};
+pub use error::{DecodeError, EncodeError, FormatPart, JsonError};
 pub use event::{
     ApprovalDecided, AttemptStarted, ChildAttached, ClientAnswer, DispatchMinted, Event, EventKind,
     Message, ModelAborted, OutputChunk, PairReason, Paired, ReplyCommitted, Rewound, Role,

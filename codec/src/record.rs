@@ -22,7 +22,7 @@ use std::mem::size_of;
 
 use crate::event::{PayloadDecoder, PayloadEncoder};
 use crate::wire::{self, FormatVersion};
-use crate::{DecodeError, EncodeError, Event, EventKind, Seq, SessionId, UnixMillis};
+use crate::{DecodeError, EncodeError, Event, EventKind, FormatPart, Seq, SessionId, UnixMillis};
 
 /// The record format version this build writes by default ([`FormatVersion::default`]); it
 /// reads versions 1 and 2.
@@ -265,8 +265,16 @@ impl<'a> RecordRef<'a> {
             });
         }
         let code = body.first().copied().unwrap_or(0);
-        let version =
-            FormatVersion::from_code(code).ok_or(DecodeError::UnknownVersion { version: code })?;
+        let newest = FormatVersion::NEWEST.code();
+        let version = FormatVersion::from_code(code).ok_or(if code > newest {
+            DecodeError::NewerVersion {
+                part: FormatPart::Record,
+                version: u16::from(code),
+                newest: u16::from(newest),
+            }
+        } else {
+            DecodeError::UnknownVersion { version: code }
+        })?;
         let code = body.get(1).copied().unwrap_or(0);
         let kind = EventKind::from_code(code).ok_or(DecodeError::UnknownKind { code })?;
         let malformed = |reason: &str| DecodeError::Malformed { reason: reason.to_owned() };

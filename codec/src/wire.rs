@@ -24,6 +24,10 @@ pub enum FormatVersion {
 }
 
 impl FormatVersion {
+    /// The newest version this build reads: a record of a higher version was written by a newer
+    /// stepjournal ([`DecodeError::NewerVersion`](crate::DecodeError::NewerVersion)).
+    pub const NEWEST: FormatVersion = FormatVersion::V2;
+
     /// The version's byte in a record.
     pub fn code(self) -> u8 {
         self as u8

@@ -109,3 +109,41 @@ pub fn check_prefix(store: &dyn JournalStore, s: usize, acked: u64, attempted: u
 pub fn dir_size(dir: &Path) -> u64 {
     std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
 }
+
+/// Appends event `q` of session `s` (as [`crash_event`] numbers them), synced.
+pub fn append_crash_event(store: &dyn JournalStore, s: usize, q: u64) {
+    let e = stepjournal_codec::Stamped::at(stepjournal_codec::UnixMillis(q), crash_event(s, q));
+    store
+        .append(&crash_session(s), Seq(q), &[e], stepjournal_backends::Durability::Synced)
+        .unwrap();
+}
+
+/// A journal on `disk` (at [`sim_dir`]) whose groups hold several frames: each round `q`,
+/// session 0's event `q` is a group of its own, its sync held until the events `q` of sessions
+/// `1..sessions` are queued behind it; they then share the next group, one frame each, in
+/// session order. Returns the store, open.
+pub fn grouped_journal(
+    disk: &SimDisk,
+    options: FileOptions,
+    sessions: usize,
+    rounds: u64,
+) -> FileStore {
+    let store = open_sim(disk, options).unwrap();
+    for q in 0..rounds {
+        disk.hold_syncs();
+        std::thread::scope(|scope| {
+            let store = &store;
+            scope.spawn(move || append_crash_event(store, 0, q));
+            disk.wait_for_held_syncs(1);
+            for s in 1..sessions {
+                // One at a time, so that the frames are in session order.
+                scope.spawn(move || append_crash_event(store, s, q));
+                while store.queued() < s {
+                    std::thread::yield_now();
+                }
+            }
+            disk.release_syncs();
+        });
+    }
+    store
+}

@@ -10,4 +10,5 @@ pub mod media;
 pub mod modules;
 pub mod protocol_gen;
 pub mod sample;
+pub mod sidecar_forge;
 pub mod watchdog;

@@ -202,9 +202,20 @@ fn an_unknown_kind_and_an_unknown_version_are_told_apart() {
     buf[9] = 2;
     buf[8] = 9;
     reseal(&mut buf);
+    // A version past those this build reads is a newer stepjournal's, never damage.
     assert_eq!(
         record::decode(&buf, &Limits::default()).unwrap_err(),
-        DecodeError::UnknownVersion { version: 9 }
+        DecodeError::NewerVersion {
+            part: stepjournal_codec::FormatPart::Record,
+            version: 9,
+            newest: 2
+        }
+    );
+    buf[8] = 0;
+    reseal(&mut buf);
+    assert_eq!(
+        record::decode(&buf, &Limits::default()).unwrap_err(),
+        DecodeError::UnknownVersion { version: 0 }
     );
 }
 

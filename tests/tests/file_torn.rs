@@ -9,7 +9,8 @@ use stepjournal_backends::file::io::Io;
 use stepjournal_backends::file::layout::SEGMENT_HEADER_LEN;
 use stepjournal_backends::file::sim::{Fate, PendingOp, SimDisk};
 use stepjournal_backends::file::{
-    FileOptions, FileStore, OnCorruption, SegmentId, TornFrame, TornTail, verify_dir_with,
+    FileOptions, FileStore, OnCorruption, SegmentId, TORN_COPIES_KEPT, TornFrame, TornTail,
+    verify_dir_with,
 };
 use stepjournal_backends::{Durability, JournalStore, OpenError};
 use stepjournal_codec::{Limits, Seq, Stamped, UnixMillis};
@@ -58,6 +59,7 @@ fn verified_torn_tail(disk: &SimDisk) -> TornTail {
 fn without_copy(t: &TornTail) -> TornTail {
     let mut t = t.clone();
     t.kept_in = None;
+    t.copies_removed.clear();
     t
 }
 
@@ -207,4 +209,57 @@ fn a_newest_segment_cut_inside_acknowledged_data_cannot_be_told_from_a_torn_tail
     let store = open_sim(&disk, exact()).unwrap();
     assert_eq!(store.torn_tail().map(without_copy), Some(torn));
     assert_eq!(check_prefix(&store, 0, 2, 2), 2, "two of five acknowledged batches remain");
+}
+
+#[test]
+fn copies_of_tails_cut_at_one_place_are_bounded_and_the_oldest_removed_named() {
+    // After 1,000 cuts at the same offset every name `{segment}.{offset}-{n}.torn` was taken and
+    // the next open failed ("every name is taken"): a journal torn again and again at one place
+    // could no longer be opened for writing.
+    let disk = SimDisk::new();
+    let store = open_sim(&disk, exact()).unwrap();
+    append(&store, 0, 0, Durability::Synced);
+    drop(store);
+    let path = segment(1);
+    let end = disk.read_file(&path).unwrap().len() as u64;
+    // The copies 1,000 earlier cuts at this place left.
+    let name = |n: u64| match n {
+        1 => format!("{}.{end}.torn", SegmentId(1).file_name()),
+        n => format!("{}.{end}-{n}.torn", SegmentId(1).file_name()),
+    };
+    for n in 1..=1000 {
+        disk.create_new(&sim_dir().join(name(n))).unwrap();
+    }
+    let mut next = 1001;
+    for round in 0..3u8 {
+        // Garbage where the next group would go: a torn tail at `end`, cut by the open.
+        let f = disk.open(&path, false).unwrap();
+        f.write_all_at(&[0xA5 ^ round; 100], end).unwrap();
+        f.sync_data().unwrap();
+        drop(f);
+        let store = open_sim(&disk, exact()).unwrap();
+        let cut = store.torn_tail().expect("the garbage is a torn tail").clone();
+        assert_eq!(cut.offset, end);
+        assert_eq!(cut.kept_in.as_deref(), Some(sim_dir().join(name(next)).as_path()), "{cut}");
+        let copies: Vec<PathBuf> = kept_aside(&disk).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(copies.len(), TORN_COPIES_KEPT, "round {round}: {copies:?}");
+        let expected_removed: Vec<PathBuf> = if round == 0 {
+            (1..=1001 - TORN_COPIES_KEPT as u64).map(|n| sim_dir().join(name(n))).collect()
+        } else {
+            vec![sim_dir().join(name(next - TORN_COPIES_KEPT as u64))]
+        };
+        assert_eq!(cut.copies_removed, expected_removed, "round {round}");
+        let told = cut.to_string();
+        assert!(
+            told.contains(&name(next - TORN_COPIES_KEPT as u64)) && told.contains("removed"),
+            "{told}"
+        );
+        for (p, _) in kept_aside(&disk) {
+            assert!(!cut.copies_removed.contains(&p), "{} was removed and kept", p.display());
+        }
+        assert_eq!(disk.read_file(&cut.kept_in.clone().unwrap()).unwrap(), vec![0xA5 ^ round; 100]);
+        assert_eq!(check_prefix(&store, 0, 1, 1), 1);
+        drop(store);
+        next += 1;
+    }
 }

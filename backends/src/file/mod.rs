@@ -97,6 +97,9 @@ mod space;
 mod store;
 mod verify;
 
+#[cfg(test)]
+mod poison_tests;
+
 /// The simulated disk, at the path crash tests and tools have always named it (it lives in
 /// `io`). Feature `testing`.
 #[cfg(feature = "testing")]
@@ -108,7 +111,7 @@ pub use format::layout::{LOCK_FILE, SegmentId};
 pub use format::names::is_journal_entry;
 pub use format::torn::{TornFrame, TornTail};
 pub use open::lock::writer_is_live;
-pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption};
+pub use options::{FileOptions, MIN_SEGMENT_SIZE, OnCorruption, TORN_COPIES_KEPT};
 pub use store::{FileStats, FileStore, IndexSize};
 #[cfg(feature = "testing")]
 pub use verify::verify_dir_with;

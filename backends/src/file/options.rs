@@ -47,6 +47,13 @@ impl Default for FileOptions {
     }
 }
 
+/// How many copies of the bytes cut at one place (one segment, one offset) a writable open
+/// keeps aside: 16. Making a new one removes the oldest beyond it (the copy numbered lowest),
+/// and the open reports what it removed ([`TornTail::copies_removed`](super::TornTail)), so a
+/// journal cut at the same place again and again neither fills its directory nor runs out of
+/// names.
+pub const TORN_COPIES_KEPT: usize = 16;
+
 /// The smallest segment size accepted.
 pub const MIN_SEGMENT_SIZE: u64 = 4096;
 
@@ -107,16 +114,22 @@ impl FileOptions {
     /// How dead a sealed segment is, in percent of [`segment_size`](Self::segment_size), when
     /// the store's reclaim thread compacts it (default 50, from 1 to 100): its live batches are
     /// copied to the active segment, in small throttled chunks beside the appends, then the
-    /// segment is removed. 100 compacts nothing (a segment is removed once nothing in it is
-    /// needed); lower values free space sooner for more copying.
+    /// segment is removed. A segment's dead bytes are all of its bytes that hold no live batch
+    /// (headers, deletion frames, batches deleted or copied since). 100 compacts nothing (a
+    /// segment is removed once nothing in it is needed); lower values free space sooner for more
+    /// copying. Whatever the value, a segment is compacted only when that frees more bytes than
+    /// the copy writes (a group header per chunk copied, a segment header should a chunk start a
+    /// segment), so with no appends every compaction makes the journal smaller and compaction
+    /// ends.
     pub fn compact_when_dead(mut self, percent: u8) -> Self {
         self.compact_when_dead = percent;
         self
     }
 
-    /// The most live bytes a sealed segment may hold to be compacted.
-    pub(crate) fn compact_live_at_most(&self) -> u64 {
-        self.segment_size / 100 * u64::from(100 - self.compact_when_dead.min(100))
+    /// The fewest dead bytes a sealed segment holds to be compacted (`None`: compaction is off).
+    pub(crate) fn compact_dead_at_least(&self) -> Option<u64> {
+        (self.compact_when_dead < 100)
+            .then(|| self.segment_size / 100 * u64::from(self.compact_when_dead))
     }
 
     /// Size limits for records and batches (default [`Limits::default`]).

@@ -78,9 +78,10 @@ pub(crate) fn read_batches(
             let at = (run.offset - start) as usize;
             let bytes = buf.get(at..at + run.len as usize).unwrap_or_default();
             check_batch(bytes, run, session, limits, &mut each).map_err(|source| {
-                StoreError::Corrupt {
-                    context: format!("segment {} at byte {}", path().display(), run.offset),
-                    source,
+                let context = format!("segment {} at byte {}", path().display(), run.offset);
+                match source {
+                    DecodeError::NewerVersion { .. } => StoreError::NewerFormat { context, source },
+                    source => StoreError::Corrupt { context, source },
                 }
             })?;
         }

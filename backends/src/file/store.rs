@@ -46,6 +46,14 @@ pub struct FileStats {
     pub syncs: u64,
     /// Bytes written to segments.
     pub bytes: u64,
+    /// Failures of the reclaim thread's work off the append path (measuring, reading or opening
+    /// a segment, writing a sidecar, removing a file, syncing the directory), each tried again
+    /// later, and damage compaction found: reported, never poisoning the store.
+    pub reclaim_failures: u64,
+    /// Sealed segments compaction found a damaged batch in and left alone (their other batches
+    /// read as before; `stepjournal verify` names the damage, `stepjournal salvage` reads
+    /// around it).
+    pub segments_left_damaged: u64,
 }
 
 /// The file backend: one shared, segmented, append-only log for every session in a directory,
@@ -121,6 +129,12 @@ impl FileStore {
         Ok(FileStore { core, threads, torn })
     }
 
+    /// The shared state, for the crate's tests that drive the append path's parts directly.
+    #[cfg(test)]
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     /// The torn tail opening found at the newest segment's end, if there was one: how many bytes
     /// it held, the intact frames (sessions and sequence numbers) it held, and where a writable
     /// open kept a copy of it before cutting it. The zeros the writer puts ahead of its data are
@@ -160,7 +174,17 @@ impl FileStore {
             groups: c.groups.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
             bytes: c.bytes.load(Ordering::Relaxed),
+            reclaim_failures: c.reclaim_failures.load(Ordering::Relaxed),
+            segments_left_damaged: c.damaged_segments.load(Ordering::Relaxed),
         }
+    }
+
+    /// The last problem the reclaim thread met off the append path since the store was opened
+    /// (a failure it tries again later, or damage compaction found and left alone), naming the
+    /// file and what failed; counted in [`FileStats::reclaim_failures`]. Such problems never
+    /// poison the store.
+    pub fn reclaim_problem(&self) -> Option<String> {
+        lock(&self.core.state).reclaim_problem.clone()
     }
 
     /// Waits until the store's reclaim thread has done what there is to do now: every sealed
@@ -495,6 +519,7 @@ impl JournalStore for FileStore {
             bytes: c.bytes.load(Ordering::Relaxed),
             poisoned: u64::from(lock(&self.core.state).poisoned.is_some()),
             leases_taken_over: 0,
+            reclaim_failures: c.reclaim_failures.load(Ordering::Relaxed),
         }
     }
 }

@@ -58,6 +58,7 @@ impl Metrics {
             bytes: get(&self.bytes),
             poisoned: u64::from(poisoned),
             leases_taken_over: get(&self.leases_taken_over),
+            reclaim_failures: 0,
         }
     }
 }

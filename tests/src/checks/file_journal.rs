@@ -139,7 +139,8 @@ fn open(disk: &SimDisk, options: FileOptions) -> Result<FileStore, OpenError> {
 /// but whose event does not decode is found when it is read, not when the journal is opened.
 fn damaged(e: &StoreError, what: &str) -> Result<String, String> {
     match e {
-        StoreError::Corrupt { context, .. }
+        // A byte made into a record version past those this build reads: a newer format's bytes.
+        StoreError::Corrupt { context, .. } | StoreError::NewerFormat { context, .. }
             if context.contains(".seg") && context.contains(" at byte ") =>
         {
             Ok(e.to_string())
@@ -200,7 +201,9 @@ fn first_difference(a: &Contents, b: &Contents) -> String {
 /// An open that failed must say what and where: corruption names the segment and the byte.
 fn precise(e: &OpenError, what: &str) -> Result<(), String> {
     match e {
-        OpenError::Store(StoreError::Corrupt { context, .. }) => {
+        OpenError::Store(
+            StoreError::Corrupt { context, .. } | StoreError::NewerFormat { context, .. },
+        ) => {
             ensure!(
                 context.contains(".seg") && context.contains(" at byte "),
                 "{what}: a corruption error that names no segment and byte: {e}"
@@ -242,7 +245,9 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
             (Err(a), Err(b)) => {
                 precise(&a, &format!("{what} read-only"))?;
                 precise(&b, &what)?;
-                ensure!(mode == OnCorruption::Refuse, "salvage refused to open: {b}");
+                // Salvage opens any damage; a newer format is no damage, and no mode cuts it.
+                let newer = matches!(b, OpenError::Store(StoreError::NewerFormat { .. }));
+                ensure!(mode == OnCorruption::Refuse || newer, "salvage refused to open: {b}");
                 continue;
             }
             (Ok(_), Err(e)) => return Err(format!("{what}: read-only opens, writable fails: {e}")),
@@ -257,6 +262,7 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
                 "{what}: the torn tail's bytes are kept aside exactly when it held some: {t}"
             );
             t.kept_in = None;
+            t.copies_removed.clear();
         }
         ensure!(
             ro.torn_tail() == cut.as_ref(),
@@ -318,6 +324,7 @@ pub fn check_file_journal_bytes(data: &[u8]) -> Result<(), String> {
                         FileProblem::Misdirected { .. }
                             | FileProblem::Payload(_)
                             | FileProblem::Record(_)
+                            | FileProblem::NewerFormat(_)
                     )
             });
             ensure!(structural.is_none(), "the journal opens, yet verify reports {structural:?}");

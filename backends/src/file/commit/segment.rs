@@ -29,6 +29,15 @@ impl IoFailure {
         IoFailure { context, source, may_have_landed: true }
     }
 
+    /// The same failure, told again to a later write or sync that was refused because of it:
+    /// its context and the OS error's kind and text, with nothing of the later group written.
+    pub(crate) fn repeated(&self) -> IoFailure {
+        IoFailure::new(
+            self.context.clone(),
+            io::Error::new(self.source.kind(), self.source.to_string()),
+        )
+    }
+
     /// The error a caller of the failed group gets.
     pub(crate) fn to_store_error(&self) -> StoreError {
         StoreError::Io {

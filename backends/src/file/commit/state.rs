@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::cohort::Cohort;
 use super::queue::Request;
+use super::segment::IoFailure;
 use crate::file::files::SegmentFiles;
 use crate::file::format::layout::SegmentId;
 use crate::file::index::Index;
@@ -33,6 +34,10 @@ pub(crate) struct Counters {
     /// Time spent in `fdatasync` of segments, in microseconds.
     pub sync_micros: AtomicU64,
     pub bytes: AtomicU64,
+    /// Failures of the reclaim thread's work off the append path, and damage it found.
+    pub reclaim_failures: AtomicU64,
+    /// Segments compaction found damage in and left alone.
+    pub damaged_segments: AtomicU64,
 }
 
 impl Counters {
@@ -129,6 +134,9 @@ pub(crate) struct State {
     pub reclaim_wanted: bool,
     /// Whether the reclaim thread is removing or compacting segments now.
     pub reclaiming: bool,
+    /// The last failure of the reclaim thread's work off the append path, or damage it found:
+    /// reported, never poisoning.
+    pub reclaim_problem: Option<String>,
 }
 
 impl State {
@@ -172,10 +180,12 @@ pub(crate) struct Writer {
     /// Zeros, as many as the largest extension of the active segment needed.
     pub zeros: Vec<u8>,
     pub lock_checked: Option<std::time::Instant>,
-    /// A write or sync failed (set before the lock is let go): nothing is written or synced
-    /// again, and a sync that returned since proves nothing (the kernel reports a failed
-    /// writeback once, perhaps to the other caller, and may have dropped the pages).
-    pub failed: bool,
+    /// The first write or sync that failed (set before the lock is let go): nothing is written
+    /// or synced again, and a sync that returned since proves nothing (the kernel reports a
+    /// failed writeback once, perhaps to the other caller, and may have dropped the pages). Every
+    /// later write or sync fails repeating it, so the store's poison names the real cause
+    /// whichever thread reaches the state lock first.
+    pub failed: Option<IoFailure>,
 }
 
 /// The segment being appended to.

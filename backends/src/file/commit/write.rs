@@ -58,18 +58,14 @@ pub(crate) fn write_frames_in(
     frames: &[&[u8]],
     sync: bool,
 ) -> Result<Written, IoFailure> {
-    if w.failed {
-        return Err(earlier_failure(core));
+    if let Some(first) = &w.failed {
+        return Err(first.repeated());
     }
     let written = write_group_in(core, w, frames, sync);
-    w.failed |= written.is_err();
+    if let Err(f) = &written {
+        w.failed.get_or_insert_with(|| f.repeated());
+    }
     written
-}
-
-/// What writing or syncing meets once a write or sync failed.
-fn earlier_failure(core: &Core) -> IoFailure {
-    let e = io::Error::other("an earlier write or sync of the journal failed");
-    IoFailure::new(format!("writing to {}", core.dir.display()), e)
 }
 
 fn write_group_in(
@@ -151,8 +147,8 @@ fn write_group_in(
 pub(crate) fn sync_active(core: &Core) -> Result<(), IoFailure> {
     let (id, file, upto) = {
         let w = lock(&core.writer);
-        if w.failed {
-            return Err(earlier_failure(core));
+        if let Some(first) = &w.failed {
+            return Err(first.repeated());
         }
         match &w.active {
             Some(a) if a.synced < a.len => (a.id, Arc::clone(&a.file), a.len),
@@ -161,14 +157,15 @@ pub(crate) fn sync_active(core: &Core) -> Result<(), IoFailure> {
     };
     let started = Instant::now();
     if let Err(e) = file.sync_data() {
-        lock(&core.writer).failed = true;
         let what = format!("fdatasync of segment {}", core.segment_path(id).display());
-        return Err(IoFailure::after_write(what, e));
+        let f = IoFailure::after_write(what, e);
+        lock(&core.writer).failed.get_or_insert_with(|| f.repeated());
+        return Err(f);
     }
     core.counters.synced(started.elapsed());
     let mut w = lock(&core.writer);
-    if w.failed {
-        return Err(earlier_failure(core));
+    if let Some(first) = &w.failed {
+        return Err(first.repeated());
     }
     // A segment sealed meanwhile was synced whole by its sealing.
     if let Some(a) = w.active.as_mut().filter(|a| a.id == id) {

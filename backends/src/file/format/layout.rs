@@ -32,7 +32,7 @@
 
 use std::mem::size_of;
 
-use stepjournal_codec::DecodeError;
+use stepjournal_codec::{DecodeError, FormatPart};
 
 /// The segment file's first 8 bytes.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"SJOURNAL";
@@ -133,6 +133,13 @@ pub fn check_segment_header(bytes: &[u8], id: SegmentId) -> Result<(), DecodeErr
         return Err(malformed("not a stepjournal segment (bad magic)"));
     }
     let version = u16_at(h, 8);
+    if version > SEGMENT_VERSION {
+        return Err(DecodeError::NewerVersion {
+            part: FormatPart::Segment,
+            version,
+            newest: SEGMENT_VERSION,
+        });
+    }
     if version != SEGMENT_VERSION {
         return Err(malformed(format!(
             "segment format version {version} is not one this build reads ({SEGMENT_VERSION})"

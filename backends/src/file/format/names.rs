@@ -18,13 +18,29 @@ pub(crate) fn sidecar_id(name: &str) -> Option<SegmentId> {
     digits.parse().ok().map(SegmentId)
 }
 
-/// The name of the copy of segment `id`'s bytes from `from`: `{segment}.{from}.torn`, or
-/// `{segment}.{from}-{n}.torn` when an earlier copy took that name. Never a segment's name.
-pub(crate) fn aside(id: SegmentId, from: u64, n: u32) -> String {
+/// The name of copy number `n` of segment `id`'s bytes from `from`: `{segment}.{from}.torn`
+/// for the first, `{segment}.{from}-{n}.torn` for later ones (a higher number, a later copy).
+/// Never a segment's name.
+pub(crate) fn aside(id: SegmentId, from: u64, n: u64) -> String {
     match n {
         0 | 1 => format!("{}.{from}.torn", id.file_name()),
         n => format!("{}.{from}-{n}.torn", id.file_name()),
     }
+}
+
+/// The number of the copy `name` is, when [`aside`] made it for segment `id`'s bytes from
+/// `from` (1 for the unnumbered first).
+pub(crate) fn aside_number(name: &str, id: SegmentId, from: u64) -> Option<u64> {
+    let rest = name.strip_prefix(id.file_name().as_str())?.strip_prefix('.')?;
+    let rest = rest.strip_suffix(".torn")?.strip_prefix(from.to_string().as_str())?;
+    if rest.is_empty() {
+        return Some(1);
+    }
+    let n = rest.strip_prefix('-')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
 }
 
 /// Whether `name` is one made by [`aside`]: a segment's name, the offset the copy starts at,
@@ -67,6 +83,9 @@ mod tests {
             assert_eq!(SegmentId::from_file_name(&name), None, "{name}");
             assert!(name.starts_with("00000000000000000007.seg.4096") && name.ends_with(".torn"));
             assert!(is_aside(&name), "{name}");
+            assert_eq!(aside_number(&name, SegmentId(7), 4096), Some(n));
+            assert_eq!(aside_number(&name, SegmentId(7), 409), None);
+            assert_eq!(aside_number(&name, SegmentId(8), 4096), None);
         }
     }
 }

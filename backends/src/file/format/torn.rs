@@ -30,6 +30,10 @@ pub struct TornTail {
     /// Where a writable open copied its bytes before cutting them (`None` when it held no byte
     /// that could not be rebuilt, or when nothing was cut).
     pub kept_in: Option<PathBuf>,
+    /// The older copies of bytes cut at the same place that the open removed when it made
+    /// `kept_in`, oldest first: it keeps at most
+    /// [`TORN_COPIES_KEPT`](crate::file::TORN_COPIES_KEPT) of one place.
+    pub copies_removed: Vec<PathBuf>,
 }
 
 /// An intact frame inside a torn tail.
@@ -73,6 +77,7 @@ impl TornTail {
             len: torn.len,
             frames,
             kept_in: None,
+            copies_removed: Vec::new(),
         }
     }
 
@@ -123,6 +128,21 @@ impl std::fmt::Display for TornTail {
         }
         if let Some(kept) = &self.kept_in {
             write!(f, "; its bytes are kept in {}", kept.display())?;
+        }
+        if let (Some(oldest), Some(newest)) =
+            (self.copies_removed.first(), self.copies_removed.last())
+        {
+            let n = self.copies_removed.len();
+            if n == 1 {
+                write!(f, "; the oldest copy of that place, {}, was removed", oldest.display())?;
+            } else {
+                write!(
+                    f,
+                    "; the {n} oldest copies of that place, {} to {}, were removed",
+                    oldest.display(),
+                    newest.display()
+                )?;
+            }
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ pub(crate) mod builder;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::format::layout::SegmentId;
+use super::format::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
 use crate::RunHead;
 
 /// One batch of a session: `count` events from `first`, in one frame.
@@ -103,6 +103,56 @@ pub(crate) struct SegmentInfo {
     pub guards: Vec<Guard>,
     /// Whether its sidecar index is written (or need not be: it was found damaged).
     pub sidecar: bool,
+    /// Whether compaction found a damaged batch in it: it is left as it is, never compacted
+    /// (removed once nothing in it is needed).
+    pub damaged: bool,
+    /// Its length in bytes, once it is sealed and the reclaim thread measured it (a sealed
+    /// segment never changes length).
+    pub len: Option<u64>,
+}
+
+impl SegmentInfo {
+    /// Its bytes that hold no live batch (headers, deletion frames, dead and moved batches),
+    /// once its length is known.
+    fn dead(&self) -> Option<u64> {
+        self.len.map(|len| len.saturating_sub(self.live_bytes))
+    }
+}
+
+/// When compacting a sealed segment is worth it, and what it may cost.
+///
+/// Compacting segment `s` removes its `len` bytes and writes its live batches again, in at most
+/// `chunks` groups, each of which may start a new segment: the bytes of all segments together
+/// change by `chunks × (GROUP_HEADER_LEN + SEGMENT_HEADER_LEN) − dead(s)` at most. A segment is
+/// compacted only when that is negative, so with no appends each compaction strictly lowers the
+/// journal's size in bytes, and compaction ends, whatever the options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Compaction {
+    /// The fewest dead bytes a sealed segment must hold to be compacted (`None`: never).
+    pub dead_at_least: Option<u64>,
+    /// The most bytes one chunk of a compaction writes as one group (a larger batch is written
+    /// alone).
+    pub chunk: u64,
+}
+
+impl Compaction {
+    /// The most bytes copying `live` batches of `live_bytes` in all writes besides the batches:
+    /// a group header per chunk, and a segment header per chunk should each start a segment.
+    /// Chunks are filled greedily, so two chunks in a row hold more than `chunk` bytes.
+    pub(crate) fn overhead(&self, live: u64, live_bytes: u64) -> u64 {
+        let chunks = live.min(2 * (live_bytes / self.chunk.saturating_add(1)) + 1);
+        chunks.saturating_mul((GROUP_HEADER_LEN + SEGMENT_HEADER_LEN) as u64)
+    }
+
+    /// Whether compacting `s` is worth it: dead enough, and freeing more than it writes.
+    fn worth(&self, s: &SegmentInfo) -> bool {
+        match (self.dead_at_least, s.dead()) {
+            (Some(least), Some(dead)) => {
+                !s.damaged && dead >= least && dead > self.overhead(s.live, s.live_bytes)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Sessions and segments.
@@ -225,16 +275,29 @@ impl Index {
             .map(|(id, _)| *id)
     }
 
+    /// A sealed segment (other than `active`) whose length is not known yet.
+    pub(crate) fn unmeasured(&self, active: Option<SegmentId>) -> Option<SegmentId> {
+        self.segments
+            .iter()
+            .find(|(id, s)| Some(**id) != active && s.len.is_none())
+            .map(|(id, _)| *id)
+    }
+
     /// The next thing to do to free space, if any: a segment other than `active` with nothing
-    /// needed in it, or else the oldest sealed segment whose live batches fill at most
-    /// `live_at_most` bytes and that holds no deletion frame that must stay.
-    pub(crate) fn reclaim(&self, active: Option<SegmentId>, live_at_most: u64) -> Option<Reclaim> {
+    /// needed in it, or else the oldest sealed segment that holds no deletion frame that must
+    /// stay and that `policy` finds worth compacting.
+    pub(crate) fn reclaim(
+        &self,
+        active: Option<SegmentId>,
+        policy: &Compaction,
+    ) -> Option<Reclaim> {
         if let Some(id) = self.unneeded(active) {
             return Some(Reclaim::Remove(id));
         }
-        let (id, _) = self.segments.iter().find(|(id, s)| {
-            Some(**id) != active && s.guards.is_empty() && s.live_bytes <= live_at_most
-        })?;
+        let (id, _) = self
+            .segments
+            .iter()
+            .find(|(id, s)| Some(**id) != active && s.guards.is_empty() && policy.worth(s))?;
         let mut live = Vec::new();
         for (name, log) in &self.sessions {
             live.extend(log.runs.iter().filter(|r| r.seg == *id).map(|r| (name.clone(), *r)));
@@ -327,18 +390,49 @@ mod tests {
         assert!(ix.delete("s", SegmentId(3)));
         assert!(!ix.delete("s", SegmentId(3)));
         // Segment 2 holds only dead frames; 3 guards them and 1; 1 holds a live one.
-        assert_eq!(ix.reclaim(Some(SegmentId(3)), 1 << 20), Some(Reclaim::Remove(SegmentId(2))));
+        let never = Compaction { dead_at_least: None, chunk: 1 << 16 };
+        let eager = Compaction { dead_at_least: Some(1), chunk: 1 << 16 };
+        assert_eq!(ix.reclaim(Some(SegmentId(3)), &eager), Some(Reclaim::Remove(SegmentId(2))));
         ix.forget(SegmentId(2));
-        assert_eq!(ix.reclaim(None, 0), None, "3 still guards 1, and 1 is not worth compacting");
-        let compact = ix.reclaim(None, 1 << 20);
+        assert_eq!(ix.reclaim(None, &eager), None, "1's length is not known yet");
+        assert_eq!(ix.unmeasured(Some(SegmentId(3))), Some(SegmentId(1)));
+        ix.segments.get_mut(&SegmentId(1)).unwrap().len = Some(1000);
+        assert_eq!(ix.unmeasured(Some(SegmentId(3))), None);
+        assert_eq!(ix.reclaim(None, &never), None, "3 still guards 1, and 1 is not compacted");
+        let compact = ix.reclaim(None, &eager);
         assert_eq!(
             compact,
             Some(Reclaim::Compact(SegmentId(1), vec![("other".to_owned(), run(0, 1, 1))]))
         );
         assert!(ix.delete("other", SegmentId(3)));
-        assert_eq!(ix.reclaim(None, 0), Some(Reclaim::Remove(SegmentId(1))));
+        assert_eq!(ix.reclaim(None, &never), Some(Reclaim::Remove(SegmentId(1))));
         ix.forget(SegmentId(1));
-        assert_eq!(ix.reclaim(None, 0), Some(Reclaim::Remove(SegmentId(3))));
+        assert_eq!(ix.reclaim(None, &never), Some(Reclaim::Remove(SegmentId(3))));
+    }
+
+    #[test]
+    fn a_segment_is_compacted_only_when_that_frees_more_than_it_writes() {
+        // Compaction copied live segments back and forth for ever when it judged a segment by its
+        // live bytes against the segment size: a sealed segment ends short of that size, so one
+        // wholly live could qualify, and its copy in turn.
+        let mut ix = Index::default();
+        ix.add_segment(SegmentId(1));
+        for first in 0..3 {
+            let b = BatchLoc { first, count: 1, len: 1000, seg: SegmentId(1), offset: 0 };
+            ix.push("s", b, 0, None).unwrap();
+        }
+        let policy = Compaction { dead_at_least: Some(40), chunk: 1 << 16 };
+        // One chunk: one group header, and perhaps one segment header.
+        assert_eq!(policy.overhead(3, 3000), 56);
+        // A segment header and three group headers: 104 dead bytes, more than a copy writes.
+        ix.segments.get_mut(&SegmentId(1)).unwrap().len = Some(3104);
+        assert!(matches!(ix.reclaim(Some(SegmentId(2)), &policy), Some(Reclaim::Compact(..))));
+        // Its copy: one segment header and one group header, no more than copying it again writes.
+        ix.segments.get_mut(&SegmentId(1)).unwrap().len = Some(3056);
+        assert_eq!(ix.reclaim(Some(SegmentId(2)), &policy), None);
+        // Small chunks cost a group header each, at most one per batch.
+        let small = Compaction { dead_at_least: Some(40), chunk: 10 };
+        assert_eq!(small.overhead(3, 3000), 3 * 56);
     }
 
     #[test]

@@ -12,6 +12,18 @@ use super::{EntryKind, Io, IoFile, IoLock};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealIo;
 
+/// Calls `op` again while it fails with `EINTR` (a signal arrived before it did anything). The
+/// standard library does so itself for `pwrite`, `fdatasync`, `ftruncate` and `open`, not for
+/// `unlink`, `statx`, `opendir` or `getdents`, which go through here.
+fn again<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct RealFile(File);
 
@@ -34,7 +46,7 @@ impl IoFile for RealFile {
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.0.metadata()?.len())
+        Ok(again(|| self.0.metadata())?.len())
     }
 }
 
@@ -54,7 +66,7 @@ fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
 
 impl IoLock for RealLock {
     fn is_current(&self) -> io::Result<bool> {
-        match std::fs::metadata(&self.path) {
+        match again(|| std::fs::metadata(&self.path)) {
             Ok(meta) => Ok(file_id(&meta) == self.id),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
@@ -78,11 +90,11 @@ impl Io for RealIo {
     }
 
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
-        let kind = match std::fs::metadata(path) {
+        let kind = match again(|| std::fs::metadata(path)) {
             Ok(meta) => meta.file_type(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // The entry may be a link whose target is missing.
-                return match std::fs::symlink_metadata(path) {
+                return match again(|| std::fs::symlink_metadata(path)) {
                     Ok(_) => Ok(Some(EntryKind::DanglingLink)),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
                     Err(e) => Err(e),
@@ -106,18 +118,22 @@ impl Io for RealIo {
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)
+        again(|| std::fs::remove_file(path))
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            if let Ok(name) = entry.file_name().into_string() {
-                names.push(name);
+        // Interrupted part way, the listing starts again: a directory stream cannot be resumed
+        // after a failed `getdents`.
+        again(|| {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(dir)? {
+                let entry = entry?;
+                if let Ok(name) = entry.file_name().into_string() {
+                    names.push(name);
+                }
             }
-        }
-        Ok(names)
+            Ok(names)
+        })
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
@@ -183,5 +199,28 @@ impl Io for RealIo {
             Err(TryLockError::WouldBlock) => Ok(true),
             Err(TryLockError::Error(e)) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_call_is_made_again_and_other_failures_are_not() {
+        // unlink, statx, opendir and getdents interrupted by a signal failed the store's work
+        // with EINTR instead of being made again, as pwrite and fdatasync are.
+        let mut calls = 0;
+        let got = again(|| {
+            calls += 1;
+            if calls < 3 { Err(io::Error::from(io::ErrorKind::Interrupted)) } else { Ok(calls) }
+        });
+        assert_eq!(got.unwrap(), 3);
+        let mut calls = 0;
+        let got: io::Result<()> = again(|| {
+            calls += 1;
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        });
+        assert_eq!((got.unwrap_err().kind(), calls), (io::ErrorKind::NotFound, 1));
     }
 }

@@ -39,8 +39,19 @@ pub(super) fn apply(
     };
     for a in &asides {
         let kept = set_aside(io, dir, a.id, &*file(a.id)?, a.bytes.clone()).map_err(failure)?;
+        #[cfg(feature = "tracing")]
+        for old in &kept.removed {
+            tracing::warn!(
+                journal = %dir.display(),
+                removed = %old.display(),
+                kept = %kept.path.display(),
+                "stepjournal removed an old copy of cut bytes: at most {} copies of one place are kept",
+                crate::file::options::TORN_COPIES_KEPT
+            );
+        }
         if let Some(t) = torn.as_mut().filter(|t| t.offset == a.bytes.start) {
-            t.kept_in = Some(kept);
+            t.kept_in = Some(kept.path);
+            t.copies_removed = kept.removed;
         }
     }
     if !asides.is_empty() {

@@ -179,24 +179,33 @@ fn open_at(
     let read_only = options.read_only;
     let dir_lock = if read_only { None } else { Some(lock::take(&*io, &dir)?) };
     let files = SegmentFiles::new(Arc::clone(&io), &dir, read_only, options.max_open_segments);
-    let Some(found) = scan(&*io, &dir, &options, stop, &files)? else {
-        return Ok(Opened::Changed);
-    };
-    let repairs = decide(&dir, options.on_corruption, &found.segments, &found.sidecars)?;
-    let mut builder = found.builder;
-    for id in &repairs.removals {
-        builder.drop_segment(*id);
-    }
-    let mut index = match builder.finish().into_index() {
-        Ok(index) => index,
-        Err(m) => return Ok(Opened::Misfit(m)),
+    // Sidecars are trusted only while the sessions they describe fit together: a session whose
+    // sequence is not dense across them (a sidecar missing or misdescribing a batch) makes the
+    // scan run again reading every segment itself.
+    let mut trust_sidecars = true;
+    let (recent, repairs, mut index) = loop {
+        let Some(found) = scan(&*io, &dir, &options, stop, &files, trust_sidecars)? else {
+            return Ok(Opened::Changed);
+        };
+        let repairs = decide(&dir, options.on_corruption, &found.segments, &found.sidecars)?;
+        let used_sidecars =
+            found.segments.iter().any(|s| matches!(s.found, decide::Found::Sidecar { .. }));
+        let mut builder = found.builder;
+        for id in &repairs.removals {
+            builder.drop_segment(*id);
+        }
+        match builder.finish().into_index() {
+            Ok(index) => break (found.recent, repairs, index),
+            Err(_) if used_sidecars => trust_sidecars = false,
+            Err(m) => return Ok(Opened::Misfit(m)),
+        }
     };
 
     let mut writer = Writer::default();
     let (active, torn) = if read_only {
         (None, repairs.torn)
     } else {
-        let (a, torn) = apply(&*io, &dir, repairs, &found.recent, &files, &mut index)?;
+        let (a, torn) = apply(&*io, &dir, repairs, &recent, &files, &mut index)?;
         let id = a.id;
         writer.active = Some(a);
         (Some(id), torn)

@@ -101,14 +101,16 @@ impl Visit for Indexer<'_> {
 }
 
 /// Scans the journal in `dir`, opening segments through `files`; with `stop`, the walk refuses
-/// the group that holds that misfit and stops there. `None`: read-only, and a segment listed
-/// was gone when it was read (a live writer removed it).
+/// the group that holds that misfit and stops there; without `sidecars`, every segment is
+/// walked. `None`: read-only, and a segment listed was gone when it was read (a live writer
+/// removed it).
 pub(super) fn scan(
     io: &dyn Io,
     dir: &Path,
     options: &FileOptions,
     stop: Option<&Misfit>,
     files: &SegmentFiles,
+    sidecars: bool,
 ) -> Result<Option<Scan>, OpenError> {
     let read_only = options.read_only;
     let listed = io
@@ -117,7 +119,7 @@ pub(super) fn scan(
     let mut ids: Vec<SegmentId> =
         listed.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
-    let sidecars = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
+    let listed_sidecars = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
     // Every entry is looked at before any is opened (opening a named pipe would wait for a
     // writer): one that is not a regular file is refused, whatever else is found.
     for &id in &ids {
@@ -163,6 +165,7 @@ pub(super) fn scan(
         let last = k + 1 == ids.len();
         // Salvage scans every byte: it is asked for to find damage and stop before it.
         if !last
+            && sidecars
             && options.on_corruption == OnCorruption::Refuse
             && let Loaded::Frames(f) = sidecar::load(io, dir, id, &*file, &options.limits)
         {
@@ -176,5 +179,5 @@ pub(super) fn scan(
         ended = walk.first.is_some();
         segments.push(Segment { id, found: Found::Walked(walk) });
     }
-    Ok(Some(Scan { segments, sidecars, builder, recent }))
+    Ok(Some(Scan { segments, sidecars: listed_sidecars, builder, recent }))
 }

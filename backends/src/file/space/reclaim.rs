@@ -19,8 +19,20 @@
 //! group lands in between: a batch is copied only if it is still where the index found it and
 //! no deletion of its session is queued or being written (a copy written after a deletion frame
 //! would bring the session back on the next open).
+//!
+//! Only a failure of the append path poisons the store: writing or syncing copies to the active
+//! segment, or finding the lock file is no longer the one this writer locked (looked at before
+//! anything is removed or written). Every other failure of the thread's work (measuring,
+//! reading or opening a segment, writing or syncing a sidecar, removing a file, syncing the
+//! directory) is reported ([`FileStats::reclaim_failures`](crate::file::FileStats),
+//! [`StoreMetrics::reclaim_failures`](crate::StoreMetrics), `FileStore::reclaim_problem`, and a
+//! `tracing` warning with feature `tracing`) and the work tried again after [`RETRY_FAILED`],
+//! or sooner when more space is wanted. Damage compaction finds in a batch it copies leaves
+//! that segment alone: never compacted again, reported the same way, its other batches read as
+//! before; the segment is removed once nothing in it is needed.
 
 use std::io;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -30,8 +42,8 @@ use super::sidecar;
 use crate::file::commit::segment::IoFailure;
 use crate::file::commit::state::{Core, State, lock};
 use crate::file::commit::write::{sync_active, write_frames_in};
-use crate::file::format::layout::SegmentId;
-use crate::file::index::{BatchLoc, Reclaim};
+use crate::file::format::layout::{LOCK_FILE, SegmentId};
+use crate::file::index::{BatchLoc, Compaction, Reclaim};
 use crate::file::io::IoFile;
 
 /// The most bytes one chunk of a compaction writes.
@@ -44,13 +56,31 @@ const MIN_PAUSE: Duration = Duration::from_micros(500);
 /// whose session's deletion was queued).
 const RETRY: Duration = Duration::from_millis(2);
 
+/// How long the thread waits before trying again work that failed off the append path (less
+/// when more space is wanted).
+const RETRY_FAILED: Duration = Duration::from_secs(1);
+
 /// The reclaim thread's life: it sleeps until space is wanted, frees what it can, and ends
-/// once the store stops. A failure poisons the store, as a failed group does.
+/// once the store stops. A failure of the append path poisons the store, as a failed group
+/// does; any other is reported and tried again later.
 pub(crate) fn run_reclaimer(core: &Core) {
+    // Whether the last pass failed off the append path, so the next is due after a while.
+    let mut retry = false;
     loop {
         let mut st = lock(&core.state);
         while !st.reclaim_wanted && !st.stopping {
-            st = core.reclaim_wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            if retry {
+                let (guard, waited) = core
+                    .reclaim_wake
+                    .wait_timeout(st, RETRY_FAILED)
+                    .unwrap_or_else(PoisonError::into_inner);
+                st = guard;
+                if waited.timed_out() {
+                    st.reclaim_wanted = true;
+                }
+            } else {
+                st = core.reclaim_wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
         }
         if st.stopping {
             st.reclaim_wanted = false;
@@ -63,18 +93,74 @@ pub(crate) fn run_reclaimer(core: &Core) {
         let done = reclaim(core);
         let mut st = lock(&core.state);
         st.reclaiming = false;
+        retry = false;
         match done {
             Ok(Pass::Done) => {}
             Ok(Pass::Again) => {
                 st.reclaim_wanted = true;
                 st = pause(core, st, RETRY);
             }
-            Err(f) => poison(&mut st, &f),
+            Err(Failed::Append(f)) => poison(&mut st, &f),
+            Err(Failed::Off(f)) => {
+                report(core, &mut st, f.to_string());
+                retry = true;
+            }
         }
         if !st.reclaim_wanted || st.poisoned.is_some() {
             st.reclaim_wanted = false;
             core.reclaim_idle.notify_all();
         }
+    }
+}
+
+/// A failure of the reclaim thread's work.
+#[derive(Debug)]
+enum Failed {
+    /// Of the append path (copies written to or synced in the active segment), or the lock
+    /// lost: it poisons the store.
+    Append(IoFailure),
+    /// Of work off the append path: reported, and tried again later.
+    Off(IoFailure),
+}
+
+impl Failed {
+    fn into_inner(self) -> IoFailure {
+        match self {
+            Failed::Append(f) | Failed::Off(f) => f,
+        }
+    }
+}
+
+/// Reports a failure off the append path, or damage found, kept as the last such problem.
+fn report(core: &Core, st: &mut State, problem: String) {
+    core.counters.reclaim_failures.fetch_add(1, Ordering::Relaxed);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(journal = %core.dir.display(), problem = %problem, "stepjournal reclaim failed; tried again later");
+    st.reclaim_problem = Some(problem);
+}
+
+/// Refuses to remove or write anything once the lock file is no longer the file this writer
+/// locked, as the append path does: the store stops.
+fn check_lock(core: &Core) -> Result<(), Failed> {
+    let Some(dir_lock) = &core.dir_lock else { return Ok(()) };
+    let path = || core.dir.join(LOCK_FILE);
+    match dir_lock.is_current() {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            let e = io::Error::other(
+                "it was removed or replaced: another writer may have opened the journal",
+            );
+            let what = format!(
+                "the lock file {} is no longer the file this writer locked, so reclaiming \
+                 space stopped",
+                path().display()
+            );
+            Err(Failed::Append(IoFailure::new(what, e)))
+        }
+        Err(e) => Err(Failed::Off(IoFailure::new(
+            format!("looking at the lock file {}", path().display()),
+            e,
+        ))),
     }
 }
 
@@ -124,26 +210,33 @@ pub(crate) fn remove_unneeded(core: &Core) -> Result<(), IoFailure> {
         };
         match next {
             None => return Ok(()),
-            Some(id) => remove_segment(core, id)?,
+            Some(id) => remove_segment(core, id).map_err(Failed::into_inner)?,
         }
     }
 }
 
 /// Frees space until nothing more qualifies, or the store stops.
-fn reclaim(core: &Core) -> Result<Pass, IoFailure> {
-    let live_at_most = core.options.compact_live_at_most();
+fn reclaim(core: &Core) -> Result<Pass, Failed> {
+    let policy = Compaction {
+        dead_at_least: core.options.compact_dead_at_least(),
+        chunk: CHUNK.min(core.options.max_group_bytes),
+    };
     loop {
         let next = {
             let st = lock(&core.state);
             if st.stopping || st.poisoned.is_some() {
                 return Ok(Pass::Done);
             }
-            st.index.reclaim(st.active, live_at_most)
+            match st.index.unmeasured(st.active) {
+                Some(id) => Some(Next::Measure(id)),
+                None => st.index.reclaim(st.active, &policy).map(Next::Reclaim),
+            }
         };
         match next {
             None => return write_sidecars(core),
-            Some(Reclaim::Remove(id)) => remove_segment(core, id)?,
-            Some(Reclaim::Compact(id, live)) => {
+            Some(Next::Measure(id)) => measure(core, id)?,
+            Some(Next::Reclaim(Reclaim::Remove(id))) => remove_segment(core, id)?,
+            Some(Next::Reclaim(Reclaim::Compact(id, live))) => {
                 if !compact(core, id, &live)? {
                     return Ok(Pass::Again);
                 }
@@ -152,8 +245,27 @@ fn reclaim(core: &Core) -> Result<Pass, IoFailure> {
     }
 }
 
+/// What a pass does next.
+enum Next {
+    /// Learn a sealed segment's length.
+    Measure(SegmentId),
+    /// Remove or compact a segment.
+    Reclaim(Reclaim),
+}
+
+/// Notes the length of sealed segment `id` in the index.
+fn measure(core: &Core, id: SegmentId) -> Result<(), Failed> {
+    let at = || format!("the length of segment {}", core.segment_path(id).display());
+    let file = core.files.get(id).map_err(|e| Failed::Off(IoFailure::new(at(), e)))?;
+    let len = file.len().map_err(|e| Failed::Off(IoFailure::new(at(), e)))?;
+    if let Some(s) = lock(&core.state).index.segments.get_mut(&id) {
+        s.len = Some(len);
+    }
+    Ok(())
+}
+
 /// Writes the sidecar index of every sealed segment that has none yet.
-fn write_sidecars(core: &Core) -> Result<Pass, IoFailure> {
+fn write_sidecars(core: &Core) -> Result<Pass, Failed> {
     loop {
         let next = {
             let st = lock(&core.state);
@@ -165,26 +277,38 @@ fn write_sidecars(core: &Core) -> Result<Pass, IoFailure> {
         let Some(id) = next else { return Ok(Pass::Done) };
         let file = core.files.get(id).map_err(|e| {
             let what = format!("opening segment {} to index it", core.segment_path(id).display());
-            IoFailure::new(what, e)
+            Failed::Off(IoFailure::new(what, e))
         })?;
+        check_lock(core)?;
         // A segment with damage in it gets none: it is scanned, and the damage reported, on open.
-        sidecar::write(&*core.io, &core.dir, id, &file, &core.options.limits)?;
+        sidecar::write(&*core.io, &core.dir, id, &file, &core.options.limits)
+            .map_err(Failed::Off)?;
         if let Some(s) = lock(&core.state).index.segments.get_mut(&id) {
             s.sidecar = true;
         }
     }
 }
 
-fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
+/// Removes segment `id` and its sidecar, and syncs the directory; only then does the index
+/// forget it. Tried again after a failure, a removal already made is no failure.
+fn remove_segment(core: &Core, id: SegmentId) -> Result<(), Failed> {
     let path = core.segment_path(id);
+    check_lock(core)?;
     // The sidecar first: one left without its segment would be no harm (a writable open
     // removes it), but neither would a segment left without its sidecar.
-    sidecar::remove(&*core.io, &core.dir, id)?;
-    core.io
-        .remove(&path)
-        .map_err(|e| IoFailure::new(format!("removing segment {}", path.display()), e))?;
+    sidecar::remove(&*core.io, &core.dir, id).map_err(Failed::Off)?;
+    match core.io.remove(&path) {
+        Ok(()) => {}
+        // Removed by an earlier try whose directory sync failed.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            let what = format!("removing segment {}", path.display());
+            return Err(Failed::Off(IoFailure::new(what, e)));
+        }
+    }
     core.io.sync_dir(&core.dir).map_err(|e| {
-        IoFailure::new(format!("syncing directory {} after removing {id}", core.dir.display()), e)
+        let what = format!("syncing directory {} after removing {id}", core.dir.display());
+        Failed::Off(IoFailure::new(what, e))
     })?;
     lock(&core.state).index.forget(id);
     core.files.forget(id);
@@ -194,14 +318,15 @@ fn remove_segment(core: &Core, id: SegmentId) -> Result<(), IoFailure> {
 /// Copies the live batches of segment `id` to the active segment, in throttled chunks, then
 /// makes the copies durable; afterwards the segment holds nothing live and the next round
 /// removes it. Returns whether every batch was copied (false: one was skipped, or the store
-/// stops).
-fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<bool, IoFailure> {
+/// stops). A batch found damaged leaves the segment alone from then on (reported; the batches
+/// already copied stay copied).
+fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<bool, Failed> {
     let path = core.segment_path(id);
     if !lock(&core.state).index.segments.contains_key(&id) {
         return Ok(true);
     }
     let file = core.files.get(id).map_err(|e| {
-        IoFailure::new(format!("opening segment {} to compact it", path.display()), e)
+        Failed::Off(IoFailure::new(format!("opening segment {} to compact it", path.display()), e))
     })?;
     let mut all = true;
     let mut rest = live;
@@ -217,8 +342,21 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<bo
         }
         let (chunk, later) = rest.split_at(n);
         rest = later;
-        let frames = read_live(core, id, &file, chunk)?;
-        let (copied, held) = copy_chunk(core, chunk, &frames)?;
+        let frames = match read_live(core, id, &file, chunk)? {
+            Live::Frames(frames) => frames,
+            Live::Damaged(problem) => {
+                let mut st = lock(&core.state);
+                if let Some(s) = st.index.segments.get_mut(&id) {
+                    s.damaged = true;
+                }
+                core.counters.damaged_segments.fetch_add(1, Ordering::Relaxed);
+                report(core, &mut st, problem);
+                drop(st);
+                sync_active(core).map_err(Failed::Append)?;
+                return Ok(true);
+            }
+        };
+        let (copied, held) = copy_chunk(core, chunk, &frames).map_err(Failed::Append)?;
         all &= copied;
         let st = lock(&core.state);
         if st.stopping {
@@ -229,8 +367,16 @@ fn compact(core: &Core, id: SegmentId, live: &[(String, BatchLoc)]) -> Result<bo
             return Ok(false);
         }
     }
-    sync_active(core)?;
+    sync_active(core).map_err(Failed::Append)?;
     Ok(all)
+}
+
+/// What reading a chunk's batches found.
+enum Live {
+    /// Each frame, checked to be the batch the index says.
+    Frames(Vec<Vec<u8>>),
+    /// A frame that is not: what is wrong, and where.
+    Damaged(String),
 }
 
 /// Reads the frames of `chunk` from segment `id`, each checked to be the batch the index says.
@@ -239,13 +385,14 @@ fn read_live(
     id: SegmentId,
     file: &Arc<dyn IoFile>,
     chunk: &[(String, BatchLoc)],
-) -> Result<Vec<Vec<u8>>, IoFailure> {
+) -> Result<Live, Failed> {
     let mut frames = Vec::with_capacity(chunk.len());
     for (session, run) in chunk {
         let at = || format!("segment {} at byte {}", core.segment_path(id).display(), run.offset);
         let mut frame = vec![0u8; run.len as usize];
-        file.read_exact_at(&mut frame, run.offset)
-            .map_err(|e| IoFailure::new(format!("reading {} to compact it", at()), e))?;
+        file.read_exact_at(&mut frame, run.offset).map_err(|e| {
+            Failed::Off(IoFailure::new(format!("reading {} to compact it", at()), e))
+        })?;
         match Frame::parse(&frame, &core.options.limits) {
             Ok((f, len)) if f.count == run.count && len == frame.len() => {}
             other => {
@@ -253,13 +400,17 @@ fn read_live(
                     Err(e) => e.to_string(),
                     Ok(_) => format!("not the batch of {session} the index expects"),
                 };
-                let e = io::Error::new(io::ErrorKind::InvalidData, why);
-                return Err(IoFailure::new(format!("compacting {}: corrupt data", at()), e));
+                return Ok(Live::Damaged(format!(
+                    "compacting {}: the batch of {session} from seq {} is damaged ({why}); the \
+                     segment is left as it is and its other batches read as before",
+                    at(),
+                    run.first
+                )));
             }
         }
         frames.push(frame);
     }
-    Ok(frames)
+    Ok(Live::Frames(frames))
 }
 
 /// Writes the batches of `chunk` that may still be copied as one group (not synced) and

@@ -19,7 +19,9 @@ use stepjournal_codec::{Limits, UnixMillis};
 
 use crate::file::commit::segment::IoFailure;
 use crate::file::format::heads::{BatchHead, Stored};
-use crate::file::format::layout::{SEGMENT_HEADER_LEN, SegmentId};
+use crate::file::format::layout::{
+    GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId, check_segment_header,
+};
 use crate::file::format::names;
 use crate::file::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
 use crate::file::index::BatchLoc;
@@ -65,7 +67,7 @@ pub(crate) struct Frames {
 /// One frame, as a pass over a sidecar hands it on.
 enum Out<'a, 'b> {
     Events { run: BatchLoc, at: UnixMillis, stored: &'b [Stored<'a>] },
-    Delete,
+    Delete { offset: u64, len: u32 },
 }
 
 impl Frames {
@@ -76,10 +78,48 @@ impl Frames {
             Out::Events { run, at, stored } => {
                 builder.events(name, run, BatchHead::of_stored(at, stored, &limits));
             }
-            Out::Delete => builder.delete(name, seg),
+            Out::Delete { .. } => builder.delete(name, seg),
         });
         // The same bytes were checked by `load`.
         debug_assert!(fed.is_some(), "a sidecar that loaded decodes");
+    }
+}
+
+/// One frame a sidecar describes, as [`Frames::entries`] lists them for a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub session: String,
+    pub offset: u64,
+    pub len: u32,
+    pub kind: FrameKindInfo,
+    /// What an events frame tells of its session's head.
+    pub head: Option<BatchHead>,
+}
+
+impl Frames {
+    /// Every frame the sidecar describes, in its order.
+    pub(crate) fn entries(&self) -> Vec<Entry> {
+        let limits = self.limits;
+        let mut out = Vec::new();
+        frames(&self.bytes, self.id, self.len, &mut |name, o| {
+            out.push(match o {
+                Out::Events { run, at, stored } => Entry {
+                    session: name.to_owned(),
+                    offset: run.offset,
+                    len: run.len,
+                    kind: FrameKindInfo::Events { first: run.first, count: run.count },
+                    head: Some(BatchHead::of_stored(at, stored, &limits)),
+                },
+                Out::Delete { offset, len } => Entry {
+                    session: name.to_owned(),
+                    offset,
+                    len,
+                    kind: FrameKindInfo::Delete,
+                    head: None,
+                },
+            });
+        });
+        out
     }
 }
 
@@ -116,6 +156,12 @@ pub(crate) fn load(
         return Loaded::Stale;
     }
     if frames(&bytes, id, seg_len, &mut |_, _| {}).is_none() {
+        return Loaded::Stale;
+    }
+    // The segment's header is its own: a sidecar never stands for a header that changed (one of
+    // a newer format is refused by the walk, whatever the sidecar says).
+    let mut header = [0u8; SEGMENT_HEADER_LEN];
+    if file.read_exact_at(&mut header, 0).is_err() || check_segment_header(&header, id).is_err() {
         return Loaded::Stale;
     }
     match (u32_at(&bytes, 24), tail_crc(file, seg_len)) {
@@ -199,14 +245,22 @@ fn frames<'a>(
         if flags & !(DELETE | FIRST | COUNT | HEAD) != 0 {
             return None;
         }
-        let offset = end.checked_add(r.varint()?)?;
+        // The frames tile the segment: each follows the one before, after a group header
+        // when it starts a group (the first always does). An entry left out, or moved, makes
+        // the sidecar describe another segment.
+        let gap = r.varint()?;
+        let first_frame = end == SEGMENT_HEADER_LEN as u64;
+        if gap != GROUP_HEADER_LEN as u64 && (gap != 0 || first_frame) {
+            return None;
+        }
+        let offset = end.checked_add(gap)?;
         let len = u32::try_from(r.varint()?).ok()?;
         end = offset.checked_add(u64::from(len))?;
         if end > seg_len || len == 0 {
             return None;
         }
         if flags & DELETE != 0 {
-            each(name, Out::Delete);
+            each(name, Out::Delete { offset, len });
             continue;
         }
         let tail = tails.get_mut(session)?;
@@ -239,7 +293,8 @@ fn frames<'a>(
         let run = BatchLoc { first, count, len, seg: id, offset };
         each(name, Out::Events { run, at, stored: &stored });
     }
-    (r.at == body.len()).then_some(())
+    // The last frame ends where the segment does.
+    (r.at == body.len() && end == seg_len).then_some(())
 }
 
 /// Collects a walk's frames into a sidecar's bytes.

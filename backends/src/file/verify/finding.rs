@@ -83,6 +83,18 @@ pub enum FileProblem {
         /// Where the events before it end.
         tail: Seq,
     },
+    /// A segment header or record of a format version newer than this build reads: written by a
+    /// newer stepjournal, which reads it; not damage, and no repair cuts or removes it.
+    #[error("written by a newer stepjournal: {0}")]
+    NewerFormat(DecodeError),
+    /// A sealed segment's sidecar index, which opening would read instead of the segment,
+    /// does not describe it: an entry names another batch than the segment holds at its place,
+    /// or a batch of the segment is missing from it. The finding names the sidecar file and the
+    /// segment byte the first disagreement is at.
+    #[error(
+        "the sidecar index does not describe its segment (opening would read it instead of the          segment; remove it, and the next writable open scans the segment and the store writes          it again): {0}"
+    )]
+    Sidecar(String),
     /// The segment file could not be opened or read (what follows in it is not checked).
     #[error("the segment cannot be read: {0}")]
     Unreadable(String),

@@ -30,6 +30,9 @@ pub(super) trait Sink {
     fn batch(&mut self, session: &str, run: BatchLoc);
     /// A batch that did not.
     fn hole(&mut self, session: &str, hole: Hole);
+    /// A damaged batch of `count` events whose session cannot be read, at byte `offset` of
+    /// segment `seg`.
+    fn unnamed_hole(&mut self, seg: SegmentId, offset: u64, count: u32);
     /// A deletion frame in segment `at`.
     fn delete(&mut self, session: &str, at: SegmentId);
     /// Where the session's last intact batch so far ends.
@@ -45,11 +48,17 @@ pub(super) struct Frames<'a> {
 
 impl Frames<'_> {
     /// The frames of a group whose header is intact and whose frames lie inside the file, from
-    /// the first: intact frames are read record by record, damaged ones pinned down, and the
-    /// frames after a damaged one read on where its length can be trusted.
+    /// the first: intact frames are read record by record, damaged ones pinned down, and after a
+    /// damaged frame the reading goes on at the next frame that checks (where its own length
+    /// says, else the first one found after it), so one damage is one finding and the frames
+    /// after it are read as usual.
     pub(super) fn group(&self, sink: &mut dyn Sink, body_at: u64, body: &[u8], frames: u32) {
         let mut at = 0usize;
-        for _ in 0..frames {
+        let mut read = 0u32;
+        let mut damaged = false;
+        // Once a frame is damaged its group's frame count no longer tells where the frames end:
+        // they are read to the group's end.
+        while (read < frames || damaged) && at < body.len() {
             let offset = body_at + at as u64;
             let rest = body.get(at..).unwrap_or_default();
             match Frame::parse(rest, self.limits) {
@@ -57,14 +66,14 @@ impl Frames<'_> {
                     self.frame(sink, offset, &frame, rest.get(..flen).unwrap_or_default());
                     at += flen;
                 }
-                Err(error) => match self.damaged_frame(sink, offset, rest, error) {
-                    Some(flen) => at += flen,
-                    // Where the next frame starts cannot be told: the group's rest is skipped.
-                    None => return,
-                },
+                Err(error) => {
+                    damaged = true;
+                    at += self.damaged_frame(sink, offset, rest, error);
+                }
             }
+            read = read.saturating_add(1);
         }
-        if at != body.len() {
+        if !damaged && at != body.len() {
             let problem =
                 FileProblem::GroupFill { frames, filled: at as u64, len: body.len() as u64 };
             sink.finding(finding(self.path, body_at + at as u64, problem));
@@ -86,7 +95,11 @@ impl Frames<'_> {
             let r = match r {
                 Ok(r) => r,
                 Err(e) => {
-                    let mut f = finding(self.path, at, FileProblem::Record(e.clone()));
+                    let problem = match e {
+                        DecodeError::NewerVersion { .. } => FileProblem::NewerFormat(e.clone()),
+                        _ => FileProblem::Record(e.clone()),
+                    };
+                    let mut f = finding(self.path, at, problem);
                     let place = match head {
                         Some((s, first)) => {
                             first.checked_add(i).map(|q| (SessionId::from_stored(s), Seq(q)))
@@ -142,21 +155,33 @@ impl Frames<'_> {
         }
     }
 
-    /// A frame whose checksum (or header) fails. Its records are read one by one to find which
-    /// is damaged and whose it is. Returns the frame's length when its records fill it exactly
-    /// as its header says (then the next frame can be found).
+    /// A frame whose checksum (or header) fails, at the start of `rest` (the rest of its
+    /// group). Finds where it ends (see [`frame_extent`]), then reads its records one by one to
+    /// find which is damaged and whose it is: each run of damaged records is one finding at its
+    /// first byte (a zeroed block is one finding, not one per 8 bytes that look like a record);
+    /// with every record intact the damage is in the frame's header, reported at the frame.
+    /// Returns the frame's length as found (at least one byte).
     fn damaged_frame(
         &self,
         sink: &mut dyn Sink,
         offset: u64,
         rest: &[u8],
         error: DecodeError,
-    ) -> Option<usize> {
-        let header = peek_len(rest, self.limits).ok().filter(|(n, _)| *n <= rest.len());
-        let flen = header.map_or(rest.len(), |(n, _)| n);
+    ) -> usize {
+        let header = peek_len(rest, self.limits).ok();
+        let (flen, header_holds) = frame_extent(rest, header.map(|(n, _)| n), self.limits);
         let body = rest.get(FRAME_HEADER_LEN..flen).unwrap_or_default();
         let walked = walk_records(body, self.limits);
-        let good = walked.iter().find_map(|w| w.found.as_ref().ok().map(|p| (w.index, *p)));
+        // The records the frame's own header covers, when its length lies inside what was
+        // found: those after it may be another frame's whose header was damaged too.
+        let own = header
+            .map(|(n, _)| n.saturating_sub(FRAME_HEADER_LEN))
+            .filter(|n| *n <= body.len())
+            .unwrap_or(body.len());
+        let good = walked
+            .iter()
+            .filter(|w| w.offset < own)
+            .find_map(|w| w.found.as_ref().ok().map(|p| (w.index, *p)));
         // With no intact record to go by, the first record's own header is believed when it
         // continues its session exactly where the session's intact events end.
         let anchor: Option<(u64, (SessionId, u64))> =
@@ -172,32 +197,72 @@ impl Frames<'_> {
         };
         let body_at = offset + FRAME_HEADER_LEN as u64;
         let mut reported = false;
-        for w in &walked {
-            if let Err(e @ DecodeError::ChecksumMismatch { .. }) = &w.found {
-                let mut f =
-                    finding(self.path, body_at + w.offset as u64, FileProblem::Record(e.clone()));
-                f.len = w.len.map(|n| n as u64);
-                (f.session, f.seq) =
-                    place_of(w.index).map_or((None, None), |(s, q)| (Some(s), Some(q)));
-                sink.finding(f);
-                reported = true;
-            }
+        let mut i = 0;
+        while let Some(w) = walked.get(i) {
+            // A record whose checksum fails is the damage; one that cannot be read at all (its
+            // length runs past the frame) says only that the frame is damaged.
+            let Err(e @ DecodeError::ChecksumMismatch { .. }) = &w.found else {
+                i += 1;
+                continue;
+            };
+            // The run of damaged records from this one: it ends at the next intact record, or
+            // at the frame's end.
+            let next = walked.iter().skip(i + 1).position(|n| n.found.is_ok()).map(|k| i + 1 + k);
+            let until = next.and_then(|k| walked.get(k)).map_or(body.len(), |n| n.offset);
+            let mut f =
+                finding(self.path, body_at + w.offset as u64, FileProblem::Record(e.clone()));
+            f.len = Some(until.saturating_sub(w.offset) as u64);
+            (f.session, f.seq) =
+                place_of(w.index).map_or((None, None), |(s, q)| (Some(s), Some(q)));
+            sink.finding(f);
+            reported = true;
+            i = next.unwrap_or(walked.len());
         }
         if !reported {
             let mut f = finding(self.path, offset, FileProblem::Frame(error));
-            f.len = header.map(|(n, _)| n as u64);
+            f.len = Some(flen as u64);
             f.session = anchor.as_ref().map(|(_, (s, _))| s.clone());
             sink.finding(f);
         }
-        if let Some((s, first)) = place_of(0) {
-            sink.hole(s.as_str(), Hole { first: first.get(), count: header.map(|(_, c)| c) });
-        }
-        // The frame's length is trusted only when its records fill it and are as many as its
-        // header says.
-        let (_, count) = header?;
+        // The count the header gives when its length holds or lies inside what was found; else
+        // the records found, when they fill the frame.
         let filled = walked.last().and_then(|w| w.len.map(|n| w.offset + n)) == Some(body.len());
-        (reported && filled && walked.len() as u64 == u64::from(count)).then_some(flen)
+        let count = match header {
+            Some((n, c)) if header_holds || (FRAME_HEADER_LEN..=flen).contains(&n) => Some(c),
+            _ if filled => u32::try_from(walked.len()).ok(),
+            _ => None,
+        };
+        match (place_of(0), count) {
+            (Some((s, first)), count) => sink.hole(s.as_str(), Hole { first: first.get(), count }),
+            (None, Some(count)) => sink.unnamed_hole(self.seg, offset, count),
+            (None, None) => {}
+        }
+        // Intact records past what the header covers: a damaged frame's that followed, each a
+        // hole of its session.
+        for w in walked.iter().filter(|w| w.offset >= own) {
+            if let Ok((s, q)) = w.found {
+                sink.hole(s, Hole { first: q, count: Some(1) });
+            }
+        }
+        flen.max(1)
     }
+}
+
+/// Where a damaged frame at the start of `rest` (the rest of its group) ends, and whether that
+/// is where its header's length `said` puts it: there, when the group ends there or a frame
+/// that checks starts there; else at the first byte after the frame's start where a frame that
+/// checks starts (its length field was damaged); else at the group's end.
+fn frame_extent(rest: &[u8], said: Option<usize>, limits: &Limits) -> (usize, bool) {
+    let frame_at = |at: usize| {
+        at == rest.len() || rest.get(at..).is_some_and(|r| Frame::parse(r, limits).is_ok())
+    };
+    if let Some(n) = said.filter(|n| *n >= FRAME_HEADER_LEN && *n <= rest.len())
+        && frame_at(n)
+    {
+        return (n, true);
+    }
+    let next = (1..rest.len()).find(|at| frame_at(*at)).unwrap_or(rest.len());
+    (next, false)
 }
 
 /// Whether a record error was found after the record's checksum passed.
@@ -206,12 +271,14 @@ fn checksum_passed(e: &DecodeError) -> bool {
         e,
         DecodeError::UnknownKind { .. }
             | DecodeError::UnknownVersion { .. }
+            | DecodeError::NewerVersion { .. }
             | DecodeError::Malformed { .. }
     )
 }
 
 /// A record's place inside a damaged frame: its index and offset in the frame's body, and
-/// either what it says (session, seq) or why it cannot be read.
+/// either what it says (session, seq) or why it cannot be read. A run of damaged bytes between
+/// intact records is one entry (counted as one record), whatever it looks like inside.
 struct Walked<'a> {
     index: u64,
     offset: usize,
@@ -219,12 +286,15 @@ struct Walked<'a> {
     found: Result<(&'a str, u64), DecodeError>,
 }
 
-/// Reads the records of a damaged frame's body one by one, stepping over a record whose
-/// checksum fails when its length can still be read.
+/// Reads the records of a damaged frame's body one by one. Where a record does not check, the
+/// next intact record is looked for (at the damaged record's own length when its checksum is all
+/// that fails, else at the first byte where a record checks), and everything between is one
+/// damaged entry.
 fn walk_records<'a>(body: &'a [u8], limits: &Limits) -> Vec<Walked<'a>> {
-    let mut out = Vec::new();
+    let mut out: Vec<Walked<'a>> = Vec::new();
     let mut pos = 0usize;
     let mut index = 0u64;
+    let intact = |at: usize| body.get(at..).and_then(|r| RecordRef::parse(r, limits).ok());
     while pos < body.len() {
         let rest = body.get(pos..).unwrap_or_default();
         match RecordRef::parse(rest, limits) {
@@ -238,17 +308,19 @@ fn walk_records<'a>(body: &'a [u8], limits: &Limits) -> Vec<Walked<'a>> {
                 pos += n;
             }
             Err(e) => {
-                let step = match &e {
-                    DecodeError::ChecksumMismatch { .. } => {
-                        record::peek_len(rest, limits).ok().filter(|n| *n <= rest.len())
-                    }
+                let own = match &e {
+                    DecodeError::ChecksumMismatch { .. } => record::peek_len(rest, limits)
+                        .ok()
+                        .filter(|n| *n > 0 && *n <= rest.len())
+                        .filter(|n| *n == rest.len() || intact(pos + n).is_some()),
                     _ => None,
                 };
-                out.push(Walked { index, offset: pos, len: step, found: Err(e) });
-                match step {
-                    Some(n) => pos += n,
-                    None => break,
-                }
+                let next = own
+                    .map(|n| pos + n)
+                    .or_else(|| (pos + 1..body.len()).find(|at| intact(*at).is_some()));
+                let len = next.unwrap_or(body.len()) - pos;
+                out.push(Walked { index, offset: pos, len: Some(len), found: Err(e) });
+                pos += len;
             }
         }
         index += 1;

@@ -38,13 +38,15 @@ use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId};
 use super::files::SegmentFiles;
 use super::format::heads::BatchHead;
 use super::format::layout::{GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId};
+use super::format::names;
 use super::format::torn::TornTail;
-use super::format::walk::{Damage, Flow, GroupView, Problem, Visit, walk_segment};
+use super::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Problem, Visit, walk_segment};
 use super::index::BatchLoc;
 use super::index::builder::{Built, IndexBuilder, MisfitKind};
 use super::io::{EntryKind, Io, IoFile, RealIo};
 use super::options::FileOptions;
 use super::read::{ReadFailure, read_batches};
+use super::space::sidecar::{self, Entry, Loaded};
 use crate::StoreError;
 use finding::finding;
 pub use finding::{FileFinding, FileProblem};
@@ -215,13 +217,14 @@ fn verify_once(
     limits: &Limits,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Option<VerifyReport>, StoreError> {
-    let names = io.list(dir).map_err(|source| StoreError::Io {
+    let listed = io.list(dir).map_err(|source| StoreError::Io {
         context: format!("listing the journal directory {}", dir.display()),
         source,
     })?;
     let mut ids: Vec<SegmentId> =
-        names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
+        listed.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
+    let sidecars: Vec<SegmentId> = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
     // Each entry named like a segment: its length (opened, and closed again: a journal may hold
     // more segments than the process may open files), or the problem that kept it from being
     // read.
@@ -242,6 +245,7 @@ fn verify_once(
         findings: Vec::new(),
         builder: IndexBuilder::default(),
         holes: HashMap::new(),
+        unnamed: Vec::new(),
         done: 0,
         total,
     };
@@ -273,9 +277,24 @@ fn verify_once(
         };
         checker.builder.add_segment(*id);
         let frames = Frames { path: &path, seg: *id, limits };
-        let mut seg = SegmentCheck { checker: &mut checker, frames, progress: &mut *progress };
+        // A sealed segment's sidecar, which opening would read instead, is checked against the
+        // frames the walk finds.
+        let side = Some(*id) != last && sidecars.contains(id);
+        let mut seg = SegmentCheck {
+            checker: &mut checker,
+            frames,
+            progress: &mut *progress,
+            seen: side.then(Vec::new),
+        };
         match walk_segment(&*file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
             Ok(walk) => {
+                let seen = seg.seen.take();
+                if let Some(seen) = seen.filter(|_| walk.first.is_none() && walk.end == walk.len)
+                    && let Loaded::Frames(described) = sidecar::load(&*io, dir, *id, &*file, limits)
+                    && let Some(f) = sidecar_disagrees(dir, *id, &described.entries(), &seen)
+                {
+                    checker.findings.push(f);
+                }
                 if let Some(t) = &walk.torn {
                     let mut f = damage_finding(&path, &t.damage);
                     f.torn_tail = true;
@@ -335,6 +354,7 @@ fn open_entry(io: &dyn Io, path: &Path) -> Result<Option<Opened>, FileProblem> {
 /// The finding for damage the walk found, as far as the walk's own facts describe it.
 fn damage_finding(path: &Path, d: &Damage) -> FileFinding {
     let (problem, len) = match &d.problem {
+        p if p.is_newer() => (FileProblem::NewerFormat(p.to_decode_error()), None),
         Problem::SegmentHeader(e) => {
             (FileProblem::SegmentHeader(e.clone()), Some(SEGMENT_HEADER_LEN as u64))
         }
@@ -365,6 +385,8 @@ struct Checker {
     builder: IndexBuilder,
     /// Each session's damaged batches since its last deletion.
     holes: HashMap<String, Vec<Hole>>,
+    /// The damaged batches whose session could not be read: segment, offset, events.
+    unnamed: Vec<(SegmentId, u64, u32)>,
     /// Bytes of the segments before the current one.
     done: u64,
     total: u64,
@@ -383,6 +405,10 @@ impl Sink for Checker {
         self.holes.entry(session.to_owned()).or_default().push(hole);
     }
 
+    fn unnamed_hole(&mut self, seg: SegmentId, offset: u64, count: u32) {
+        self.unnamed.push((seg, offset, count));
+    }
+
     fn delete(&mut self, session: &str, at: SegmentId) {
         self.builder.delete(session, at);
         self.holes.remove(session);
@@ -397,13 +423,24 @@ impl Checker {
     /// Puts each session's intact batches in order and reports those that do not continue the
     /// session (a gap a damaged batch already reported is not reported again).
     fn finish(self, dir: &Path) -> (Built, Vec<FileFinding>) {
-        let Checker { mut findings, builder, holes, .. } = self;
+        let Checker { mut findings, builder, holes, mut unnamed, .. } = self;
         let built = builder.finish();
         for m in &built.misfits {
             let holes = holes.get(&m.session).map(Vec::as_slice).unwrap_or_default();
             let (problem, seq) = match m.kind {
                 MisfitKind::Gap { from, to } => {
                     if explained(holes, from, to) {
+                        continue;
+                    }
+                    // A damaged batch already reported, whose session could not be read, of
+                    // exactly the gap's events and before the batch after the gap: that batch
+                    // (each explains one gap).
+                    let unread = unnamed.iter().position(|(seg, offset, count)| {
+                        u64::from(*count) == to.saturating_sub(from)
+                            && (*seg, *offset) < (m.seg, m.offset)
+                    });
+                    if let Some(i) = unread {
+                        unnamed.remove(i);
                         continue;
                     }
                     (FileProblem::SeqGap { from: Seq(from), to: Seq(to) }, from)
@@ -441,10 +478,102 @@ struct SegmentCheck<'a> {
     checker: &'a mut Checker,
     frames: Frames<'a>,
     progress: &'a mut dyn FnMut(u64, u64),
+    /// The frames of the intact groups, as a sidecar describes them: kept when the segment has a
+    /// sidecar to check.
+    seen: Option<Vec<Entry>>,
+}
+
+/// The first place where the sidecar of segment `id` (its `described` frames) and the frames
+/// the walk `seen` in the segment disagree, as a finding naming the sidecar.
+fn sidecar_disagrees(
+    dir: &Path,
+    id: SegmentId,
+    described: &[Entry],
+    seen: &[Entry],
+) -> Option<FileFinding> {
+    let tell = |e: &Entry| match e.kind {
+        FrameKindInfo::Events { first, count } => format!(
+            "session {} seq {first}..{} ({} bytes)",
+            e.session,
+            first.saturating_add(u64::from(count)),
+            e.len
+        ),
+        FrameKindInfo::Delete => format!("the deletion of session {} ({} bytes)", e.session, e.len),
+    };
+    let seg = id.file_name();
+    let mut seen_at = seen.iter().peekable();
+    let mut problem = None;
+    for d in described {
+        // Frames the sidecar skipped.
+        if let Some(s) = seen_at.next_if(|s| s.offset < d.offset) {
+            problem = Some((
+                s.offset,
+                format!("it leaves out {} at byte {} of {seg}", tell(s), s.offset),
+            ));
+            break;
+        }
+        match seen_at.next_if(|s| s.offset == d.offset) {
+            Some(s) if s == d => {}
+            Some(s) if s.kind == d.kind && s.session == d.session && s.len == d.len => {
+                problem = Some((
+                    d.offset,
+                    format!(
+                        "for {} at byte {} of {seg} it holds another head (the events the head rule reads)",
+                        tell(s),
+                        d.offset
+                    ),
+                ));
+                break;
+            }
+            Some(s) => {
+                problem = Some((
+                    d.offset,
+                    format!(
+                        "it says {} at byte {} of {seg}, where the segment holds {}",
+                        tell(d),
+                        d.offset,
+                        tell(s)
+                    ),
+                ));
+                break;
+            }
+            None => {
+                problem = Some((
+                    d.offset,
+                    format!(
+                        "it says {} at byte {} of {seg}, where no intact frame begins",
+                        tell(d),
+                        d.offset
+                    ),
+                ));
+                break;
+            }
+        }
+    }
+    if problem.is_none()
+        && let Some(s) = seen_at.next()
+    {
+        problem =
+            Some((s.offset, format!("it leaves out {} at byte {} of {seg}", tell(s), s.offset)));
+    }
+    let (offset, what) = problem?;
+    Some(finding(&dir.join(names::sidecar(id)), offset, FileProblem::Sidecar(what)))
 }
 
 impl Visit for SegmentCheck<'_> {
     fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
+        if let Some(seen) = &mut self.seen {
+            for f in g.frames {
+                let head = match f.kind {
+                    FrameKindInfo::Events { .. } => {
+                        Some(BatchHead::of_frame(g.frame_bytes(f), self.frames.limits))
+                    }
+                    FrameKindInfo::Delete => None,
+                };
+                let session = g.session(f).to_owned();
+                seen.push(Entry { session, offset: f.offset, len: f.len, kind: f.kind, head });
+            }
+        }
         for f in g.frames {
             let bytes = g.frame_bytes(f);
             match Frame::parse(bytes, self.frames.limits) {
@@ -470,7 +599,24 @@ impl Visit for SegmentCheck<'_> {
             self.frames.group(self.checker, g.body_at, g.body, g.header.frames);
         }
         if self.checker.findings.len() == before {
-            self.checker.findings.push(damage_finding(self.frames.path, d));
+            let f = damage_finding(self.frames.path, d);
+            // Damage that begins where the last damage found ends (a zeroed block across the
+            // end of a group and the next group's header) is the same damage: one finding.
+            let last = before.checked_sub(1).and_then(|i| self.checker.findings.get_mut(i));
+            match last.filter(|l| {
+                l.segment == f.segment
+                    && !l.torn_tail
+                    && l.len.map(|n| l.offset + n) == Some(f.offset)
+            }) {
+                Some(l) => {
+                    l.len = f
+                        .len
+                        .map(|n| f.offset + n - l.offset)
+                        .or_else(|| d.valid_after.map(|v| v.saturating_sub(l.offset)));
+                    return Flow::Go;
+                }
+                None => self.checker.findings.push(f),
+            }
         }
         for f in self.checker.findings.get_mut(before..).unwrap_or_default() {
             f.valid_after = d.valid_after;

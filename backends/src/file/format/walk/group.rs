@@ -90,6 +90,16 @@ impl Problem {
         matches!(self, Problem::Record(_) | Problem::GroupFill { .. } | Problem::Refused(_))
     }
 
+    /// Bytes of a format version newer than this build reads: written by a newer stepjournal,
+    /// never damage.
+    pub(crate) fn is_newer(&self) -> bool {
+        matches!(
+            self,
+            Problem::SegmentHeader(DecodeError::NewerVersion { .. })
+                | Problem::Record(DecodeError::NewerVersion { .. })
+        )
+    }
+
     /// The problem as a decode error.
     pub(crate) fn to_decode_error(&self) -> DecodeError {
         match self {

@@ -43,6 +43,9 @@ pub(crate) enum Verdict {
     /// The newest segment's header never was one this journal wrote, and the file is not what a
     /// crash leaves while creating a segment: not this journal's torn tail.
     NotASegment,
+    /// A segment header or record of a format version newer than this build reads: written by a
+    /// newer stepjournal, never cut, removed or reported as damage.
+    Newer,
 }
 
 /// Where a segment's bytes stop making sense, and what that means.
@@ -84,6 +87,9 @@ pub(crate) struct Facts {
 /// acknowledged data. A segment's header is synced before anything is written after it, so a
 /// damaged header is a torn write only in a file a crash left half-created.
 pub(crate) fn classify(problem: &Problem, facts: Facts) -> Verdict {
+    if problem.is_newer() {
+        return Verdict::Newer;
+    }
     if problem.inconsistent() || !facts.last_segment {
         return Verdict::Corruption;
     }
@@ -106,7 +112,8 @@ pub(crate) trait Visit {
     /// damage that is never a torn write.
     fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)>;
 
-    /// Damage that is not a torn tail ([`Verdict::Corruption`] or [`Verdict::NotASegment`]),
+    /// Damage that is not a torn tail ([`Verdict::Corruption`], [`Verdict::NotASegment`], or
+    /// bytes of a newer format, [`Verdict::Newer`]),
     /// with the damaged group when its header is intact. Returns whether the walk goes on to the
     /// next group after it.
     fn damage(&mut self, d: &Damage, group: Option<&GroupView<'_>>) -> Flow;

@@ -150,6 +150,8 @@ struct State {
     crashed: bool,
     fail_at: Option<u64>,
     fail_next: Vec<OpKind>,
+    /// Operations failed until healed: of this kind, on a file whose name ends so.
+    fail_named: Vec<(OpKind, String)>,
     /// Whether [`IoFile::sync_data`] waits (see [`SimDisk::hold_syncs`]).
     syncs_held: bool,
     /// How many syncs wait at the gate now.
@@ -220,6 +222,18 @@ impl SimDisk {
     /// Fails the next operation of this kind with an I/O error; it has no effect.
     pub fn fail_next(&self, kind: OpKind) {
         self.lock().fail_next.push(kind);
+    }
+
+    /// Fails every operation of this kind on a file whose name ends with `suffix` (`".idx"`:
+    /// the sidecar indexes), as a full or failing disk would, until [`SimDisk::heal`]. The
+    /// failure is `ENOSPC` (`StorageFull`); it has no effect.
+    pub fn fail_named(&self, kind: OpKind, suffix: &str) {
+        self.lock().fail_named.push((kind, suffix.to_owned()));
+    }
+
+    /// Ends the failures [`SimDisk::fail_named`] set.
+    pub fn heal(&self) {
+        self.lock().fail_named.clear();
     }
 
     /// Puts an entry at `path` that is not a regular file (a named pipe, a directory, a link to
@@ -315,6 +329,14 @@ impl SimDisk {
             return Err(io::Error::other(format!(
                 "simulated I/O failure of {kind:?} (operation {n})"
             )));
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if state.fail_named.iter().any(|(k, suffix)| *k == kind && name.ends_with(suffix.as_str()))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!("simulated ENOSPC on {kind:?} of {name} (operation {n})"),
+            ));
         }
         if let Some(i) = state.fail_next.iter().position(|k| *k == kind) {
             state.fail_next.remove(i);

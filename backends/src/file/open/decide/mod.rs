@@ -123,6 +123,10 @@ pub(super) fn decide(
             (Found::Walked(walk), false) => walk,
         };
         let path = dir.join(id.file_name());
+        // A newer stepjournal's bytes are refused whatever the mode: no repair cuts them.
+        if let Some(d) = walk.first.as_ref().filter(|d| d.verdict == Verdict::Newer) {
+            return Err(newer(&path, d));
+        }
         let Some(d) = &walk.first else {
             // Zeros the writer put ahead of its data may follow it: they are cut.
             if walk.end < walk.len {
@@ -136,7 +140,7 @@ pub(super) fn decide(
             match d.verdict {
                 Verdict::Corruption => return Err(corruption(&path, d, last)),
                 Verdict::NotASegment => return Err(not_a_segment(path, d)),
-                Verdict::TornTail => {}
+                Verdict::TornTail | Verdict::Newer => {}
             }
         }
         stopped = true;
@@ -195,6 +199,19 @@ fn not_a_segment(path: PathBuf, d: &Damage) -> OpenError {
         d.problem.to_decode_error()
     );
     OpenError::NotASegment { path, what }
+}
+
+/// The refusal of bytes of a newer format version, in any mode.
+fn newer(path: &Path, d: &Damage) -> OpenError {
+    OpenError::Store(StoreError::NewerFormat {
+        context: format!(
+            "segment {} at byte {} (nothing was cut or removed; open the journal with a newer \
+             stepjournal)",
+            path.display(),
+            d.offset
+        ),
+        source: d.problem.to_decode_error(),
+    })
 }
 
 /// The refusal of damage inside acknowledged data (`last`: in the newest segment).
