@@ -119,7 +119,7 @@ impl<'de> Deserialize<'de> for RawJson {
             // The binary form must hold one valid, compact JSON value.
             let raw: &RawValue = serde_json::from_str(&text)
                 .map_err(|e| D::Error::custom(format_args!("not JSON: {e}")))?;
-            if raw.get().len() != text.len() || compact(&text).len() != text.len() {
+            if raw.get().len() != text.len() || !is_compact(&text) {
                 return Err(D::Error::custom("JSON text is not compact"));
             }
             Ok(RawJson(text.into_boxed_str()))
@@ -169,6 +169,29 @@ fn depth(text: &str) -> usize {
 }
 
 /// Drops the whitespace between the tokens of valid JSON text; string contents are untouched.
+/// Whether `text`, valid JSON, holds no whitespace outside its strings: what [`compact`] would
+/// leave as it is, found without copying it.
+fn is_compact(text: &str) -> bool {
+    let mut in_string = false;
+    let mut escaped = false;
+    for b in text.bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            return false;
+        }
+    }
+    true
+}
+
 fn compact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut in_string = false;
@@ -196,6 +219,22 @@ fn compact(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn is_compact_agrees_with_compacting() {
+        for text in [
+            r#"{"a":1}"#,
+            r#"{"a": 1}"#,
+            r#"{"a":"x y"}"#,
+            r#"{"a":"q\" z"}"#,
+            r#"{"a":"q\\" ,"b":2}"#,
+            "[1,\n2]",
+            r#""\\""#,
+            "null",
+        ] {
+            assert_eq!(is_compact(text), compact(text) == text, "{text}");
+        }
+    }
 
     #[test]
     fn whitespace_between_tokens_is_dropped_and_strings_are_kept() {
