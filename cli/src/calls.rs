@@ -179,12 +179,7 @@ pub fn write_table(rows: &[CallRow], now: UnixMillis, out: &mut dyn Write) -> st
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
+    let widths = crate::columns::widths(header, &cells);
     let line = |row: [&str; 10]| {
         let mut text = String::new();
         for (i, (cell, w)) in row.iter().zip(widths).enumerate() {

@@ -15,6 +15,7 @@
 mod act;
 pub mod answer;
 pub mod calls;
+mod columns;
 pub mod delete;
 pub mod demo;
 mod error;

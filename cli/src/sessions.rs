@@ -380,12 +380,7 @@ pub fn write_table(summaries: &[SessionSummary], out: &mut dyn Write) -> std::io
         })
         .collect();
     let header = ["SESSION", "EVENTS", "LAST APPEND (UTC)", "AGE", "STATE", "UNRESOLVED"];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
+    let widths = crate::columns::widths(header, &rows);
     let line = |cells: [&str; 6]| {
         let [id, events, at, age, state, open] = cells;
         let [w0, w1, w2, w3, w4, _] = widths;

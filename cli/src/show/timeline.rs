@@ -8,6 +8,7 @@ use std::io::Write;
 use stepjournal_codec::{Call, Entry, Event, PairReason, Record, ResumeMode, RunOutcome, Seq};
 use stepjournal_recovery::{SessionState, fold};
 
+use crate::columns::bounded;
 use crate::sessions::{Held, SessionStatus, SessionSummary};
 use crate::shown::{Shown, escape};
 use crate::time::rfc3339;
@@ -100,9 +101,9 @@ fn entry_text(entry: &Entry) -> String {
 fn call_lines(calls: &[Call]) -> Vec<String> {
     let ids: Vec<(String, String)> =
         calls.iter().map(|c| (escape(c.call.as_str()), escape(c.tool.as_str()))).collect();
-    let width = |f: &dyn Fn(&Call) -> usize| calls.iter().map(f).max().unwrap_or(0);
-    let w_id = ids.iter().map(|(id, _)| id.chars().count()).max().unwrap_or(0);
-    let w_tool = ids.iter().map(|(_, tool)| tool.chars().count()).max().unwrap_or(0);
+    let width = |f: &dyn Fn(&Call) -> usize| bounded(calls.iter().map(f).max().unwrap_or(0));
+    let w_id = bounded(ids.iter().map(|(id, _)| id.chars().count()).max().unwrap_or(0));
+    let w_tool = bounded(ids.iter().map(|(_, tool)| tool.chars().count()).max().unwrap_or(0));
     let w_kind = width(&|c| c.kind.as_str().len());
     let w_replay = width(&|c| c.replay.as_str().len());
     calls

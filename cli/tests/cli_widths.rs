@@ -1,0 +1,42 @@
+//! Widths computed from stored data are bounded: `show`, `calls` and `sessions` print a
+//! 65,536-character tool name and call id whole, and every other column stays narrow.
+
+mod cli_support;
+
+use cli_support::*;
+use stepjournal_codec::{CallKind, Entry, Replay};
+
+#[test]
+fn a_tool_name_of_65536_characters_is_shown_whole_and_nothing_panics() {
+    // The defect: `show` and `calls` exited 101 ("Formatting argument out of range"): a column
+    // padded to the widest stored name passed the formatter's bound on widths.
+    let tool = "t".repeat(65_536);
+    let id = "c".repeat(70_000);
+    let stuck: Batches = vec![
+        vec![run_started("r1", Entry::NewTurn { message: "go".into() }), message("go")],
+        vec![
+            reply(1, "cp1", "calling", vec![call(&id, &tool, Replay::Safe, CallKind::Tool)]),
+            dispatch(&id, "d1"),
+        ],
+        vec![attempt(&id, 1)],
+    ];
+    let place = file_place();
+    append_session(&*place.open(), "wide", &stuck, 1_700_000_000_000);
+    for args in [
+        vec!["show", &place.url, "wide"],
+        vec!["calls", &place.url, "wide"],
+        vec!["sessions", &place.url],
+    ] {
+        let out = bin_ok(&args, 0);
+        if args[0] != "sessions" {
+            assert!(out.contains(&tool), "{args:?} shows the tool's name whole");
+        }
+        for line in out.lines().filter(|l| !l.contains(&tool) && !l.contains(&id)) {
+            assert!(
+                line.chars().count() < 400,
+                "{args:?}: a line padded wide: {} chars",
+                line.len()
+            );
+        }
+    }
+}
