@@ -352,11 +352,11 @@ impl CliError {
     }
 
     /// The process exit status for this error: 1 when `verify` found problems or `--on-corruption skip` left damaged sessions out, 74 when the
-    /// output cannot be written, 2 for every other error.
+    /// output (standard output or a file it names) cannot be written, 2 for every other error.
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Findings { .. } | CliError::Damaged { .. } => 1,
-            CliError::Write { .. } => 74,
+            CliError::Write { .. } | CliError::WriteFile { .. } => 74,
             _ => 2,
         }
     }

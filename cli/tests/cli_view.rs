@@ -63,3 +63,52 @@ fn ids_and_texts_are_escaped_on_the_page() {
     assert!(!html.contains("<script>alert"), "{html}");
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{html}");
 }
+
+#[test]
+fn stored_controls_and_bidi_overrides_are_escaped_on_the_page_and_in_the_confirmation() {
+    // The defects: the confirmation line printed a stored id raw (ESC ] 0 ; X BEL retitled the
+    // terminal), and the page showed bidirectional controls raw (`c-\u{202e}evil-rtl\u{202c}`
+    // read as another id).
+    use stepjournal_codec::{CallKind, Entry, Replay};
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let session = "s-\u{1b}]0;X\u{7}-\u{202e}evil-rtl\u{202c}";
+    let call_id = "c-\u{202e}evil-rtl\u{202c}";
+    let batches = vec![
+        vec![run_started("run-1", Entry::NewTurn { message: "go\u{202e}x".into() }), message("go")],
+        vec![
+            reply(1, "cp-1", "t", vec![call(call_id, "tool", Replay::Safe, CallKind::Tool)]),
+            dispatch(call_id, "d-1"),
+        ],
+        vec![attempt(call_id, 1)],
+    ];
+    write_file_journal_unchecked(&journal, &[(session.to_owned(), batches)], T0);
+    let url = format!("file:{}", journal.display());
+    let html = page(&url, session);
+    for c in ['\u{1b}', '\u{7}', '\u{202e}', '\u{202c}'] {
+        assert!(!html.contains(c), "U+{:04X} reached the page raw", c as u32);
+    }
+    assert!(html.contains("c-\\u{202e}evil-rtl\\u{202c}"), "the call id shown escaped");
+    // The marks' JSON is still JSON (the same value), for the details panel.
+    let json = html.split("data-json=\"").nth(1).unwrap().split('"').next().unwrap();
+    let json = json.replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["session"], session);
+
+    let out = dir.path().join("page.html");
+    let said = bin_ok(&["view", &url, session, "-o", out.to_str().unwrap()], 0);
+    assert!(!said.contains('\u{1b}') && !said.contains('\u{202e}'), "{said:?}");
+    assert!(said.contains("\\u{1b}]0;X\\u{7}"), "{said:?}");
+}
+
+#[test]
+fn a_page_that_cannot_be_written_exits_74_naming_the_file() {
+    // The defect: `view -o` to an unwritable file exited 2, where every failure to write the
+    // output exits 74.
+    let place = file_place();
+    populate(&*place.open());
+    let out = place.path().join("no-such-dir").join("page.html");
+    let run = bin(&["view", &place.url, "stuck", "-o", out.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(74), "{}", stderr(&run));
+    assert!(stderr(&run).contains("no-such-dir"), "{}", stderr(&run));
+}

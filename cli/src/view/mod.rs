@@ -19,6 +19,7 @@ use marks::{Mark, lanes_of, run_marks, runs_of, step_marks};
 use super::CliError;
 use super::reading::{OnDamage, Reading};
 use super::time::rfc3339;
+use crate::shown::{Shown, json_for_terminal};
 
 /// Arguments of `stepjournal view`.
 #[derive(Debug, Args)]
@@ -43,7 +44,10 @@ pub struct ViewArgs {
     pub on_corruption: OnDamage,
 }
 
-/// Text for HTML (element content and quoted attribute values alike).
+/// Text for HTML (element content and quoted attribute values alike). The characters the
+/// terminal output escapes (controls, line separators, bidirectional controls) are written as
+/// the same visible `\u{HEX}`, so `c-\u{202e}evil` never reads reversed on the page; newlines
+/// stay.
 fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -53,7 +57,9 @@ fn esc(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' => out.push_str(&format!("&#{};", u32::from(c))),
+            c if c != '\n' && crate::shown::is_escaped(c) => {
+                out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+            }
             c => out.push(c),
         }
     }
@@ -69,7 +75,12 @@ fn write_marks(
 ) {
     let pct = |x: u64| x as f64 * 100.0 / n as f64;
     for m in marks {
-        let json = records.get(m.seq as usize).map(record_to_export_line).unwrap_or_default();
+        // The same JSON value, with the characters the terminal escapes written as JSON escapes
+        // (`esc` would otherwise make them visible text inside its strings, no longer JSON).
+        let json = records
+            .get(m.seq as usize)
+            .map(|r| json_for_terminal(&record_to_export_line(r)))
+            .unwrap_or_default();
         let is_bar = m.end > m.start
             || ["run", "step", "attempt", "wait"].iter().any(|c| m.class.starts_with(c));
         let style = if is_bar {
@@ -219,9 +230,9 @@ pub fn run(args: &ViewArgs, out: &mut dyn Write) -> Result<(), CliError> {
     writeln!(
         out,
         "wrote {} ({} events of session {})",
-        args.output.display(),
+        Shown(args.output.display()),
         records.len(),
-        session
+        Shown(&session)
     )?;
     Ok(())
 }
