@@ -284,6 +284,7 @@ pub fn open_url(
         StoreUrl::Postgres(pg) => {
             let pg_options = crate::postgres::PostgresOptions {
                 read_only: options.read_only,
+                create: options.create,
                 ..Default::default()
             };
             Ok(std::sync::Arc::new(crate::postgres::PostgresStore::connect(&pg, pg_options)?))

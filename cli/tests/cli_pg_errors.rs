@@ -52,3 +52,35 @@ fn a_missing_database_an_unknown_user_and_a_nul_name_the_servers_message_and_sql
     assert!(err.contains("line 2") && err.contains("U+0000"), "{err}");
     assert!(!err.contains("db error"), "{err}");
 }
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn a_mistyped_schema_is_refused_by_the_commands_that_act_and_never_created() {
+    // The defect: `stop`, `approve` and `delete` on a mistyped `?schema=` created that schema and
+    // its tables (`delete --older-than 1d --yes` then said "no session to delete", exit 0).
+    let place = pg_place();
+    for args in [
+        vec!["stop", &place.url, "s1"],
+        vec!["approve", &place.url, "s1", "c1"],
+        vec!["deny", &place.url, "s1", "c1"],
+        vec!["answer", &place.url, "s1", "c1", "--output", "{}"],
+        vec!["delete", &place.url, "s1", "--yes"],
+        vec!["delete", &place.url, "--older-than", "1d", "--yes"],
+    ] {
+        let err = failing(&args);
+        assert!(err.contains("holds no stepjournal store"), "{args:?}: {err}");
+        assert!(err.contains("import"), "{args:?} says what creates a store: {err}");
+    }
+    // Still no store there: a read-only open finds none (a created schema would hold one).
+    let err = failing(&["sessions", &place.url]);
+    assert!(err.contains("holds no stepjournal store"), "{err}");
+    // `import` creates it.
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("empty.jsonl");
+    std::fs::write(&export, "{\"format\":\"stepjournal-export\",\"version\":1}\n").unwrap();
+    bin_ok(&["import", "--to", &place.url, export.to_str().unwrap()], 0);
+    bin_ok(&["sessions", &place.url], 0);
+}

@@ -41,6 +41,10 @@ pub struct PostgresOptions {
     /// created or migrated; appends and deletes return
     /// [`StoreError::ReadOnly`](crate::StoreError::ReadOnly).
     pub read_only: bool,
+    /// Create the schema and its tables when the schema holds no store (default `true`). With
+    /// `false` a schema holding no store is refused, never created: a mistyped `?schema=` given
+    /// to a command that acts on sessions creates nothing.
+    pub create: bool,
 }
 
 impl Default for PostgresOptions {
@@ -55,6 +59,7 @@ impl Default for PostgresOptions {
             max_retries: 10,
             limits: Limits::default(),
             read_only: false,
+            create: true,
         }
     }
 }

@@ -204,14 +204,20 @@ async fn open_schema(
     };
     let schema = &options.schema;
     let quoted = &connector.quoted_schema;
-    if !options.read_only {
+    let found = migrate::check(&mut client, schema, quoted).await.map_err(migrate_err)?;
+    if !options.read_only && (options.create || found.is_some()) {
         return migrate::migrate(&mut client, schema, quoted).await.map_err(migrate_err);
     }
-    match migrate::check(&mut client, schema, quoted).await.map_err(migrate_err)? {
+    match found {
         Some(SCHEMA_VERSION) => Ok(()),
         Some(v) if v > SCHEMA_VERSION => Err(migrate_err(migrate::MigrateError::Newer(v))),
         found => {
             let what = match found {
+                None if !options.read_only => {
+                    "holds no stepjournal store, and this opening creates none (only `import` \
+                     and `salvage` create a store)"
+                        .to_owned()
+                }
                 None => "holds no stepjournal store".to_owned(),
                 Some(v) => format!(
                     "is at version {v}, older than this build's {SCHEMA_VERSION}; open it \
