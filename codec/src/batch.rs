@@ -47,7 +47,8 @@ impl FrameKind {
 }
 
 /// Appends a batch frame holding `events` at `first`, `first + 1`, ... of `session` to `buf`.
-/// The session id must keep the rule ([`SessionId::validate`]). Returns the frame's length. On
+/// The session id must keep the rule ([`SessionId::validate`]), and so must every run id the
+/// events name. Returns the frame's length. On
 /// error `buf` is unchanged; an empty `events` is refused
 /// ([`EncodeError::EmptyBatch`]), as [`Frame::parse`] refuses an events frame with no record.
 pub fn encode_into(
@@ -61,6 +62,9 @@ pub fn encode_into(
         return Err(EncodeError::EmptyBatch);
     }
     session.validate()?;
+    for e in events {
+        record::check_run_id(&e.event)?;
+    }
     let start = buf.len();
     buf.extend_from_slice(&[0; HEADER_LEN]);
     for (i, e) in events.iter().enumerate() {

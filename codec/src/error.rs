@@ -127,6 +127,9 @@ pub enum EncodeError {
     /// The session id cannot be written.
     #[error("invalid session id: {0}")]
     Session(#[from] IdError),
+    /// A run id the event names breaks the id rule ([`RunId::validate`](crate::RunId::validate)).
+    #[error("invalid run id: {0}")]
+    Run(IdError),
     /// The payload could not be serialized.
     #[error("cannot encode a {kind} payload: {reason}")]
     Payload {
@@ -229,7 +232,7 @@ impl Coded for EncodeError {
             | EncodeError::EmptyBatch
             | EncodeError::BatchTooLarge { .. }
             | EncodeError::Payload { .. } => ErrorCode::Encode,
-            EncodeError::Session(e) => e.code(),
+            EncodeError::Session(e) | EncodeError::Run(e) => e.code(),
         }
     }
 }

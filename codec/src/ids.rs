@@ -68,6 +68,20 @@ pub fn acts_on_text(c: char) -> bool {
     )
 }
 
+/// Whether `text` holds no character that [acts on text](acts_on_text): the rule of session and
+/// run ids, past their bounds.
+fn keeps_the_rule(what: &'static str, text: &str) -> Result<(), IdError> {
+    // Printable ASCII, the common case, holds no character the rule forbids: checked a byte at a
+    // time without decoding characters.
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Ok(());
+    }
+    if let Some((at, ch)) = text.char_indices().find(|&(_, c)| acts_on_text(c)) {
+        return Err(IdError::Forbidden { what, ch, at });
+    }
+    Ok(())
+}
+
 /// What every string id has: its text, `Display` and `AsRef<str>`.
 macro_rules! id_text {
     ($name:ident) => {
@@ -164,15 +178,7 @@ impl SessionId {
     /// Checks the id against the rule (see [`SessionId`]).
     pub fn validate(&self) -> Result<(), IdError> {
         self.check_bounds()?;
-        // Printable ASCII, the common case, holds no character the rule forbids: checked a byte
-        // at a time without decoding characters.
-        if self.0.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-            return Ok(());
-        }
-        if let Some((at, ch)) = self.0.char_indices().find(|&(_, c)| acts_on_text(c)) {
-            return Err(IdError::Forbidden { what: Self::WHAT, ch, at });
-        }
-        Ok(())
+        keeps_the_rule(Self::WHAT, &self.0)
     }
 
     /// Checks only the bounds of the binary form: not empty, at most [`Self::MAX_LEN`] bytes.
@@ -227,8 +233,31 @@ string_id!(
 );
 string_id!(
     /// A run: one pass of the runtime over a session, begun through an entry.
+    ///
+    /// A run id keeps the session ids' rule ([`SessionId`]): 1 to [`RunId::MAX_LEN`] bytes,
+    /// no character that [acts on text](acts_on_text) (a NUL cannot move to PostgreSQL). Every
+    /// append refuses an event naming a run id that breaks it ([`validate`](RunId::validate));
+    /// one stored before the rule is read as it is.
     RunId
 );
+
+impl RunId {
+    /// The longest run id, in bytes.
+    pub const MAX_LEN: usize = 1024;
+    const WHAT: &'static str = "run id";
+
+    /// Checks the id against the rule (see [`RunId`]).
+    pub fn validate(&self) -> Result<(), IdError> {
+        let text = self.as_str();
+        if text.is_empty() {
+            return Err(IdError::Empty { what: Self::WHAT });
+        }
+        if text.len() > Self::MAX_LEN {
+            return Err(IdError::TooLong { what: Self::WHAT, len: text.len(), max: Self::MAX_LEN });
+        }
+        keeps_the_rule(Self::WHAT, text)
+    }
+}
 string_id!(
     /// A checkpoint's id: a reply's append checkpoint or a step's commit checkpoint.
     CheckpointId

@@ -22,7 +22,10 @@ use std::mem::size_of;
 
 use crate::event::{PayloadDecoder, PayloadEncoder};
 use crate::wire::{self, FormatVersion};
-use crate::{DecodeError, EncodeError, Event, EventKind, FormatPart, Seq, SessionId, UnixMillis};
+use crate::{
+    DecodeError, EncodeError, Event, EventKind, FormatPart, RunEnded, RunStarted, Seq, SessionId,
+    UnixMillis,
+};
 
 /// The record format version this build writes by default ([`FormatVersion::default`]); it
 /// reads versions 1 and 2.
@@ -106,7 +109,8 @@ impl PayloadDecoder for FromSlice<'_> {
 }
 
 /// Appends the record for `event` to `buf` and returns its length. On error `buf` is unchanged.
-/// The session id must keep the rule ([`SessionId::validate`]).
+/// The session id must keep the rule ([`SessionId::validate`]), and so must a run id the event
+/// names ([`RunId::validate`](crate::RunId::validate)).
 pub fn encode_into(
     buf: &mut Vec<u8>,
     session: &SessionId,
@@ -116,7 +120,19 @@ pub fn encode_into(
     limits: &Limits,
 ) -> Result<usize, EncodeError> {
     session.validate()?;
+    check_run_id(event)?;
     encode_bounded_into(buf, session, seq, at, event, limits)
+}
+
+/// Refuses an event naming a run id that breaks the id rule ([`RunId::validate`](crate::RunId::validate)):
+/// what every append checks, beside the session id.
+pub(crate) fn check_run_id(event: &Event) -> Result<(), EncodeError> {
+    match event {
+        Event::RunStarted(RunStarted { run, .. }) | Event::RunEnded(RunEnded { run, .. }) => {
+            run.validate().map_err(EncodeError::Run)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// [`encode_into`] checking only the bounds of the session id ([`SessionId::check_bounds`]),

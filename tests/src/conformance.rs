@@ -140,6 +140,33 @@ pub fn an_invalid_session_id_is_refused(store: &dyn JournalStore) {
     assert_eq!(store.read_all(&fine).unwrap().len(), 1);
 }
 
+pub fn an_invalid_run_id_is_refused(store: &dyn JournalStore) {
+    // Defect pinned: a run id holding NUL was taken by the file and SQLite backends and could not
+    // move to PostgreSQL (`invalid byte sequence ... 0x00`). Run ids keep the session ids' rule;
+    // an append naming another is refused before anything is written.
+    let s = sid("runs");
+    let started = |run: &str| {
+        let entry = Entry::NewTurn { message: "go".into() };
+        Stamped::at(UnixMillis(1), RunStarted { run: RunId::new(run), entry })
+    };
+    let ended = |run: &str| {
+        let outcome = RunOutcome::Completed;
+        Stamped::at(UnixMillis(1), RunEnded { run: RunId::new(run), outcome, error: None })
+    };
+    for bad in ["r\u{0}1", "r\u{1b}]0;x\u{7}", "r\u{202e}1", ""] {
+        for event in [started(bad), ended(bad)] {
+            let err = store.append(&s, Seq(0), &[event], Durability::Synced).unwrap_err();
+            let AppendError::Encode { source, .. } = &err else { panic!("{bad:?}: {err:?}") };
+            assert!(source.to_string().contains("invalid run id"), "{bad:?}: {err}");
+        }
+    }
+    assert_eq!(store.tail(&s).unwrap(), Seq(0), "nothing was written");
+    store
+        .append(&s, Seq(0), &[started("run-1 ok"), ended("run-1 ok")], Durability::Synced)
+        .unwrap();
+    assert_eq!(store.read_all(&s).unwrap().len(), 2);
+}
+
 pub fn racing_writers_win_each_sequence_number_exactly_once(store: &dyn JournalStore) {
     const THREADS: usize = 4;
     const ROUNDS: u64 = 40;
@@ -379,6 +406,7 @@ macro_rules! backend_conformance {
             a_batch_cannot_land_past_the_tail,
             an_empty_batch_is_refused,
             an_invalid_session_id_is_refused,
+            an_invalid_run_id_is_refused,
             racing_writers_win_each_sequence_number_exactly_once,
             interleaved_sessions_keep_their_own_events,
             delete_removes_a_session_and_its_id_can_start_again,
