@@ -1,0 +1,55 @@
+//! The actor scopes: which variants each searches.
+
+use super::variant::{ActorVariant, Setup};
+
+/// An actor scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActorScope {
+    /// The tests' scope (debug build, a few minutes).
+    Ci,
+    /// The deep scope (release build).
+    Deep,
+}
+
+impl ActorScope {
+    /// The scope called `name` (`actors-ci`, `actors-deep`).
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "actors-ci" => Some(ActorScope::Ci),
+            "actors-deep" => Some(ActorScope::Deep),
+            _ => None,
+        }
+    }
+
+    /// Its variants.
+    pub fn variants(self) -> Vec<ActorVariant> {
+        let v = ActorVariant::new;
+        match self {
+            ActorScope::Ci => vec![
+                v(Setup::CrashedUnsafe, &["r1", "r2"], 0, 1),
+                v(Setup::CrashedSafe, &["r1", "o"], 60, 1),
+                v(Setup::SuspendedApproval, &["r1", "o"], 0, 0),
+                v(Setup::SuspendedClient, &["r1", "o"], 0, 0),
+                v(Setup::Fresh, &["d", "r1"], 60, 1),
+            ],
+            ActorScope::Deep => {
+                let mut out = Vec::new();
+                for setup in Setup::ALL {
+                    for cast in [&["r1", "r2", "o"][..], &["d", "r1", "o"], &["r1", "r2", "d"]] {
+                        for skew in [60, -60] {
+                            out.push(v(setup, cast, skew, 2));
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// What the scope covers, for a person.
+    pub fn describe(self) -> String {
+        let variants = self.variants();
+        let names: Vec<String> = variants.iter().map(ToString::to_string).collect();
+        format!("actor scope ({} variants): {}", variants.len(), names.join(", "))
+    }
+}
