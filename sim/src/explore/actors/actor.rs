@@ -445,7 +445,8 @@ fn flight(
             // As the command deletes: refused while a run holds a live lease by the store's
             // clock.
             let store = journal.store();
-            let live = store.head(&session).ok().flatten().is_some_and(|h| h.live_lease().is_some());
+            let live =
+                store.head(&session).ok().flatten().is_some_and(|h| h.live_lease().is_some());
             if !live {
                 let _ = store.delete(&session);
             }
@@ -488,6 +489,9 @@ fn flight(
 /// Whether the saved step waits for a client's answer to `c1`.
 fn waits_client(state: &stepjournal_recovery::SessionState) -> bool {
     state.saved_step().is_some_and(|reply| {
-        reply.calls().iter().any(|c| c.call.as_str() == "c1" && c.kind == stepjournal_codec::CallKind::Client)
+        reply
+            .calls()
+            .iter()
+            .any(|c| c.call.as_str() == "c1" && c.kind == stepjournal_codec::CallKind::Client)
     })
 }

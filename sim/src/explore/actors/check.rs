@@ -133,7 +133,12 @@ fn ends(events: &[Event], out: &mut Vec<Violation>) {
                 }
                 Some(outcome) => out.push(broke(
                     "no run ended twice",
-                    format!("run {} ended {} after it ended {}", e.run, e.outcome.as_str(), outcome.as_str()),
+                    format!(
+                        "run {} ended {} after it ended {}",
+                        e.run,
+                        e.outcome.as_str(),
+                        outcome.as_str()
+                    ),
                 )),
                 None => {
                     first.insert(e.run.to_string(), e.outcome);
@@ -263,7 +268,9 @@ fn decided_unseen(world: &World, batch: &Landed, log: &[Record], out: &mut Vec<V
     let from = usize::try_from(read.get()).unwrap_or(usize::MAX);
     let to = usize::try_from(batch.at.get()).unwrap_or(usize::MAX);
     let between = log.get(from..to).unwrap_or(&[]);
-    if let Some(r) = between.iter().find(|r| matches!(r.event, Event::RunStarted(_) | Event::RunEnded(_))) {
+    if let Some(r) =
+        between.iter().find(|r| matches!(r.event, Event::RunStarted(_) | Event::RunEnded(_)))
+    {
         out.push(broke(
             "a decision applies to what its decider saw",
             format!(

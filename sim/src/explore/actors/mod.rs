@@ -97,7 +97,9 @@ impl ActorSummary {
 /// The command that replays `moves` of `variant`.
 pub fn replay_command(variant: &ActorVariant, moves: &str, plant: Option<Plant>) -> String {
     let planted = match plant {
-        Some(p) if p.needs_feature() => format!(" --features plant --example explore -- --plant {p}"),
+        Some(p) if p.needs_feature() => {
+            format!(" --features plant --example explore -- --plant {p}")
+        }
         Some(p) => format!(" --example explore -- --plant {p}"),
         None => " --example explore --".to_owned(),
     };

@@ -33,22 +33,23 @@ impl ActorScope {
                 v(Setup::Fresh, &["d", "r1"], 60, 1),
             ],
             ActorScope::Deep => {
-                // Every setup with every pair of actors (two runtimes; a runtime and the
-                // operator; the dropping runtime with a runtime, and with the operator), both
-                // clocks ahead and behind, time passing twice; then four casts of three.
+                // Every setup with every pair of actors (two runtimes, the second's clock
+                // ahead and behind; a runtime and the operator; the dropping runtime with a
+                // runtime, and with the operator), time passing twice; then three casts of
+                // three. (Without a plant a clock's skew changes only the times events are
+                // stamped with, which no key reads: one skew per cast but the runtimes'.)
                 let mut out = Vec::new();
                 for setup in Setup::ALL {
-                    for cast in [&["r1", "r2"][..], &["r1", "o"], &["d", "r1"], &["d", "o"]] {
-                        for skew in [60, -60] {
-                            out.push(v(setup, cast, skew, 2));
-                        }
+                    out.push(v(setup, &["r1", "r2"], 60, 2));
+                    out.push(v(setup, &["r1", "r2"], -60, 2));
+                    for cast in [&["r1", "o"][..], &["d", "r1"], &["d", "o"]] {
+                        out.push(v(setup, cast, 60, 2));
                     }
                 }
                 out.extend([
                     v(Setup::CrashedUnsafe, &["r1", "r2", "o"], 60, 2),
                     v(Setup::SuspendedApproval, &["r1", "r2", "o"], 60, 1),
-                    v(Setup::Fresh, &["d", "r1", "r2"], 60, 1),
-                    v(Setup::SuspendedClient, &["d", "r1", "o"], -60, 1),
+                    v(Setup::Fresh, &["d", "r1", "o"], -60, 1),
                 ]);
                 out
             }

@@ -192,7 +192,8 @@ mod tests {
     #[test]
     fn paths_are_counted_over_shared_states_once_each() {
         // 1 -> 2, 3; 2 -> 4; 3 -> 4; 4 -> 5, 6: four paths.
-        let children = HashMap::from([(1, vec![2, 3]), (2, vec![4]), (3, vec![4]), (4, vec![5, 6])]);
+        let children =
+            HashMap::from([(1, vec![2, 3]), (2, vec![4]), (3, vec![4]), (4, vec![5, 6])]);
         assert_eq!(paths(1, &children), 4);
         assert_eq!(paths(7, &children), 1);
     }

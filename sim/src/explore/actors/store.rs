@@ -16,8 +16,8 @@ use std::time::Duration;
 use stepjournal_backends::lease::{Decision, decide, expiry};
 use stepjournal_backends::memory::MemoryStore;
 use stepjournal_backends::{
-    AppendAck, AppendError, AppendFuture, Completer, Durability, JournalStore, Lease,
-    LeaseTaken, OwnerId, SessionHead, StoreError, StoreFuture, StoreIdentity,
+    AppendAck, AppendError, AppendFuture, Completer, Durability, JournalStore, Lease, LeaseTaken,
+    OwnerId, SessionHead, StoreError, StoreFuture, StoreIdentity,
 };
 use stepjournal_codec::json::event_to_json;
 use stepjournal_codec::{Event, Record, RunId, Seq, SessionId, Stamped, UnixMillis};
@@ -271,7 +271,8 @@ impl Shared {
         let books = self.books();
         books.now.hash(h);
         for (session, lease) in &books.leases {
-            (session.as_str(), lease.owner.as_str(), lease.run.as_str(), lease.expires.get()).hash(h);
+            (session.as_str(), lease.owner.as_str(), lease.run.as_str(), lease.expires.get())
+                .hash(h);
         }
         for (actor, held) in &books.held {
             actor.hash(h);

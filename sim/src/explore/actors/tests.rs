@@ -51,7 +51,7 @@ fn caught(variant: &str, plant: Plant, rule: &str) {
     assert!(clean.violations.is_empty(), "without the plant: {:?}", clean.violations);
     // No shorter interleaving of the variant fails: every prefix is clean with the plant.
     for k in 0..again.0.len() {
-        let prefix = Interleaving(again.0[..k].to_vec());
+        let prefix = Interleaving(again.0.iter().take(k).copied().collect());
         let ran = replay_actors(&variant, &prefix, Some(plant)).unwrap();
         assert!(ran.violations.is_empty(), "the prefix of {k} moves fails already");
     }

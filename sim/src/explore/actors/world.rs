@@ -306,7 +306,8 @@ fn set_up(setup: Setup, shared: &Arc<Shared>, session: &SessionId, replay: Repla
     if setup == Setup::Fresh {
         return;
     }
-    let store: Arc<dyn JournalStore> = Arc::new(Handle::ungated(shared.clone(), ActorId(usize::MAX)));
+    let store: Arc<dyn JournalStore> =
+        Arc::new(Handle::ungated(shared.clone(), ActorId(usize::MAX)));
     let options = JournalOptions::new()
         .owner(OwnerId::new("gone"))
         .ids(Arc::new(SequentialIds::with_prefix("s")))
