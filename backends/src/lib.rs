@@ -18,6 +18,7 @@ mod error;
 pub mod file;
 pub mod head;
 mod identity;
+pub mod lease;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;

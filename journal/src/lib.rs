@@ -32,6 +32,7 @@
 
 pub mod drive;
 mod error;
+mod plant;
 #[cfg(feature = "schema")]
 pub mod registry;
 #[cfg(feature = "schema")]

@@ -6,7 +6,13 @@
 //! cargo run -p stepjournal-sim --example explore -- --scope ci
 //! cargo run -p stepjournal-sim --example explore -- --variant 'step/mb2/free/tool:u>s' --choices 'a4.lands>wake'
 //! cargo run -p stepjournal-sim --features plant --example explore -- --scope ci --plant unsafe-rerun
+//! cargo run --release -p stepjournal-sim --example explore -- --scope actors-deep --progress
+//! cargo run -p stepjournal-sim --example explore -- --actors 'crashed-unsafe/r1+r2/skew+0/t1'
+//! cargo run -p stepjournal-sim --example explore -- --actors 'crashed-unsafe/r1+r2/skew+0/t1' --interleaving 'r1:recover r1:go'
 //! ```
+//!
+//! The actor scopes (`actors-ci`, `actors-deep`) search several actors at once; `--actors V`
+//! searches one actor variant, and with `--interleaving M` replays one interleaving of it.
 //!
 //! `--scope` searches a scope and prints what it covers, its counts and the failing executions
 //! (fewest faults first), each with the command that replays it; `--variant` with `--choices`
@@ -18,13 +24,18 @@
 
 use std::process::ExitCode;
 
+use stepjournal_sim::explore::actors::{self, ActorScope, ActorVariant};
 use stepjournal_sim::explore::{self, Choices, Job, Menu, Options, Plant, Scope, Variant};
 
-const USAGE: &str = "usage: explore [--scope ci|deep|three] [--variant V [--choices C]] [--plant NAME] \
+const USAGE: &str = "usage: explore [--scope ci|deep|three|actors-ci|actors-deep] \
+                     [--variant V [--choices C]] [--actors V [--interleaving M]] [--plant NAME] \
                      [--keep N] [--progress]";
 
 struct Args {
     scope: Option<Scope>,
+    actor_scope: Option<ActorScope>,
+    actors: Option<ActorVariant>,
+    interleaving: Option<String>,
     variant: Option<Variant>,
     choices: Option<Choices>,
     plant: Option<Plant>,
@@ -33,13 +44,30 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut args =
-        Args { scope: None, variant: None, choices: None, plant: None, keep: 10, progress: false };
+    let mut args = Args {
+        scope: None,
+        actor_scope: None,
+        actors: None,
+        interleaving: None,
+        variant: None,
+        choices: None,
+        plant: None,
+        keep: 10,
+        progress: false,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
-            "--scope" => args.scope = Some(value()?.parse()?),
+            "--scope" => {
+                let name = value()?;
+                match ActorScope::named(&name) {
+                    Some(scope) => args.actor_scope = Some(scope),
+                    None => args.scope = Some(name.parse()?),
+                }
+            }
+            "--actors" => args.actors = Some(value()?.parse().map_err(|e| format!("{e}"))?),
+            "--interleaving" => args.interleaving = Some(value()?),
             "--variant" => args.variant = Some(value()?.parse().map_err(|e| format!("{e}"))?),
             "--choices" => args.choices = Some(value()?.parse().map_err(|e| format!("{e}"))?),
             "--plant" => args.plant = Some(value()?.parse()?),
@@ -61,6 +89,26 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let options = Options {
+        plant: args.plant,
+        first_only: args.plant.is_some(),
+        keep: args.keep,
+        progress: args.progress,
+    };
+    if let Some(variant) = &args.actors {
+        return match &args.interleaving {
+            Some(moves) => replay_actors(variant, moves, args.plant),
+            None => search_actors(&format!("actors {variant}"), std::slice::from_ref(variant), options),
+        };
+    }
+    if let Some(scope) = args.actor_scope {
+        println!("{}", scope.describe());
+        let name = match scope {
+            ActorScope::Ci => "scope actors-ci",
+            ActorScope::Deep => "scope actors-deep",
+        };
+        return search_actors(name, &scope.variants(), options);
+    }
     if let (Some(variant), Some(choices)) = (&args.variant, &args.choices) {
         return match explore::replay(variant, choices, args.plant) {
             Ok(finding) => {
@@ -84,12 +132,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    let options = Options {
-        plant: args.plant,
-        first_only: args.plant.is_some(),
-        keep: args.keep,
-        progress: args.progress,
-    };
     let (name, jobs) = match &args.variant {
         Some(variant) => {
             let job = Job { variant: variant.clone(), menus: vec![Menu::FULL, Menu::FULL] };
@@ -106,6 +148,51 @@ fn main() -> ExitCode {
             println!("{name}: {}", summary.counts_line());
             print!("{}", summary.findings_text());
             if summary.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) => {
+            eprintln!("explore: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn search_actors(name: &str, variants: &[ActorVariant], options: Options) -> ExitCode {
+    match actors::explore_actors(variants, options) {
+        Ok(summary) => {
+            println!("{name}: {}", summary.counts_line());
+            print!("{}", summary.findings_text());
+            if summary.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) => {
+            eprintln!("explore: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn replay_actors(variant: &ActorVariant, moves: &str, plant: Option<Plant>) -> ExitCode {
+    let interleaving = match actors::Interleaving::parse(moves, variant) {
+        Ok(interleaving) => interleaving,
+        Err(e) => {
+            eprintln!("explore: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match actors::replay_actors(variant, &interleaving, plant) {
+        Ok(finding) => {
+            println!("variant {variant} moves {}", interleaving.text(variant));
+            for line in &finding.trace {
+                println!("  trace: {line}");
+            }
+            for v in &finding.violations {
+                println!("  violation: {v}");
+            }
+            if finding.violations.is_empty() {
+                println!("no violation");
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
         Err(e) => {
             eprintln!("explore: {e}");

@@ -38,6 +38,9 @@
 //! [`explore`] checks a small scope exhaustively instead of at random: every execution of
 //! every script variant of the scope, each fault at every append and body point followed by
 //! every entry, deterministically and with the states deduplicated (`docs/explore.md`).
+//! [`explore::actors`] searches several actors at once (two runtimes, the operator, a runtime
+//! whose futures are dropped) over a store that keeps leases on a clock of its own, every step
+//! of each actor a choice.
 //!
 //! ```
 //! use stepjournal_sim::{

@@ -7,6 +7,14 @@ use stepjournal_recovery::Finding;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Violation {
+    /// An invariant of several actors at once (the explorer's actor search) broken.
+    #[error("{rule}: {what}")]
+    Actors {
+        /// The invariant, in a few words.
+        rule: &'static str,
+        /// What broke it, and where.
+        what: String,
+    },
     /// An unsafe call's body started more than once under one dispatch id.
     #[error(
         "unsafe call `{call}` started {bodies} bodies under dispatch id `{dispatch}`: an unsafe \

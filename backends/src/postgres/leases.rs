@@ -85,6 +85,7 @@ pub(super) async fn take_lease(
     force: bool,
 ) -> Result<LeaseTaken, StoreError> {
     shared.check_writable()?;
+    let lasts = ttl;
     let (s, o, r, ttl) = (session.as_str(), owner.as_str(), run.as_str(), ttl_ms(ttl));
     let what = format!("taking the lease of {session} for {owner}");
     loop {
@@ -117,7 +118,7 @@ pub(super) async fn take_lease(
                 match lease::decide(held.lease(), owner, now, force) {
                     Decision::Refuse(lease) => Ok(Took::Done(LeaseTaken::HeldBy(lease))),
                     Decision::Take { took_over } => {
-                        let expires = now.saturating_add(ttl);
+                        let expires = lease::expiry(now, lasts);
                         tx.execute(&c.stmts.set_lease, &[&s as &Param<'_>, &o, &r, &expires])
                             .await
                             .map_err(failed("setting the lease"))?;

@@ -1,11 +1,12 @@
-//! The lease rule the SQL backends share: who may take a session's lease, given the one its head
-//! row holds and the store's clock.
+//! Leases as the SQL backends store them: the columns of a `sessions` row, and the one lease rule
+//! ([`crate::lease`]) read from and written to them.
 
 use std::time::Duration;
 
 use stepjournal_codec::{RunId, UnixMillis};
 
 use crate::head::{Lease, OwnerId};
+pub(crate) use crate::lease::Decision;
 
 /// A lease as the columns of a `sessions` row: `lease_owner`, `lease_run`, `lease_expires`
 /// (unix milliseconds by the store's clock). All three set, or none.
@@ -30,37 +31,15 @@ impl LeaseColumns {
     }
 }
 
-/// What a take decides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// Write the caller's lease; `took_over` is the live lease of another owner it replaces.
-    Take { took_over: Option<Lease> },
-    /// Leave the row: this live lease is another owner's.
-    Refuse(Lease),
-}
-
-/// Whether `owner` may take the lease over `held`, at `now` (unix ms, the store's clock): when
-/// none is held, it expired (`expires <= now`), or it is `owner`'s; otherwise only if forced.
-pub(crate) fn decide(held: Option<Lease>, owner: &OwnerId, now: i64, force: bool) -> Decision {
-    match held {
-        Some(lease) if lease.owner != *owner && millis(lease.expires) > now => {
-            if force {
-                Decision::Take { took_over: Some(lease) }
-            } else {
-                Decision::Refuse(lease)
-            }
-        }
-        _ => Decision::Take { took_over: None },
-    }
-}
-
-/// `now + ttl` in unix ms, saturating.
+/// `now + ttl` in unix ms by the rule of [`crate::lease::expiry`], as a column's `i64`.
 pub(crate) fn expiry(now: i64, ttl: Duration) -> i64 {
-    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+    let at = crate::lease::expiry(UnixMillis(u64::try_from(now).unwrap_or(0)), ttl);
+    i64::try_from(at.get()).unwrap_or(i64::MAX)
 }
 
-fn millis(t: UnixMillis) -> i64 {
-    i64::try_from(t.get()).unwrap_or(i64::MAX)
+/// [`crate::lease::decide`] at `now`, a column's unix ms (a time before the epoch reads as 0).
+pub(crate) fn decide(held: Option<Lease>, owner: &OwnerId, now: i64, force: bool) -> Decision {
+    crate::lease::decide(held, owner, UnixMillis(u64::try_from(now).unwrap_or(0)), force)
 }
 
 #[cfg(test)]
@@ -72,25 +51,12 @@ mod tests {
     }
 
     #[test]
-    fn a_live_lease_of_another_owner_is_refused_unless_forced() {
+    fn the_columns_decide_by_the_one_rule() {
         let me = OwnerId::new("me");
-        assert_eq!(decide(None, &me, 100, false), Decision::Take { took_over: None });
-        assert_eq!(
-            decide(Some(lease("me", 500)), &me, 100, false),
-            Decision::Take { took_over: None }
-        );
-        assert_eq!(
-            decide(Some(lease("other", 100)), &me, 100, false),
-            Decision::Take { took_over: None }
-        );
-        assert_eq!(
-            decide(Some(lease("other", 101)), &me, 100, false),
-            Decision::Refuse(lease("other", 101))
-        );
-        assert_eq!(
-            decide(Some(lease("other", 101)), &me, 100, true),
-            Decision::Take { took_over: Some(lease("other", 101)) }
-        );
+        let held = || Some(lease("other", 101));
+        assert_eq!(decide(held(), &me, 100, false), Decision::Refuse(lease("other", 101)));
+        assert_eq!(decide(held(), &me, 101, false), Decision::Take { took_over: None });
+        assert_eq!(decide(held(), &me, -5, false), Decision::Refuse(lease("other", 101)));
     }
 
     #[test]

@@ -152,7 +152,10 @@ impl Journal {
     ) -> Result<Run, AnswerError> {
         let mut read = self.waiting(session, call, what, &fits)?;
         for _ in 0..self.options.begin_attempts.max(1) {
-            let wake = Begin { at: Some(read), with: vec![event.clone()], ..Begin::default() };
+            let mut wake = Begin { at: Some(read), with: vec![event.clone()], ..Begin::default() };
+            if crate::plant::active(crate::plant::WriterPlant::DecisionIgnoresTail) {
+                wake.at = None;
+            }
             match self.begin(session, Entry::Wake, wake).await {
                 Ok(run) => return Ok(run),
                 Err(BeginError::Changed { .. }) => {}

@@ -100,7 +100,7 @@ struct LetGoIfDropped<'a> {
 
 impl Drop for LetGoIfDropped<'_> {
     fn drop(&mut self) {
-        if self.armed {
+        if self.armed && !crate::plant::active(crate::plant::WriterPlant::DroppedAppendUnseen) {
             self.step.interrupt(Interruption::FutureDropped { during: "drive" });
         }
     }

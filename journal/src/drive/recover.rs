@@ -183,7 +183,10 @@ impl Journal {
         F: Fn(Run, Option<StepOutcome>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let wake = Begin { at: Some(tail), ..Begin::default() };
+        let mut wake = Begin { at: Some(tail), ..Begin::default() };
+        if crate::plant::active(crate::plant::WriterPlant::ClaimIgnoresHead) {
+            wake.at = None;
+        }
         let run = match self.begin(&session, Entry::Wake, wake).await {
             Ok(run) => run,
             Err(BeginError::LeaseHeld { lease, .. }) => return One::Skipped(session, lease),

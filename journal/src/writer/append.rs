@@ -30,6 +30,7 @@ impl Drop for Writer<'_> {
         let mut inner = self.shared.view();
         if let Some(during) = self.landing
             && inner.status == RunStatus::Open
+            && !crate::plant::active(crate::plant::WriterPlant::DroppedAppendUnseen)
         {
             inner.status = RunStatus::Interrupted(Interruption::FutureDropped { during });
         }

@@ -61,7 +61,12 @@ impl Journal {
         options: JournalOptions,
     ) -> Result<Self, JournalError> {
         let identity = store.identity();
-        let own = Ownership::new(options.owner.clone(), options.lease_ttl, identity.clone());
+        let own = Ownership::new(
+            options.owner.clone(),
+            options.lease_ttl,
+            identity.clone(),
+            options.lease_keeper,
+        );
         let holder: super::claims::Holder = Arc::downgrade(&own) as _;
         super::claims::claim(&identity, holder)
             .map_err(|store| JournalError::StoreInUse { store })?;
@@ -246,6 +251,7 @@ impl Journal {
             // A stop of a run that already ended (but suspended) would end it a second time:
             // it writes nothing, whether it finds so now or after another writer's append.
             if matches!(new_run.entry, Entry::Stop)
+                && !crate::plant::active(crate::plant::WriterPlant::StopOverEnded)
                 && let Some(outcome) = state.last_run_outcome()
                 && outcome != RunOutcome::Suspended
             {

@@ -22,6 +22,7 @@ use super::owner::default_owner;
 /// | [`append_attempts`](Self::append_attempts) | 16 |
 /// | [`owner`](Self::owner) | `host:pid:random` |
 /// | [`lease_ttl`](Self::lease_ttl) | 30 s |
+/// | [`lease_keeper`](Self::lease_keeper) | on: a thread keeps the leases |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     pub(crate) durability: Durability,
@@ -32,6 +33,7 @@ pub struct JournalOptions {
     pub(crate) append_attempts: u32,
     pub(crate) owner: OwnerId,
     pub(crate) lease_ttl: Duration,
+    pub(crate) lease_keeper: bool,
 }
 
 impl JournalOptions {
@@ -57,6 +59,7 @@ impl JournalOptions {
             append_attempts: Self::DEFAULT_APPEND_ATTEMPTS,
             owner: default_owner(),
             lease_ttl: Self::DEFAULT_LEASE_TTL,
+            lease_keeper: true,
         }
     }
 
@@ -118,6 +121,19 @@ impl JournalOptions {
     /// died. At least 1 ms (0 is taken as 1 ms).
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl.max(Duration::from_millis(1));
+        self
+    }
+}
+
+impl JournalOptions {
+    /// Whether the journal starts its lease keeper, a thread that renews the leases of its
+    /// runs every third of [`lease_ttl`](Self::lease_ttl) and releases those of runs that
+    /// ended (on stores that keep leases). Default on. Off, nothing renews or releases them
+    /// but [`Journal::keep_leases`](super::Journal::keep_leases), called by the runtime from a
+    /// timer of its own (or by a simulator, which decides when each actor acts): a lease not
+    /// renewed in time lapses, and another runtime may recover the run.
+    pub fn lease_keeper(mut self, on: bool) -> Self {
+        self.lease_keeper = on;
         self
     }
 }

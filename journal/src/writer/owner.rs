@@ -68,6 +68,10 @@ pub(crate) struct Ownership {
     shutting_down: AtomicBool,
     /// Whether the keeper thread was started (on the first lease the store kept).
     keeper: AtomicBool,
+    /// Whether a keeper thread may be started at all ([`JournalOptions::lease_keeper`]).
+    ///
+    /// [`JournalOptions::lease_keeper`]: super::JournalOptions::lease_keeper
+    keeper_allowed: bool,
     /// Tells the keeper to stop.
     stop: AtomicBool,
     /// The store this journal runs over, claimed for it in this process ([`claims`]).
@@ -88,7 +92,12 @@ impl Drop for Ownership {
 }
 
 impl Ownership {
-    pub(crate) fn new(owner: OwnerId, ttl: Duration, store: StoreIdentity) -> Arc<Self> {
+    pub(crate) fn new(
+        owner: OwnerId,
+        ttl: Duration,
+        store: StoreIdentity,
+        keeper_allowed: bool,
+    ) -> Arc<Self> {
         Arc::new(Ownership {
             owner,
             ttl,
@@ -98,6 +107,7 @@ impl Ownership {
             orphans: Mutex::new(Vec::new()),
             shutting_down: AtomicBool::new(false),
             keeper: AtomicBool::new(false),
+            keeper_allowed,
             stop: AtomicBool::new(false),
             store,
             pruned_at: std::sync::atomic::AtomicUsize::new(0),
@@ -291,7 +301,7 @@ impl Ownership {
     /// Starts the keeper thread, once: it tends every ttl/3, and whenever a run here can no
     /// longer write. It holds the ownership weakly and stops once the journal is gone.
     fn start_keeper(self: &Arc<Self>, store: &Arc<dyn JournalStore>) {
-        if self.keeper.swap(true, Ordering::AcqRel) {
+        if !self.keeper_allowed || self.keeper.swap(true, Ordering::AcqRel) {
             return;
         }
         let (weak, store, hub): (Weak<Ownership>, _, _) =

@@ -18,6 +18,7 @@
 //! simulated disk and exported and imported, and each entry's plan over each copy must be the
 //! memory store's.
 
+pub mod actors;
 mod choice;
 mod deploy;
 mod mirror;
@@ -38,6 +39,7 @@ pub use search::{Counts, Finding};
 pub use variant::{Answers, CallShape, Now, Order, Runner, Variant, VariantError};
 
 use crate::ScriptError;
+use plant::Planted;
 use search::{Bounds, search};
 
 /// What the explorer is asked to do.
@@ -133,33 +135,9 @@ impl Summary {
     }
 }
 
-/// Switches the plant's rule bug on for this thread while it lives.
-struct Planted;
-
-impl Planted {
-    fn new(plant: Option<Plant>) -> Result<Self, ExploreError> {
-        if let Some(plant) = plant
-            && plant.needs_feature()
-        {
-            #[cfg(feature = "plant")]
-            stepjournal_recovery::plant::set(plant.in_rules());
-            #[cfg(not(feature = "plant"))]
-            return Err(ExploreError::PlantNeedsFeature(plant));
-        }
-        Ok(Planted)
-    }
-}
-
-impl Drop for Planted {
-    fn drop(&mut self) {
-        #[cfg(feature = "plant")]
-        stepjournal_recovery::plant::set(None);
-    }
-}
-
 /// Searches every job's variant, with its faults.
 pub fn explore(jobs: &[Job], options: Options) -> Result<Summary, ExploreError> {
-    let _planted = Planted::new(options.plant)?;
+    let _planted = Planted::new(options.plant).map_err(ExploreError::PlantNeedsFeature)?;
     let started = Instant::now();
     let mut counts = Counts::default();
     let mut findings: Vec<Finding> = Vec::new();
@@ -207,7 +185,7 @@ pub fn replay(
     choices: &Choices,
     plant: Option<Plant>,
 ) -> Result<Finding, ExploreError> {
-    let _planted = Planted::new(plant)?;
+    let _planted = Planted::new(plant).map_err(ExploreError::PlantNeedsFeature)?;
     let mut seen = search::Seen::default();
     let ran = search::simulate_one(variant, choices, plant, &mut seen)
         .map_err(|source| ExploreError::Script { variant: variant.to_string(), source })?;

@@ -28,16 +28,41 @@ pub enum Plant {
     UnsafeRerun,
     /// A crash loses the last record of the session, acknowledged or not.
     LostAcknowledgedAppend,
+    /// A start-up's wake does not compare the head it listed (`plant` feature; actors).
+    ClaimIgnoresHead,
+    /// Leases are judged by the actor's clock, not the store's (actors).
+    LeaseByActorClock,
+    /// A decision is not compared with the tail its decider read (`plant` feature; actors).
+    DecisionIgnoresTail,
+    /// A future dropped while its append could land leaves its run open, unaware (`plant`
+    /// feature; actors).
+    DroppedAppendUnseen,
+    /// A stop is written over a run that ended completed (`plant` feature; actors).
+    StopOverEnded,
 }
 
 impl Plant {
     /// Every plant.
-    pub const ALL: [Plant; 5] = [
+    pub const ALL: [Plant; 10] = [
         Plant::OrderIgnoresSequential,
         Plant::MaxBodiesOffByOne,
         Plant::FencedResultAccepted,
         Plant::UnsafeRerun,
         Plant::LostAcknowledgedAppend,
+        Plant::ClaimIgnoresHead,
+        Plant::LeaseByActorClock,
+        Plant::DecisionIgnoresTail,
+        Plant::DroppedAppendUnseen,
+        Plant::StopOverEnded,
+    ];
+
+    /// The plants the actor search is for (the others are the one-actor search's).
+    pub const ACTORS: [Plant; 5] = [
+        Plant::ClaimIgnoresHead,
+        Plant::LeaseByActorClock,
+        Plant::DecisionIgnoresTail,
+        Plant::DroppedAppendUnseen,
+        Plant::StopOverEnded,
     ];
 
     /// The plant's name on the command line.
@@ -48,6 +73,11 @@ impl Plant {
             Plant::FencedResultAccepted => "fenced-result-accepted",
             Plant::UnsafeRerun => "unsafe-rerun",
             Plant::LostAcknowledgedAppend => "lost-acknowledged-append",
+            Plant::ClaimIgnoresHead => "claim-ignores-head",
+            Plant::LeaseByActorClock => "lease-by-actor-clock",
+            Plant::DecisionIgnoresTail => "decision-ignores-tail",
+            Plant::DroppedAppendUnseen => "dropped-append-unseen",
+            Plant::StopOverEnded => "stop-over-ended",
         }
     }
 
@@ -58,13 +88,25 @@ impl Plant {
         match self {
             Plant::OrderIgnoresSequential => Some(P::OrderIgnoresSequential),
             Plant::UnsafeRerun => Some(P::UnsafeRerun),
+            Plant::ClaimIgnoresHead => Some(P::ClaimIgnoresHead),
+            Plant::DecisionIgnoresTail => Some(P::DecisionIgnoresTail),
+            Plant::DroppedAppendUnseen => Some(P::DroppedAppendUnseen),
+            Plant::StopOverEnded => Some(P::StopOverEnded),
             _ => None,
         }
     }
 
     /// Whether the plant needs the `plant` feature (it changes the rules themselves).
     pub fn needs_feature(self) -> bool {
-        matches!(self, Plant::OrderIgnoresSequential | Plant::UnsafeRerun)
+        matches!(
+            self,
+            Plant::OrderIgnoresSequential
+                | Plant::UnsafeRerun
+                | Plant::ClaimIgnoresHead
+                | Plant::DecisionIgnoresTail
+                | Plant::DroppedAppendUnseen
+                | Plant::StopOverEnded
+        )
     }
 }
 
@@ -82,6 +124,32 @@ impl FromStr for Plant {
             let names: Vec<&str> = Plant::ALL.iter().map(|p| p.as_str()).collect();
             format!("`{s}` is not a plant; the plants are {}", names.join(", "))
         })
+    }
+}
+
+/// Switches the plant's rule or writer bug on for this thread while it lives.
+pub(crate) struct Planted;
+
+impl Planted {
+    /// Switches `plant` on; refused (the plant handed back) when it needs the `plant` feature
+    /// this build has not.
+    pub(crate) fn new(plant: Option<Plant>) -> Result<Self, Plant> {
+        if let Some(plant) = plant
+            && plant.needs_feature()
+        {
+            #[cfg(feature = "plant")]
+            stepjournal_recovery::plant::set(plant.in_rules());
+            #[cfg(not(feature = "plant"))]
+            return Err(plant);
+        }
+        Ok(Planted)
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        #[cfg(feature = "plant")]
+        stepjournal_recovery::plant::set(None);
     }
 }
 
