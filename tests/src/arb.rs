@@ -21,6 +21,15 @@ fn id() -> impl Strategy<Value = String> {
     prop_oneof!["[a-z][a-z0-9-]{0,8}", any::<String>().prop_map(|s| s.chars().take(10).collect())]
 }
 
+/// A run id that keeps the id rule ([`RunId::validate`]): any text but empty, holding no
+/// character that acts on text.
+fn run_id() -> impl Strategy<Value = RunId> {
+    id().prop_map(|s| {
+        let kept: String = s.chars().filter(|c| !stepjournal_codec::acts_on_text(*c)).collect();
+        RunId::from(if kept.is_empty() { "r".to_owned() } else { kept })
+    })
+}
+
 fn session() -> impl Strategy<Value = SessionId> {
     "[a-zA-Z0-9_.:-]{1,16}".prop_map(|s| SessionId::new(s).unwrap())
 }
@@ -110,7 +119,7 @@ pub fn event() -> impl Strategy<Value = Event> {
     let call_id = || id().prop_map(CallId::from);
     let attempt = || (1u32..5).prop_map(Attempt);
     prop_oneof![
-        (id(), entry()).prop_map(|(run, entry)| RunStarted { run: RunId::from(run), entry }.into()),
+        (run_id(), entry()).prop_map(|(run, entry)| RunStarted { run, entry }.into()),
         text().prop_map(|text| Message { role: Role::User, text }.into()),
         (
             any::<u64>(),
@@ -159,9 +168,8 @@ pub fn event() -> impl Strategy<Value = Event> {
             checkpoint: CheckpointId::from(c)
         }
         .into()),
-        (id(), outcome(), proptest::option::of(text())).prop_map(|(run, outcome, error)| {
-            RunEnded { run: RunId::from(run), outcome, error }.into()
-        }),
+        (run_id(), outcome(), proptest::option::of(text()))
+            .prop_map(|(run, outcome, error)| RunEnded { run, outcome, error }.into()),
         id().prop_map(|to| Rewound { to: CheckpointId::from(to) }.into()),
         text().prop_map(|partial| ModelAborted { partial }.into()),
     ]
