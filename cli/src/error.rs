@@ -122,12 +122,16 @@ pub enum CliError {
     },
     /// Sessions of an export already exist in the target; nothing was imported.
     #[error(
-        "refusing to import into {url}: {} of the export's sessions already exist there ({}); \
-         nothing was imported",
+        "refusing to {command} into {url}: {} of the {from}'s sessions already exist there ({}); \
+         nothing was {done}",
         .sessions.len(),
-        list(.sessions)
+        list(.sessions),
+        from = if *.command == "salvage" { "source" } else { "export" },
+        done = if *.command == "salvage" { "salvaged" } else { "imported" }
     )]
     Exists {
+        /// The command refused: `import` or `salvage`.
+        command: &'static str,
         /// The target store's URL, its password hidden.
         url: StoreName,
         /// The sessions that exist.
@@ -164,9 +168,24 @@ pub enum CliError {
         /// Each damaged session (or part no intact byte ties to a session), and where.
         damaged: Vec<DamagedSession>,
     },
+    /// An export stopped partway, after writing whole sessions to its output: why, and how much
+    /// the output holds (a valid export of those sessions).
+    #[error(
+        "{source}; the export stopped after writing {sessions} whole session(s), {events} \
+         events, to its output"
+    )]
+    ExportStopped {
+        /// Sessions written whole before it stopped.
+        sessions: u64,
+        /// Their events.
+        events: u64,
+        /// Why it stopped.
+        source: Box<CliError>,
+    },
     /// A write command met a file journal whose directory lock a runtime holds.
     #[error(
-        "{url}: a runtime holds the journal's lock ({lock}); a file journal has one writer, so          `{action}` cannot write while it runs",
+        "{url}: a runtime holds the journal's lock ({lock}); a file journal has one writer, so \
+         `{action}` cannot write while it runs",
         lock = .lock.display()
     )]
     Held {
@@ -179,8 +198,8 @@ pub enum CliError {
     },
     /// A session a runtime is running (its run holds a live lease) was not acted on.
     #[error(
-        "{url}: session `{session}` is running (owner {owner} holds its live lease): `{what}` \
-         would fence that run; nothing was written"
+        "{url}: session `{session}` is running (owner {owner} holds its live lease): {}",
+        refused_beside_a_run(what)
     )]
     Running {
         /// The store's URL.
@@ -283,6 +302,16 @@ fn list(sessions: &[SessionId]) -> String {
     names.join(", ")
 }
 
+/// What acting on a running session would have done, said in its refusal.
+fn refused_beside_a_run(what: &str) -> String {
+    match what {
+        "delete" => {
+            "`delete` would remove its log from under a live run; nothing was deleted".to_owned()
+        }
+        what => format!("`{what}` would fence that run; nothing was written"),
+    }
+}
+
 impl CliError {
     /// A line that says what to do next, printed under the message where one helps.
     pub fn hint(&self) -> Option<String> {
@@ -294,9 +323,20 @@ impl CliError {
                      `stepjournal salvage {url} --to DST` copies them to a new store)"
                 ))
             }
+            CliError::ExportStopped { source, .. } => source.hint(),
+            CliError::Running { what: "delete", .. } => Some(
+                "delete it once its runtime ended the run, or `stepjournal stop` it first (a \
+                 runtime deletes its own sessions with JournalStore::delete)"
+                    .to_owned(),
+            ),
             CliError::Running { .. } => Some(
                 "act through the runtime (Journal::answer_client, Journal::decide_approval), or \
                  `stepjournal stop` it first"
+                    .to_owned(),
+            ),
+            CliError::Held { action: "delete", .. } => Some(
+                "stop the runtime first, or delete through it: the runtime API's \
+                 JournalStore::delete on the store it has open"
                     .to_owned(),
             ),
             CliError::Held { .. } => Some(
@@ -357,6 +397,7 @@ impl CliError {
         match self {
             CliError::Findings { .. } | CliError::Damaged { .. } => 1,
             CliError::Write { .. } | CliError::WriteFile { .. } => 74,
+            CliError::ExportStopped { source, .. } => source.exit_code(),
             _ => 2,
         }
     }

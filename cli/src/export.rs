@@ -83,7 +83,13 @@ pub fn export(
     let total = sessions.len() as u64;
     for (i, s) in sessions.iter().enumerate() {
         progress(i as u64, total);
-        let Some(records) = reading.read(s)? else { continue };
+        let read = reading.read(s).map_err(|source| match done.sessions {
+            0 => source,
+            sessions => {
+                CliError::ExportStopped { sessions, events: done.events, source: Box::new(source) }
+            }
+        });
+        let Some(records) = read? else { continue };
         for r in &records {
             out.write_all(record_to_export_line(r).as_bytes())?;
             out.write_all(b"\n")?;

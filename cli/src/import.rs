@@ -214,7 +214,11 @@ fn refuse_existing(
         }
     }
     if !exist.is_empty() {
-        return Err(CliError::Exists { url: StoreName::of(url), sessions: exist });
+        return Err(CliError::Exists {
+            command: "import",
+            url: StoreName::of(url),
+            sessions: exist,
+        });
     }
     Ok(())
 }

@@ -91,7 +91,11 @@ pub fn salvage(
     let existing =
         target.sessions().map_err(|source| store_error(dst, "listing sessions", source))?;
     if !existing.is_empty() {
-        return Err(CliError::Exists { url: StoreName::of(dst), sessions: existing });
+        return Err(CliError::Exists {
+            command: "salvage",
+            url: StoreName::of(dst),
+            sessions: existing,
+        });
     }
     let sessions = match &source {
         Source::File(s) => s.all_sessions(),

@@ -44,9 +44,9 @@ pub struct SessionsArgs {
     /// The order of the rows (default: by session id).
     #[arg(long, value_enum)]
     pub sort: Option<SortBy>,
-    /// At most this many rows.
-    #[arg(long, value_name = "N")]
-    pub limit: Option<usize>,
+    /// At most this many rows (at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -406,7 +406,8 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let now = SystemClock.now();
     let why_open = why_open(reading.live);
     let mut summaries = summarize(&mut reading, Filter { status: args.state, since }, Some(now))?;
-    sort_and_limit(&mut summaries, args.sort, args.limit);
+    let limit = args.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    sort_and_limit(&mut summaries, args.sort, limit);
     let mut out = std::io::BufWriter::new(out);
     let any_open = summaries.iter().any(|s| s.status == SessionStatus::Open);
     if args.json {

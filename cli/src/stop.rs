@@ -58,6 +58,43 @@ fn said_nothing_to_stop(
     Ok(())
 }
 
+/// After a dry run's plan: says so when the session is running, since the stop would fence that
+/// run (on a file journal whose lock a runtime holds, the stop would be refused instead).
+fn said_who_runs_it(
+    out: &mut dyn Write,
+    store: &dyn stepjournal_backends::JournalStore,
+    url: &str,
+    session: &SessionId,
+) -> Result<(), CliError> {
+    if let Ok(stepjournal_backends::StoreUrl::File(dir)) =
+        stepjournal_backends::StoreUrl::parse(url)
+        && stepjournal_backends::file::writer_is_live(&dir).unwrap_or(false)
+    {
+        writeln!(
+            out,
+            "note: a runtime holds the journal's lock: this stop would be refused; stop the \
+             session through the runtime (Journal::stop)"
+        )?;
+        return Ok(());
+    }
+    let head = store.head(session).map_err(|source| CliError::Store {
+        url: StoreName::of(url),
+        doing: format!("reading the head of {}", Shown(session)),
+        source,
+    })?;
+    // Live by the store's clock, read with the head: never by this command's.
+    if let Some(lease) = head.as_ref().and_then(|h| h.live_lease()) {
+        writeln!(
+            out,
+            "note: session `{}` is running (owner {} holds its live lease): this stop would \
+             fence that run, its next append refused",
+            Shown(session),
+            Shown(&lease.owner)
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs `stepjournal stop`.
 pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let session = SessionId::from_stored(args.session.as_str());
@@ -76,7 +113,8 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
             config: Config::default(),
             on_corruption: Default::default(),
         };
-        return Ok(explain(&request, &plan, &state, out)?);
+        explain(&request, &plan, &state, out)?;
+        return said_who_runs_it(out, &*reading, &args.store, &session);
     }
     let store = open_to_write(&args.store, "stop")?;
     let (_, state) = read_state(&*store, &args.store, &session)?;

@@ -165,10 +165,14 @@ fn write_commands_on_a_file_journal_a_runtime_holds_are_refused_naming_the_lock(
             err.contains("a runtime holds the journal's lock") && err.contains("LOCK"),
             "{err}"
         );
-        assert!(err.contains("Journal::stop"), "{err}");
+        assert!(!err.contains("  "), "no run of spaces in the message: {err:?}");
+        // Each names the runtime API that does what it would have done.
+        let api = if args[0] == "delete" { "JournalStore::delete" } else { "Journal::stop" };
+        assert!(err.contains(api), "{err}");
     }
-    // A dry run reads only, beside the runtime.
-    bin_ok(&["stop", &place.url, "stuck", "--dry-run"], 0);
+    // A dry run reads only, beside the runtime, and says the stop would be refused.
+    let said = bin_ok(&["stop", &place.url, "stuck", "--dry-run"], 0);
+    assert!(said.contains("this stop would be refused"), "{said}");
     assert_eq!(state_of(&place.url, "stuck"), "running");
     drop(store);
     assert_eq!(state_of(&place.url, "stuck"), "crashed");
@@ -197,7 +201,13 @@ fn stop_fences_a_live_run(place: &Place) {
     assert!(stderr(&out).contains("is running"), "{}", stderr(&out));
     let out = bin(&["delete", &place.url, "live", "--yes"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("is running"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("is running") && err.contains("nothing was deleted"), "{err}");
+    // The runtime API named is the one that deletes, not the ones that answer.
+    assert!(err.contains("JournalStore::delete") && !err.contains("answer_client"), "{err}");
+    // A dry run says the stop would fence the live run (the defect: it said nothing of it).
+    let said = bin_ok(&["stop", &place.url, "live", "--dry-run"], 0);
+    assert!(said.contains("is running") && said.contains("would fence that run"), "{said}");
     let said = bin_ok(&["stop", &place.url, "live"], 0);
     assert!(said.contains(r#""outcome":"stopped""#), "{said}");
     let tail = store.tail(&session).unwrap();

@@ -118,6 +118,10 @@ fn salvage_copies_every_intact_batch_and_cuts_the_damaged_session_without_writin
         // Salvaging into a store that holds sessions is refused.
         let again = bin(&["salvage", &place.url, "--to", &target.url]);
         assert_eq!(again.status.code(), Some(2));
+        // In salvage's words (the defect: it spoke of importing an export).
+        let err = stderr(&again);
+        assert!(err.contains("refusing to salvage into") && err.contains("nothing was salvaged"));
+        assert!(!err.contains("import"), "{err}");
     }
     assert_eq!(tree_bytes(&place.path()), before, "the source was written");
     let same = bin(&["salvage", &place.url, "--to", &place.url]);
@@ -132,6 +136,19 @@ fn skip_on_sqlite_leaves_out_a_session_whose_record_does_not_decode() {
         .unwrap()
         .execute("UPDATE events SET record = X'00010203' WHERE session = 'retried' AND seq = 2", [])
         .unwrap();
+    // Without skip, an export meeting the damage after two whole sessions says what it wrote
+    // (the defect: only the damage, leaving the reader to guess what the output holds).
+    let out = bin(&["export", &place.url]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("stopped after writing 2 whole session(s)"), "{err}");
+    let written = String::from_utf8(out.stdout).unwrap();
+    let sessions: std::collections::BTreeSet<String> = written
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session"].to_string())
+        .collect();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
     skip_and_salvage_a_damaged_row(&place);
 }
 

@@ -222,3 +222,15 @@ fn show_wraps_long_lines_to_the_terminals_width() {
     let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     assert_eq!(words(&wrapped), words(&plain), "wrapping lost or changed text");
 }
+
+#[test]
+fn a_limit_of_zero_rows_is_refused() {
+    // The defect: `sessions --limit 0` printed a header and no row, exit 0.
+    let place = file_place();
+    populate(&*place.open());
+    let out = bin(&["sessions", &place.url, "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--limit"), "{}", stderr(&out));
+    let table = bin_ok(&["sessions", &place.url, "--limit", "1"], 0);
+    assert_eq!(table.lines().count(), 2, "a header and one row: {table}");
+}
