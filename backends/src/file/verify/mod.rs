@@ -400,6 +400,14 @@ fn check_segment(
         }
     };
     segments.push((path.clone(), len));
+    if side
+        && !last
+        && let Some(recorded) = sidecar::recorded_len(io, dir, id).filter(|r| *r > len)
+    {
+        let mut f = finding(&path, len, FileProblem::SegmentCut { len, recorded });
+        f.len = Some(recorded - len);
+        checker.findings.push(f);
+    }
     checker.total = checker.total.saturating_add(len);
     checker.builder.add_segment(id);
     let frames = Frames { path: &path, seg: id, limits };
