@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use stepjournal_backends::JournalStore;
-use stepjournal_backends::file::io::{Io, IoFile as _};
+use stepjournal_backends::file::io::Io;
 use stepjournal_backends::file::sim::SimDisk;
 use stepjournal_backends::file::{FileOptions, verify_dir_with};
 use stepjournal_codec::{Limits, Seq};
@@ -75,6 +75,9 @@ fn is_sidecar(p: &Path) -> bool {
     p.extension().is_some_and(|x| x == "idx")
 }
 
+/// A change made to a decoded sidecar.
+type Forge = Box<dyn Fn(&mut Sidecar)>;
+
 /// Every case of every class, at positions spread over each file.
 fn cases(files: &[(PathBuf, Vec<u8>)], other: &[(PathBuf, Vec<u8>)]) -> Vec<Case> {
     let mut out = Vec::new();
@@ -121,7 +124,7 @@ fn cases(files: &[(PathBuf, Vec<u8>)], other: &[(PathBuf, Vec<u8>)]) -> Vec<Case
     for (path, bytes) in &sides {
         let side = Sidecar::decode(bytes).unwrap();
         for (i, f) in side.frames.iter().enumerate() {
-            let forged: [(&str, Box<dyn Fn(&mut Sidecar)>); 5] = [
+            let forged: [(&str, Forge); 5] = [
                 ("forged seq", Box::new(move |s: &mut Sidecar| s.frames[i].first += 1)),
                 ("forged count", Box::new(move |s: &mut Sidecar| s.frames[i].count += 1)),
                 ("forged len", Box::new(move |s: &mut Sidecar| s.frames[i].len += 1)),

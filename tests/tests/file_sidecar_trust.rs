@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use stepjournal_backends::JournalStore;
-use stepjournal_backends::file::io::{Io, IoFile};
+use stepjournal_backends::file::io::Io;
 use stepjournal_backends::file::sim::SimDisk;
 use stepjournal_backends::file::{FileOptions, FileProblem, VerifyReport, verify_dir_with};
 use stepjournal_codec::Limits;

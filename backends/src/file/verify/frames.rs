@@ -201,8 +201,11 @@ impl Frames<'_> {
         // its count is not the records found, or its kind or reserved bits are impossible: then
         // the damage begins at the frame, and the frame is the one finding.
         let filled = walked.last().and_then(|w| w.len.map(|n| w.offset + n)) == Some(body.len());
-        let kind = rest.get(12..14).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
-        let reserved = rest.get(14..16).map_or(1, |b| u16::from_le_bytes([b[0], b[1]]));
+        let word = |at: usize| {
+            rest.get(at..at + 2).and_then(|b| b.try_into().ok()).map(u16::from_le_bytes)
+        };
+        let kind = word(12).unwrap_or(0);
+        let reserved = word(14).unwrap_or(1);
         let header_damaged = !header_holds
             || (filled
                 && header.is_some_and(|(_, c)| u64::from(c) != walked.len() as u64 && kind == 1))
