@@ -230,8 +230,7 @@ fn copies_of_tails_cut_at_one_place_are_bounded_and_the_oldest_removed_named() {
     for n in 1..=1000 {
         disk.create_new(&sim_dir().join(name(n))).unwrap();
     }
-    for round in 0..3u8 {
-        let next = 1001 + u64::from(round);
+    for (round, next) in (0..3u8).zip(1001u64..) {
         // Garbage where the next group would go: a torn tail at `end`, cut by the open.
         let f = disk.open(&path, false).unwrap();
         f.write_all_at(&[0xA5 ^ round; 100], end).unwrap();
