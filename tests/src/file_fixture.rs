@@ -130,6 +130,9 @@ pub fn grouped_journal(
 ) -> FileStore {
     let store = open_sim(disk, options).unwrap();
     for q in 0..rounds {
+        // The reclaim thread idle first: a sync of its own held at the gate would be taken for
+        // the leader's.
+        store.wait_reclaimed();
         disk.hold_syncs();
         std::thread::scope(|scope| {
             let store = &store;

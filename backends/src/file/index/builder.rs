@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{BatchLoc, Index, SegmentInfo, SessionLog};
+use super::{BatchLoc, Index, SessionLog};
 use crate::file::format::heads::BatchHead;
 use crate::file::format::layout::SegmentId;
 
@@ -69,11 +69,6 @@ pub(crate) struct Built {
 }
 
 impl Built {
-    /// The segments replayed.
-    pub(crate) fn segments(&self) -> &BTreeMap<SegmentId, SegmentInfo> {
-        &self.index.segments
-    }
-
     /// The index, once every session is dense from 0. Otherwise the earliest (in log order) of
     /// the sessions' first misfits.
     pub(crate) fn into_index(self) -> Result<Index, Misfit> {

@@ -172,6 +172,24 @@ pub(crate) fn load(
     }
 }
 
+/// The length segment `id` had when its sidecar in `dir` was written, if the sidecar is whole
+/// (its checksum holds) and names the segment, whatever else it says: a sealed segment never
+/// changes length, so a shorter one was cut.
+pub(crate) fn recorded_len(io: &dyn Io, dir: &Path, id: SegmentId) -> Option<u64> {
+    let side = io.open(&dir.join(names::sidecar(id)), true).ok()?;
+    let len = side.len().ok()?;
+    // A sidecar holds a few bytes per frame of a segment of at most a few GiB.
+    let mut bytes = vec![0u8; usize::try_from(len).ok().filter(|n| *n <= 1 << 30)?];
+    side.read_exact_at(&mut bytes, 0).ok()?;
+    let body_end = bytes.len().checked_sub(4)?;
+    let body = bytes.get(..body_end)?;
+    let whole = crc32fast::hash(body) == u32_at(&bytes, body_end)?
+        && body.get(..4)? == MAGIC
+        && u32_at(body, 4)? == VERSION
+        && u64_at(body, 8)? == id.0;
+    whole.then(|| u64_at(body, 16)).flatten()
+}
+
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).and_then(|s| s.try_into().ok()).map(u32::from_le_bytes)
 }

@@ -87,6 +87,17 @@ pub enum FileProblem {
     /// newer stepjournal, which reads it; not damage, and no repair cuts or removes it.
     #[error("written by a newer stepjournal: {0}")]
     NewerFormat(DecodeError),
+    /// A sealed segment is shorter than its sidecar index recorded when the segment was sealed
+    /// (a sealed segment never changes length): it was cut, at the finding's byte.
+    #[error(
+        "the sealed segment ends at byte {len}, but its sidecar index recorded {recorded} bytes: it was cut"
+    )]
+    SegmentCut {
+        /// Its length now.
+        len: u64,
+        /// Its length when sealed.
+        recorded: u64,
+    },
     /// A sealed segment's sidecar index, which opening would read instead of the segment,
     /// does not describe it: an entry names another batch than the segment holds at its place,
     /// or a batch of the segment is missing from it. The finding names the sidecar file and the

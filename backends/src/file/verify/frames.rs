@@ -197,7 +197,21 @@ impl Frames<'_> {
         };
         let body_at = offset + FRAME_HEADER_LEN as u64;
         let mut reported = false;
-        let mut i = 0;
+        // The frame's own header is damaged when its length does not lead to the next frame,
+        // its count is not the records found, or its kind or reserved bits are impossible: then
+        // the damage begins at the frame, and the frame is the one finding.
+        let filled = walked.last().and_then(|w| w.len.map(|n| w.offset + n)) == Some(body.len());
+        let word = |at: usize| {
+            rest.get(at..at + 2).and_then(|b| b.try_into().ok()).map(u16::from_le_bytes)
+        };
+        let kind = word(12).unwrap_or(0);
+        let reserved = word(14).unwrap_or(1);
+        let header_damaged = !header_holds
+            || (filled
+                && header.is_some_and(|(_, c)| u64::from(c) != walked.len() as u64 && kind == 1))
+            || !matches!(kind, 1 | 2)
+            || reserved != 0;
+        let mut i = if header_damaged { walked.len() } else { 0 };
         while let Some(w) = walked.get(i) {
             // A record whose checksum fails is the damage; one that cannot be read at all (its
             // length runs past the frame) says only that the frame is damaged.
@@ -221,12 +235,12 @@ impl Frames<'_> {
         if !reported {
             let mut f = finding(self.path, offset, FileProblem::Frame(error));
             f.len = Some(flen as u64);
+            f.seq = place_of(0).map(|(_, q)| q);
             f.session = anchor.as_ref().map(|(_, (s, _))| s.clone());
             sink.finding(f);
         }
         // The count the header gives when its length holds or lies inside what was found; else
         // the records found, when they fill the frame.
-        let filled = walked.last().and_then(|w| w.len.map(|n| w.offset + n)) == Some(body.len());
         let count = match header {
             Some((n, c)) if header_holds || (FRAME_HEADER_LEN..=flen).contains(&n) => Some(c),
             _ if filled => u32::try_from(walked.len()).ok(),

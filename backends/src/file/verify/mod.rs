@@ -68,6 +68,7 @@ pub struct LocatedRecord {
 /// What [`verify_dir`] found.
 #[derive(Debug)]
 pub struct VerifyReport {
+    io: Arc<dyn Io>,
     dir: PathBuf,
     limits: Limits,
     /// The segment files, opened again (a few at a time) for `read_session`.
@@ -78,6 +79,9 @@ pub struct VerifyReport {
     pub bytes: u64,
     /// Every problem, in the order of the files and offsets, then the sequence checks.
     pub findings: Vec<FileFinding>,
+    /// What the check could not read beside a live writer that kept changing the segments,
+    /// said plainly: not damage, and not a finding (empty for a journal no writer changed).
+    pub unchecked: Vec<String>,
     built: Built,
 }
 
@@ -100,50 +104,103 @@ impl VerifyReport {
 
     /// Reads the session's events from seq 0 up to its first gap, each with its place on disk.
     /// The files are read again: a byte that changed since the check is reported as corrupt.
+    /// Beside a live writer, a batch whose segment compaction removed since the check is read
+    /// where it was copied to (a later segment); a batch not found there after a few attempts
+    /// fails the read with an `Interrupted` I/O error saying it moved, never as damage.
     pub fn read_session(&self, session: &SessionId) -> Result<Vec<LocatedRecord>, StoreError> {
         let Some(ordered) = self.built.sessions.get(session.as_str()) else {
             return Ok(Vec::new());
         };
-        let runs = &ordered.log.runs;
-        for run in runs {
-            if !self.built.segments().contains_key(&run.seg) {
-                return Err(StoreError::Corrupt {
-                    context: format!(
-                        "segment {} at byte {}",
-                        self.dir.join(run.seg.file_name()).display(),
-                        run.offset
-                    ),
-                    source: DecodeError::Malformed {
-                        reason: "the segment is no longer open".into(),
-                    },
-                });
+        let mut runs = ordered.log.runs.clone();
+        for attempt in 0..ATTEMPTS {
+            super::race::pause(attempt);
+            let mut out = Vec::new();
+            let read = read_batches(
+                &self.dir,
+                &self.files,
+                &self.limits,
+                session.as_str(),
+                &runs,
+                |run, r, offset| {
+                    let record = r.to_record()?;
+                    let segment = self.dir.join(run.seg.file_name());
+                    out.push(LocatedRecord { record, segment, offset });
+                    Ok(())
+                },
+            );
+            match read {
+                Ok(()) => return Ok(out),
+                Err(ReadFailure::Store(e)) => return Err(e),
+                Err(ReadFailure::Gone { seg, .. }) => {
+                    self.files.forget(seg);
+                    self.moved(session.as_str(), seg, &mut runs)?;
+                }
             }
         }
-        let mut out = Vec::new();
-        let read = read_batches(
-            &self.dir,
-            &self.files,
-            &self.limits,
-            session.as_str(),
-            runs,
-            |run, r, offset| {
-                let record = r.to_record()?;
-                let segment = self.dir.join(run.seg.file_name());
-                out.push(LocatedRecord { record, segment, offset });
-                Ok(())
-            },
-        );
-        match read {
-            Ok(()) => Ok(out),
-            Err(ReadFailure::Store(e)) => Err(e),
-            Err(ReadFailure::Gone { seg, source }) => Err(StoreError::Io {
-                context: format!(
-                    "opening segment {}: removed since the check (a live writer compacted it)",
-                    self.dir.join(seg.file_name()).display()
+        Err(StoreError::Io {
+            context: format!(
+                "reading session {session} back from the journal in {}",
+                self.dir.display()
+            ),
+            source: std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                format!(
+                    "its batches moved under each of {ATTEMPTS} attempts to read them (a live \
+                     writer compacting): not read back, not damage"
                 ),
-                source,
-            }),
+            ),
+        })
+    }
+
+    /// Finds where the session's batches that were in segment `gone` (removed since the check)
+    /// were copied to: the segments after it now, walked for the session's frames, the latest
+    /// copy of each batch winning; the runs in `gone` and after it are replaced by those found.
+    fn moved(
+        &self,
+        session: &str,
+        gone: SegmentId,
+        runs: &mut [BatchLoc],
+    ) -> Result<(), StoreError> {
+        let later: Vec<SegmentId> =
+            list(&*self.io, &self.dir)?.ids.into_iter().filter(|id| *id > gone).collect();
+        let mut copies: HashMap<(u64, u32), BatchLoc> = HashMap::new();
+        let mut buf = Vec::new();
+        for (k, id) in later.iter().enumerate() {
+            let Ok(file) = self.files.get(*id) else { continue };
+            let mut find = FindCopies { session, seg: *id, copies: &mut copies };
+            let last = k + 1 == later.len();
+            // A segment that cannot be read now is passed over: the read fails as before.
+            let _ = walk_segment(&*file, *id, last, &self.limits, &mut buf, &mut find);
         }
+        for run in runs.iter_mut().filter(|r| r.seg >= gone) {
+            if let Some(copy) = copies.get(&(run.first, run.count)) {
+                *run = *copy;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Collects the latest copy of each of a session's batches in one segment's intact groups.
+struct FindCopies<'a, 'm> {
+    session: &'a str,
+    seg: SegmentId,
+    copies: &'m mut HashMap<(u64, u32), BatchLoc>,
+}
+
+impl Visit for FindCopies<'_, '_> {
+    fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
+        for f in g.frames.iter().filter(|f| g.session(f) == self.session) {
+            if let FrameKindInfo::Events { first, count } = f.kind {
+                let run = BatchLoc { first, count, len: f.len, seg: self.seg, offset: f.offset };
+                self.copies.insert((first, count), run);
+            }
+        }
+        Ok(())
+    }
+
+    fn damage(&mut self, _: &Damage, _: Option<&GroupView<'_>>) -> Flow {
+        Flow::Go
     }
 }
 
@@ -179,44 +236,21 @@ pub fn verify_dir_with(
     verify_through(io, dir, limits, progress)
 }
 
-/// How many times the check starts again, from a new listing, when a live writer removed a
-/// listed segment before it was read.
+/// How many times the check lists the directory again for segments a live writer created
+/// since it last looked.
+const ROUNDS: u32 = super::race::ATTEMPTS;
+
+/// How many times a read back from the report looks again for batches a live writer moved.
 const ATTEMPTS: u32 = super::race::ATTEMPTS;
 
-/// Checks the journal; beside a live writer, a segment listed and removed before it was read
-/// (compaction moved its live batches, perhaps to a segment the listing does not hold) makes the
-/// check start again from a new listing, so a race is never reported as a gap.
-fn verify_through(
-    io: Arc<dyn Io>,
-    dir: &Path,
-    limits: &Limits,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<VerifyReport, StoreError> {
-    for attempt in 0..ATTEMPTS {
-        super::race::pause(attempt);
-        if let Some(report) = verify_once(Arc::clone(&io), dir, limits, progress)? {
-            return Ok(report);
-        }
-    }
-    Err(StoreError::Io {
-        context: format!("checking the journal directory {}", dir.display()),
-        source: std::io::Error::new(
-            std::io::ErrorKind::Interrupted,
-            format!(
-                "its segments changed under each of {ATTEMPTS} attempts to read them (a live \
-                 writer rotating or compacting)"
-            ),
-        ),
-    })
+/// The directory's segments and sidecars, listed.
+struct Listing {
+    /// Every entry named like a segment, in id order.
+    ids: Vec<SegmentId>,
+    sidecars: Vec<SegmentId>,
 }
 
-/// One check from one listing; `None` when a listed segment was gone before it was read.
-fn verify_once(
-    io: Arc<dyn Io>,
-    dir: &Path,
-    limits: &Limits,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<Option<VerifyReport>, StoreError> {
+fn list(io: &dyn Io, dir: &Path) -> Result<Listing, StoreError> {
     let listed = io.list(dir).map_err(|source| StoreError::Io {
         context: format!("listing the journal directory {}", dir.display()),
         source,
@@ -224,102 +258,186 @@ fn verify_once(
     let mut ids: Vec<SegmentId> =
         listed.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
-    let sidecars: Vec<SegmentId> = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
-    // Each entry named like a segment: its length (opened, and closed again: a journal may hold
-    // more segments than the process may open files), or the problem that kept it from being
-    // read.
-    let mut entries = Vec::new();
-    for id in &ids {
-        let path = dir.join(id.file_name());
-        match open_entry(&*io, &path) {
-            Ok(Some(opened)) => entries.push((*id, Ok(opened.len))),
-            // Removed since the listing, by a live writer.
-            Ok(None) => return Ok(None),
-            Err(problem) => entries.push((*id, Err(finding(&path, 0, problem)))),
-        }
-    }
-    let opened: Vec<(SegmentId, u64)> =
-        entries.iter().filter_map(|(id, e)| e.as_ref().ok().map(|len| (*id, *len))).collect();
-    let total: u64 = opened.iter().map(|(_, len)| len).sum();
+    let sidecars = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
+    Ok(Listing { ids, sidecars })
+}
+
+/// Checks the journal. Beside a live writer the segments change while they are read: the
+/// writer seals the newest and starts another, and compaction copies a sealed segment's live
+/// batches to the newest segment before it removes it. So the check reads the segments it
+/// listed in order, the newest last, and then lists the directory again: segments created
+/// meanwhile are read too (the newest one listed is read as sealed once a newer one exists), and
+/// the newest is read as the newest only once a listing finds nothing after it. A segment gone
+/// before it was read is passed over: its batches were copied, before it was removed, into a
+/// segment that was the newest then, which this check reads later. What it could not read
+/// before the writer moved on again is said in [`VerifyReport::unchecked`], never reported as
+/// damage.
+fn verify_through(
+    io: Arc<dyn Io>,
+    dir: &Path,
+    limits: &Limits,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, StoreError> {
     let mut checker = Checker {
         findings: Vec::new(),
         builder: IndexBuilder::default(),
         holes: HashMap::new(),
         unnamed: Vec::new(),
         done: 0,
-        total,
+        total: 0,
     };
+    let mut segments = Vec::new();
+    let mut unchecked = Vec::new();
     let mut buf = Vec::new();
-    // The newest segment is the one with the highest id, whether it can be read or not (an
-    // entry that is not a file is no segment).
-    let last = entries
-        .iter()
-        .rev()
-        .find(|(_, e)| !matches!(e, Err(f) if matches!(f.problem, FileProblem::NotAFile(_))))
-        .map(|(id, _)| *id);
-    for (id, entry) in &entries {
-        let path = dir.join(id.file_name());
-        let len = match entry {
-            Ok(len) => len,
-            Err(f) => {
-                checker.findings.push(f.clone());
-                continue;
+    // Every segment up to this one has been read (or was gone, or is no segment).
+    let mut read_upto: Option<SegmentId> = None;
+    let mut listing = list(&*io, dir)?;
+    for round in 0..ROUNDS {
+        let fresh: Vec<SegmentId> =
+            listing.ids.iter().copied().filter(|id| read_upto.is_none_or(|r| *id > r)).collect();
+        // Each entry is looked at before any is opened (opening a named pipe would wait for a
+        // writer); one that is not a regular file is a finding, and is no segment.
+        let mut files = Vec::with_capacity(fresh.len());
+        for id in fresh {
+            let path = dir.join(id.file_name());
+            match look_at(&*io, &path) {
+                Ok(Some(())) => files.push(id),
+                Ok(None) => {}
+                Err(problem) => checker.findings.push(finding(&path, 0, problem)),
             }
-        };
-        let file = match open_entry(&*io, &path) {
-            Ok(Some(opened)) => opened.file,
-            // Removed since it was first looked at, by a live writer.
-            Ok(None) => return Ok(None),
-            Err(problem) => {
-                checker.findings.push(finding(&path, 0, problem));
-                continue;
-            }
-        };
-        checker.builder.add_segment(*id);
-        let frames = Frames { path: &path, seg: *id, limits };
-        // A sealed segment's sidecar, which opening would read instead, is checked against the
-        // frames the walk finds.
-        let side = Some(*id) != last && sidecars.contains(id);
-        let mut seg = SegmentCheck {
-            checker: &mut checker,
-            frames,
-            progress: &mut *progress,
-            seen: side.then(Vec::new),
-        };
-        match walk_segment(&*file, *id, Some(*id) == last, limits, &mut buf, &mut seg) {
-            Ok(walk) => {
-                let seen = seg.seen.take();
-                if let Some(seen) = seen.filter(|_| walk.first.is_none() && walk.end == walk.len)
-                    && let Loaded::Frames(described) = sidecar::load(&*io, dir, *id, &*file, limits)
-                    && let Some(f) = sidecar_disagrees(dir, *id, &described.entries(), &seen)
-                {
-                    checker.findings.push(f);
-                }
-                if let Some(t) = &walk.torn {
-                    let mut f = damage_finding(&path, &t.damage);
-                    f.torn_tail = true;
-                    f.torn = Some(TornTail::new(&path, t));
-                    checker.findings.push(f);
-                }
-            }
-            Err(e) => {
-                checker.findings.push(finding(&path, 0, FileProblem::Unreadable(e.to_string())));
-            }
+            read_upto = Some(id);
         }
-        checker.done = checker.done.saturating_add(*len);
-        progress(checker.done, total);
+        let Some((&newest, sealed)) = files.split_last() else { break };
+        let side = |id: &SegmentId| listing.sidecars.contains(id);
+        for id in sealed {
+            check_segment(
+                &*io,
+                dir,
+                *id,
+                false,
+                side(id),
+                limits,
+                &mut checker,
+                &mut segments,
+                &mut buf,
+                progress,
+            );
+        }
+        let newest_side = side(&newest);
+        listing = list(&*io, dir)?;
+        let newer = listing.ids.last().is_some_and(|last| *last > newest);
+        if newer && round + 1 == ROUNDS {
+            unchecked.push(format!(
+                "segments after {} were created while the check ran and were not checked (a                  live writer kept starting new ones)",
+                dir.join(newest.file_name()).display()
+            ));
+        }
+        check_segment(
+            &*io,
+            dir,
+            newest,
+            !newer,
+            newest_side,
+            limits,
+            &mut checker,
+            &mut segments,
+            &mut buf,
+            progress,
+        );
+        if !newer {
+            break;
+        }
     }
-    let segments = opened.iter().map(|(id, len)| (dir.join(id.file_name()), *len)).collect();
     let (built, findings) = checker.finish(dir);
-    Ok(Some(VerifyReport {
+    let bytes = segments.iter().map(|(_, len)| len).sum();
+    Ok(VerifyReport {
+        io: Arc::clone(&io),
         dir: dir.to_path_buf(),
         limits: *limits,
         files: SegmentFiles::new(io, dir, true, FileOptions::new().max_open_segments),
         segments,
-        bytes: total,
+        bytes,
         findings,
+        unchecked,
         built,
-    }))
+    })
+}
+
+/// What the entry at `path` is: `Some` a regular file, `None` gone, or the problem (not a
+/// regular file, or not even that can be told).
+fn look_at(io: &dyn Io, path: &Path) -> Result<Option<()>, FileProblem> {
+    match io.entry_kind(path) {
+        Ok(Some(EntryKind::File)) => Ok(Some(())),
+        Ok(None) => Ok(None),
+        Ok(Some(kind)) => Err(FileProblem::NotAFile(kind.to_string())),
+        Err(e) => Err(FileProblem::Unreadable(e.to_string())),
+    }
+}
+
+/// Reads segment `id` (`last`: the newest) into the check; `side`: it has a sidecar, checked
+/// against it. A segment gone before it was opened is passed over.
+#[expect(clippy::too_many_arguments, reason = "the check's state, passed down one level")]
+fn check_segment(
+    io: &dyn Io,
+    dir: &Path,
+    id: SegmentId,
+    last: bool,
+    side: bool,
+    limits: &Limits,
+    checker: &mut Checker,
+    segments: &mut Vec<(PathBuf, u64)>,
+    buf: &mut Vec<u8>,
+    progress: &mut dyn FnMut(u64, u64),
+) {
+    let path = dir.join(id.file_name());
+    let Opened { file, len } = match open_entry(io, &path) {
+        Ok(Some(opened)) => opened,
+        // Removed since it was listed, by a live writer: its batches are in a later segment.
+        Ok(None) => return,
+        Err(problem) => {
+            checker.findings.push(finding(&path, 0, problem));
+            return;
+        }
+    };
+    segments.push((path.clone(), len));
+    if side
+        && !last
+        && let Some(recorded) = sidecar::recorded_len(io, dir, id).filter(|r| *r > len)
+    {
+        let mut f = finding(&path, len, FileProblem::SegmentCut { len, recorded });
+        f.len = Some(recorded - len);
+        checker.findings.push(f);
+    }
+    checker.total = checker.total.saturating_add(len);
+    checker.builder.add_segment(id);
+    let frames = Frames { path: &path, seg: id, limits };
+    // A sealed segment's sidecar, which opening would read instead, is checked against the
+    // frames the walk finds.
+    let side = side && !last;
+    let mut seg =
+        SegmentCheck { checker, frames, progress: &mut *progress, seen: side.then(Vec::new) };
+    match walk_segment(&*file, id, last, limits, buf, &mut seg) {
+        Ok(walk) => {
+            let seen = seg.seen.take();
+            if let Some(seen) = seen.filter(|_| walk.first.is_none() && walk.end == walk.len)
+                && let Loaded::Frames(described) = sidecar::load(io, dir, id, &*file, limits)
+                && let Some(f) = sidecar_disagrees(dir, id, &described.entries(), &seen)
+            {
+                checker.findings.push(f);
+            }
+            if let Some(t) = &walk.torn {
+                let mut f = damage_finding(&path, &t.damage);
+                f.torn_tail = true;
+                f.torn = Some(TornTail::new(&path, t));
+                checker.findings.push(f);
+            }
+        }
+        Err(e) => {
+            checker.findings.push(finding(&path, 0, FileProblem::Unreadable(e.to_string())));
+        }
+    }
+    checker.done = checker.done.saturating_add(len);
+    progress(checker.done, checker.total);
 }
 
 /// A segment file opened for the check, with its length then.
