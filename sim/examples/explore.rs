@@ -98,7 +98,9 @@ fn main() -> ExitCode {
     if let Some(variant) = &args.actors {
         return match &args.interleaving {
             Some(moves) => replay_actors(variant, moves, args.plant),
-            None => search_actors(&format!("actors {variant}"), std::slice::from_ref(variant), options),
+            None => {
+                search_actors(&format!("actors {variant}"), std::slice::from_ref(variant), options)
+            }
         };
     }
     if let Some(scope) = args.actor_scope {
