@@ -328,7 +328,8 @@ fn verify_through(
         let newer = listing.ids.last().is_some_and(|last| *last > newest);
         if newer && round + 1 == ROUNDS {
             unchecked.push(format!(
-                "segments after {} were created while the check ran and were not checked (a                  live writer kept starting new ones)",
+                "segments after {} were created while the check ran and were not checked (a \
+                 live writer kept starting new ones)",
                 dir.join(newest.file_name()).display()
             ));
         }
