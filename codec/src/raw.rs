@@ -168,52 +168,47 @@ fn depth(text: &str) -> usize {
     deepest
 }
 
-/// Drops the whitespace between the tokens of valid JSON text; string contents are untouched.
-/// Whether `text`, valid JSON, holds no whitespace outside its strings: what [`compact`] would
-/// leave as it is, found without copying it.
-fn is_compact(text: &str) -> bool {
-    let mut in_string = false;
-    let mut escaped = false;
-    for b in text.bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-            return false;
-        }
-    }
-    true
+/// Walks valid JSON text a character at a time, telling the whitespace between its tokens from
+/// everything else (string contents are never whitespace between tokens).
+#[derive(Default)]
+struct Tokens {
+    in_string: bool,
+    escaped: bool,
 }
 
-fn compact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    for c in text.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
+impl Tokens {
+    /// Whether `c`, the next character, is kept by compacting (it is not whitespace between
+    /// tokens).
+    fn keeps(&mut self, c: char) -> bool {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
             } else if c == '\\' {
-                escaped = true;
+                self.escaped = true;
             } else if c == '"' {
-                in_string = false;
+                self.in_string = false;
             }
+            true
         } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            out.push(c);
+            self.in_string = true;
+            true
+        } else {
+            !matches!(c, ' ' | '\t' | '\n' | '\r')
         }
     }
-    out
+}
+
+/// Whether `text`, valid JSON, holds no whitespace between its tokens: what [`compact`] would
+/// leave as it is, found without copying it.
+fn is_compact(text: &str) -> bool {
+    let mut tokens = Tokens::default();
+    text.chars().all(|c| tokens.keeps(c))
+}
+
+/// Drops the whitespace between the tokens of valid JSON text; string contents are untouched.
+fn compact(text: &str) -> String {
+    let mut tokens = Tokens::default();
+    text.chars().filter(|&c| tokens.keeps(c)).collect()
 }
 
 #[cfg(test)]
