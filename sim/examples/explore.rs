@@ -114,19 +114,8 @@ fn main() -> ExitCode {
     if let (Some(variant), Some(choices)) = (&args.variant, &args.choices) {
         return match explore::replay(variant, choices, args.plant) {
             Ok(finding) => {
-                println!("variant {} choices {}", finding.variant, finding.choices);
-                for line in &finding.trace {
-                    println!("  trace: {line}");
-                }
-                for v in &finding.violations {
-                    println!("  violation: {v}");
-                }
-                if finding.violations.is_empty() {
-                    println!("no violation");
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                }
+                let heading = format!("variant {} choices {}", finding.variant, finding.choices);
+                print_replay(&heading, &finding.trace, &finding.violations)
             }
             Err(e) => {
                 eprintln!("explore: {e}");
@@ -182,23 +171,33 @@ fn replay_actors(variant: &ActorVariant, moves: &str, plant: Option<Plant>) -> E
     };
     match actors::replay_actors(variant, &interleaving, plant) {
         Ok(finding) => {
-            println!("variant {variant} moves {}", interleaving.text(variant));
-            for line in &finding.trace {
-                println!("  trace: {line}");
-            }
-            for v in &finding.violations {
-                println!("  violation: {v}");
-            }
-            if finding.violations.is_empty() {
-                println!("no violation");
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+            let heading = format!("variant {variant} moves {}", interleaving.text(variant));
+            print_replay(&heading, &finding.trace, &finding.violations)
         }
         Err(e) => {
             eprintln!("explore: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Prints a replayed execution (its heading, trace and violations); exits 1 if it broke a rule.
+fn print_replay(
+    heading: &str,
+    trace: &[String],
+    violations: &[impl std::fmt::Display],
+) -> ExitCode {
+    println!("{heading}");
+    for line in trace {
+        println!("  trace: {line}");
+    }
+    for v in violations {
+        println!("  violation: {v}");
+    }
+    if violations.is_empty() {
+        println!("no violation");
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
