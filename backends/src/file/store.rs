@@ -307,17 +307,22 @@ impl FileStore {
         let ack = AppendAck { first: expected, next, durability };
         let last_at = events.last().map_or(0, |e| e.at.get());
         let kind = RequestKind::Events { first: expected.get(), count, last_at };
-        if may_lead && !st.leading {
-            // The caller writes its own group: its answer comes back from it, no future between.
-            let request = Request::inline(name, kind, frame, head, ack);
-            let answer = submit(&self.core, st, request, true);
-            return StoreFuture::ready(answer.unwrap_or_else(|| Err(never_unanswered().into())));
-        }
-        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
+        // A caller that writes its own group gets its answer back from it, no future between.
+        let (future, completer) = if may_lead && !st.leading {
+            (None, None)
+        } else {
+            let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
+            (Some(future), Some(completer))
+        };
         let request = Request::append(name, kind, frame, head, ack, completer);
         let answer = submit(&self.core, st, request, may_lead);
-        debug_assert!(answer.is_none(), "only an inline request is answered by its submit");
-        future
+        match future {
+            Some(future) => {
+                debug_assert!(answer.is_none(), "only an inline request is answered by its submit");
+                future
+            }
+            None => StoreFuture::ready(answer.unwrap_or_else(|| Err(never_unanswered().into()))),
+        }
     }
 }
 

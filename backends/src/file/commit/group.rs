@@ -50,7 +50,8 @@ enum Leader {
 /// Queues a request (under the same lock as its compare-and-set, so the queue's order is the
 /// order the checks passed in). When no one leads, a caller that `may_lead` (the sync API)
 /// writes the group itself before returning, and gets the answer of its request if that is
-/// [inline](Request::inline); otherwise the committer thread is woken to.
+/// inline (an [append](Request::append) with no completer); otherwise the committer thread is
+/// woken to.
 pub(crate) fn submit(
     core: &Core,
     mut st: MutexGuard<'_, State>,

@@ -58,15 +58,17 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    /// An append of the frame, answered through `completer` with `ack` once its group is
-    /// written (and synced, when `ack` asks for it).
+    /// An append of the frame, answered with `ack` once its group is written (and synced, when
+    /// `ack` asks for it): through `completer`, or, with none, by the value
+    /// [`finish`](Self::finish) returns to the caller of the sync API that writes the group
+    /// itself (it found no leader).
     pub(crate) fn append(
         session: Arc<str>,
         kind: RequestKind,
         frame: Vec<u8>,
         head: Option<RunHead>,
         ack: AppendAck,
-        completer: Completer<Result<AppendAck, AppendError>>,
+        completer: Option<Completer<Result<AppendAck, AppendError>>>,
     ) -> Request {
         debug_assert!(
             matches!(kind, RequestKind::Events { first, count, .. }
@@ -79,26 +81,10 @@ impl Request {
             frame,
             sync: ack.durability >= Durability::Synced,
             head,
-            completion: Some(Completion::Append { completer, ack }),
-        }
-    }
-
-    /// An append a caller of the sync API writes itself (it found no leader): answered by the
-    /// value [`finish`](Self::finish) returns.
-    pub(crate) fn inline(
-        session: Arc<str>,
-        kind: RequestKind,
-        frame: Vec<u8>,
-        head: Option<RunHead>,
-        ack: AppendAck,
-    ) -> Request {
-        Request {
-            session,
-            kind,
-            frame,
-            sync: ack.durability >= Durability::Synced,
-            head,
-            completion: Some(Completion::Inline { ack }),
+            completion: Some(match completer {
+                Some(completer) => Completion::Append { completer, ack },
+                None => Completion::Inline { ack },
+            }),
         }
     }
 
