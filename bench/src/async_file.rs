@@ -5,8 +5,7 @@
 //! the handoffs an append costs (the task to the committer and back is two).
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -30,7 +29,8 @@ pub fn contender(dir: &Path, bytes: usize, sessions: usize) -> Result<Contender,
         .build()
         .map_err(|e| format!("a current-thread tokio runtime: {e}"))?;
     let event = event(bytes);
-    let counted = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
+    // The switches counted over the slices, and the appends they were counted over.
+    let counted = Arc::new(Mutex::new((Switches::default(), 0u64)));
     let seen = Arc::clone(&counted);
     let note = format!(
         "append_async from {sessions} task(s) on one current-thread tokio runtime, group commit"
@@ -46,21 +46,22 @@ pub fn contender(dir: &Path, bytes: usize, sessions: usize) -> Result<Contender,
             let m = runtime.block_on(tasks(&store, round, sessions, &event, budget))?;
             if let (Some(before), Some(after)) = (before, Switches::now()) {
                 let d = after.since(before);
-                counted.0.fetch_add(d.voluntary, Ordering::Relaxed);
-                counted.1.fetch_add(d.involuntary, Ordering::Relaxed);
-                counted.2.fetch_add(m.appends, Ordering::Relaxed);
+                let mut c = counted.lock().map_err(|_| "the switch counter was poisoned")?;
+                c.0.voluntary += d.voluntary;
+                c.0.involuntary += d.involuntary;
+                c.1 += m.appends;
             }
             Ok((m, Some(store.stats().syncs - before_syncs)))
         }),
     );
     Ok(contender.remark(Box::new(move || {
-        let appends = seen.2.load(Ordering::Relaxed);
+        let (switches, appends) = *seen.lock().ok()?;
         (appends > 0).then(|| {
-            let per = |n: &AtomicU64| n.load(Ordering::Relaxed) as f64 / appends as f64;
+            let per = |n: u64| n as f64 / appends as f64;
             format!(
                 "{:.2} voluntary + {:.2} involuntary context switches per append (every thread)",
-                per(&seen.0),
-                per(&seen.1)
+                per(switches.voluntary),
+                per(switches.involuntary)
             )
         })
     })))

@@ -204,8 +204,12 @@ async fn open_schema(
     };
     let schema = &options.schema;
     let quoted = &connector.quoted_schema;
+    // Opened to create (the default), the migration looks at the schema itself: no look first.
+    if !options.read_only && options.create {
+        return migrate::migrate(&mut client, schema, quoted).await.map_err(migrate_err);
+    }
     let found = migrate::check(&mut client, schema, quoted).await.map_err(migrate_err)?;
-    if !options.read_only && (options.create || found.is_some()) {
+    if !options.read_only && found.is_some() {
         return migrate::migrate(&mut client, schema, quoted).await.map_err(migrate_err);
     }
     match found {
