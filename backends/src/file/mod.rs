@@ -89,6 +89,7 @@ mod index;
 pub mod io;
 #[cfg(not(feature = "testing"))]
 mod io;
+mod listing;
 mod open;
 mod options;
 mod race;

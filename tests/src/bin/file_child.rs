@@ -3,9 +3,11 @@
 //! - `file_child append DIR SEGMENT_SIZE SESSIONS`: opens the journal in DIR as its writer, prints
 //!   `ready`, then appends synced batches to sessions 0..SESSIONS forever, each at the session's
 //!   tail, printing `S NEXT` (session number, its new tail) after each acknowledgement, flushed.
-//! - `file_child churn DIR SEGMENT_SIZE SESSIONS`: as `append`, and after each append also writes
-//!   a short-lived session and deletes it, so segments are rotated, compacted and removed all
-//!   the time; prints `S NEXT` for the long-lived sessions only.
+//! - `file_child churn DIR SEGMENT_SIZE SESSIONS [CAP]`: as `append`, and after each append also
+//!   writes a short-lived session and deletes it, so segments are rotated, compacted and removed
+//!   all the time; prints `S NEXT` for the long-lived sessions only. With CAP, a long-lived
+//!   session stops growing at CAP events while the churn goes on (its batches still move with
+//!   every compaction), so the live data stays bounded however long the test runs.
 //! - `file_child hold DIR`: opens the journal as its writer, prints `locked`, and keeps it until
 //!   its standard input closes.
 //! - `file_child try DIR`: tries to open the journal as its writer; prints `opened` (exit 0) or
@@ -33,12 +35,12 @@ fn main() -> ExitCode {
         "append" => {
             let segment: u64 = arg(2).parse().unwrap_or(1 << 20);
             let sessions: usize = arg(3).parse().unwrap_or(4);
-            append(dir, segment, sessions.max(1), false)
+            append(dir, segment, sessions.max(1), None)
         }
         "churn" => {
             let segment: u64 = arg(2).parse().unwrap_or(1 << 20);
             let sessions: usize = arg(3).parse().unwrap_or(4);
-            append(dir, segment, sessions.max(1), true)
+            append(dir, segment, sessions.max(1), Some(arg(4).parse().unwrap_or(u64::MAX)))
         }
         "hold" => {
             let store = FileStore::open(&dir, FileOptions::new()).unwrap();
@@ -128,7 +130,9 @@ fn read(dir: &std::path::Path, segment: u64, sessions: usize) -> Result<String, 
     Ok(format!("read {events} events in {segments} segments"))
 }
 
-fn append(dir: PathBuf, segment: u64, sessions: usize, churn: bool) -> ExitCode {
+/// Appends forever; with `churn`, a short-lived session written and deleted after each append,
+/// and the long-lived sessions capped at that many events.
+fn append(dir: PathBuf, segment: u64, sessions: usize, churn: Option<u64>) -> ExitCode {
     let store = match FileStore::open(&dir, FileOptions::new().segment_size(segment)) {
         Ok(s) => s,
         Err(e) => {
@@ -146,15 +150,22 @@ fn append(dir: PathBuf, segment: u64, sessions: usize, churn: bool) -> ExitCode 
         let s = (i % sessions as u64) as usize;
         let n = 1 + i % 3;
         let from = tails[s];
-        let events: Vec<Stamped> =
-            (from..from + n).map(|q| Stamped::at(UnixMillis(q), crash_event(s, q))).collect();
-        let ack = store
-            .append(&crash_session(s), stepjournal_codec::Seq(from), &events, Durability::Synced)
-            .unwrap();
-        tails[s] = ack.next.get();
-        writeln!(out, "{s} {}", ack.next).unwrap();
-        out.flush().unwrap();
-        if churn {
+        if churn.is_none_or(|cap| from < cap) {
+            let events: Vec<Stamped> =
+                (from..from + n).map(|q| Stamped::at(UnixMillis(q), crash_event(s, q))).collect();
+            let ack = store
+                .append(
+                    &crash_session(s),
+                    stepjournal_codec::Seq(from),
+                    &events,
+                    Durability::Synced,
+                )
+                .unwrap();
+            tails[s] = ack.next.get();
+            writeln!(out, "{s} {}", ack.next).unwrap();
+            out.flush().unwrap();
+        }
+        if churn.is_some() {
             let temp = stepjournal_codec::SessionId::new(format!("temp-{i}").as_str()).unwrap();
             let e = [Stamped::at(UnixMillis(i), stepjournal_tests::sample::oversized(600))];
             store.append(&temp, stepjournal_codec::Seq(0), &e, Durability::Buffered).unwrap();

@@ -119,6 +119,11 @@ pub(super) fn scan(
     let mut ids: Vec<SegmentId> =
         listed.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
     ids.sort_unstable();
+    if read_only {
+        // Beside a live writer a listing can leave out a segment that is there all along
+        // (`listing`): a deletion frame in it left out would bring its session back.
+        ids = crate::file::listing::segments(io, dir, None).map_err(OpenError::Store)?.ids;
+    }
     let listed_sidecars = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
     // Every entry is looked at before any is opened (opening a named pipe would wait for a
     // writer): one that is not a regular file is refused, whatever else is found.

@@ -105,16 +105,21 @@ impl VerifyReport {
     /// Reads the session's events from seq 0 up to its first gap, each with its place on disk.
     /// The files are read again: a byte that changed since the check is reported as corrupt.
     /// Beside a live writer, a batch whose segment compaction removed since the check is read
-    /// where it was copied to (a later segment); a batch not found there after a few attempts
-    /// fails the read with an `Interrupted` I/O error saying it moved, never as damage.
+    /// where it was copied to (a later segment), and the read goes on from there; one found
+    /// nowhere [`ATTEMPTS`] times in a row fails the read with an `Interrupted` I/O error
+    /// saying it moved, never as damage.
     pub fn read_session(&self, session: &SessionId) -> Result<Vec<LocatedRecord>, StoreError> {
         let Some(ordered) = self.built.sessions.get(session.as_str()) else {
             return Ok(Vec::new());
         };
         let mut runs = ordered.log.runs.clone();
-        for attempt in 0..ATTEMPTS {
-            super::race::pause(attempt);
-            let mut out = Vec::new();
+        let mut out = Vec::new();
+        let mut stuck = 0;
+        // Each look makes progress (a batch read, or one found where it moved), but a writer
+        // that compacts all the time can move the batches on between every look and the read
+        // after it: bounded all the same (each look walks the segments after the one gone).
+        let mut looks = LOOKS;
+        loop {
             let read = read_batches(
                 &self.dir,
                 &self.files,
@@ -128,72 +133,137 @@ impl VerifyReport {
                     Ok(())
                 },
             );
-            match read {
+            let seg = match read {
                 Ok(()) => return Ok(out),
                 Err(ReadFailure::Store(e)) => return Err(e),
-                Err(ReadFailure::Gone { seg, .. }) => {
-                    self.files.forget(seg);
-                    self.moved(session.as_str(), seg, &mut runs)?;
+                Err(ReadFailure::Gone { seg, .. }) => seg,
+            };
+            // The batches read stay read (a batch is handed on whole or not at all before its
+            // segment is found gone); the rest are looked for where they moved.
+            let next = out.last().map_or(0, |l| l.record.seq.get().saturating_add(1));
+            let before = runs.len();
+            runs.retain(|r| r.first >= next);
+            self.files.forget(seg);
+            let moved = match self.moved(session.as_str(), seg, &mut runs)? {
+                Moved::Found => true,
+                Moved::Nowhere => false,
+                Moved::Deleted => {
+                    return Err(StoreError::Io {
+                        context: format!(
+                            "reading session {session} back from the journal in {}",
+                            self.dir.display()
+                        ),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::Interrupted,
+                            "the live writer deleted the session after the check read it: not \
+                             read back, not damage",
+                        ),
+                    });
                 }
+            };
+            if (moved || runs.len() < before) && looks > 0 {
+                looks -= 1;
+                stuck = 0;
+                continue;
             }
+            stuck += 1;
+            looks = looks.saturating_sub(1);
+            if stuck >= ATTEMPTS || looks == 0 {
+                return Err(StoreError::Io {
+                    context: format!(
+                        "reading session {session} back from the journal in {}",
+                        self.dir.display()
+                    ),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::Interrupted,
+                        format!(
+                            "its batch from seq {next} kept moving while it was looked for (a \
+                             live writer compacting): not read back, not damage"
+                        ),
+                    ),
+                });
+            }
+            super::race::pause(stuck);
         }
-        Err(StoreError::Io {
-            context: format!(
-                "reading session {session} back from the journal in {}",
-                self.dir.display()
-            ),
-            source: std::io::Error::new(
-                std::io::ErrorKind::Interrupted,
-                format!(
-                    "its batches moved under each of {ATTEMPTS} attempts to read them (a live \
-                     writer compacting): not read back, not damage"
-                ),
-            ),
-        })
     }
 
     /// Finds where the session's batches that were in segment `gone` (removed since the check)
-    /// were copied to: the segments after it now, walked for the session's frames, the latest
-    /// copy of each batch winning; the runs in `gone` and after it are replaced by those found.
+    /// were copied to: the segments after it now, walked for the session's frames up to its
+    /// first deletion (what follows a deletion is the session written anew, not a copy), the
+    /// latest copy of each batch winning; the runs in `gone` and after it are replaced by those
+    /// found.
     fn moved(
         &self,
         session: &str,
         gone: SegmentId,
         runs: &mut [BatchLoc],
-    ) -> Result<(), StoreError> {
-        let later: Vec<SegmentId> =
-            list(&*self.io, &self.dir)?.ids.into_iter().filter(|id| *id > gone).collect();
+    ) -> Result<Moved, StoreError> {
+        let later = super::listing::segments(&*self.io, &self.dir, Some(gone))?.ids;
         let mut copies: HashMap<(u64, u32), BatchLoc> = HashMap::new();
+        let mut deleted = false;
         let mut buf = Vec::new();
         for (k, id) in later.iter().enumerate() {
             let Ok(file) = self.files.get(*id) else { continue };
-            let mut find = FindCopies { session, seg: *id, copies: &mut copies };
+            let mut find =
+                FindCopies { session, seg: *id, copies: &mut copies, deleted: &mut deleted };
             let last = k + 1 == later.len();
             // A segment that cannot be read now is passed over: the read fails as before.
             let _ = walk_segment(&*file, *id, last, &self.limits, &mut buf, &mut find);
+            if deleted {
+                break;
+            }
         }
+        let mut found = false;
         for run in runs.iter_mut().filter(|r| r.seg >= gone) {
             if let Some(copy) = copies.get(&(run.first, run.count)) {
+                found |= run.seg == gone;
                 *run = *copy;
             }
         }
-        Ok(())
+        Ok(match (found, deleted) {
+            (true, _) => Moved::Found,
+            // A deletion of the session after every segment the check had seen it in: written
+            // after the check read the session (a deletion it had seen would have dropped the
+            // batches before it).
+            (false, true) => Moved::Deleted,
+            (false, false) => Moved::Nowhere,
+        })
     }
 }
 
-/// Collects the latest copy of each of a session's batches in one segment's intact groups.
+/// What [`VerifyReport::moved`] found of the batches of a segment removed since the check.
+enum Moved {
+    /// At least one of them, copied to a later segment.
+    Found,
+    /// None, and a deletion of the session: it was deleted since the check.
+    Deleted,
+    /// None: they moved on again, or are not there yet.
+    Nowhere,
+}
+
+/// Collects the latest copy of each of a session's batches in one segment's intact groups, up
+/// to a deletion of the session.
 struct FindCopies<'a, 'm> {
     session: &'a str,
     seg: SegmentId,
     copies: &'m mut HashMap<(u64, u32), BatchLoc>,
+    /// Set at a deletion of the session: nothing after it is a copy.
+    deleted: &'m mut bool,
 }
 
 impl Visit for FindCopies<'_, '_> {
     fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
         for f in g.frames.iter().filter(|f| g.session(f) == self.session) {
-            if let FrameKindInfo::Events { first, count } = f.kind {
-                let run = BatchLoc { first, count, len: f.len, seg: self.seg, offset: f.offset };
-                self.copies.insert((first, count), run);
+            if *self.deleted {
+                break;
+            }
+            match f.kind {
+                FrameKindInfo::Events { first, count } => {
+                    let run =
+                        BatchLoc { first, count, len: f.len, seg: self.seg, offset: f.offset };
+                    self.copies.insert((first, count), run);
+                }
+                FrameKindInfo::Delete => *self.deleted = true,
             }
         }
         Ok(())
@@ -240,38 +310,23 @@ pub fn verify_dir_with(
 /// since it last looked.
 const ROUNDS: u32 = super::race::ATTEMPTS;
 
-/// How many times a read back from the report looks again for batches a live writer moved.
+/// How many times in a row a read back from the report may find a batch gone and nowhere else
+/// before it gives up (each time after a pause, [`super::race::pause`]).
 const ATTEMPTS: u32 = super::race::ATTEMPTS;
 
-/// The directory's segments and sidecars, listed.
-struct Listing {
-    /// Every entry named like a segment, in id order.
-    ids: Vec<SegmentId>,
-    sidecars: Vec<SegmentId>,
-}
-
-fn list(io: &dyn Io, dir: &Path) -> Result<Listing, StoreError> {
-    let listed = io.list(dir).map_err(|source| StoreError::Io {
-        context: format!("listing the journal directory {}", dir.display()),
-        source,
-    })?;
-    let mut ids: Vec<SegmentId> =
-        listed.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
-    ids.sort_unstable();
-    let sidecars = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
-    Ok(Listing { ids, sidecars })
-}
+/// How many times a read back from the report looks for batches a live writer moved, in all.
+const LOOKS: u32 = 4 * ATTEMPTS;
 
 /// Checks the journal. Beside a live writer the segments change while they are read: the
 /// writer seals the newest and starts another, and compaction copies a sealed segment's live
 /// batches to the newest segment before it removes it. So the check reads the segments it
-/// listed in order, the newest last, and then lists the directory again: segments created
-/// meanwhile are read too (the newest one listed is read as sealed once a newer one exists), and
-/// the newest is read as the newest only once a listing finds nothing after it. A segment gone
-/// before it was read is passed over: its batches were copied, before it was removed, into a
-/// segment that was the newest then, which this check reads later. What it could not read
-/// before the writer moved on again is said in [`VerifyReport::unchecked`], never reported as
-/// damage.
+/// found (`listing`: the directory's listing, with what a listing can leave out looked up by
+/// name) in order, the newest last, and then looks again: segments created meanwhile are read
+/// too (the newest one found is read as sealed once a newer one exists), and the newest is read
+/// as the newest only once nothing is found after it. A segment gone before it was read is
+/// passed over: its batches were copied, before it was removed, into a segment that was the
+/// newest then, which this check reads later. What it could not read before the writer moved
+/// on again is said in [`VerifyReport::unchecked`], never reported as damage.
 fn verify_through(
     io: Arc<dyn Io>,
     dir: &Path,
@@ -291,14 +346,16 @@ fn verify_through(
     let mut buf = Vec::new();
     // Every segment up to this one has been read (or was gone, or is no segment).
     let mut read_upto: Option<SegmentId> = None;
-    let mut listing = list(&*io, dir)?;
+    let mut found = super::listing::segments(&*io, dir, None)?;
     for round in 0..ROUNDS {
-        let fresh: Vec<SegmentId> =
-            listing.ids.iter().copied().filter(|id| read_upto.is_none_or(|r| *id > r)).collect();
+        unchecked.extend(found.note.take());
+        if found.ids.is_empty() {
+            break;
+        }
         // Each entry is looked at before any is opened (opening a named pipe would wait for a
         // writer); one that is not a regular file is a finding, and is no segment.
-        let mut files = Vec::with_capacity(fresh.len());
-        for id in fresh {
+        let mut files = Vec::with_capacity(found.ids.len());
+        for &id in &found.ids {
             let path = dir.join(id.file_name());
             match look_at(&*io, &path) {
                 Ok(Some(())) => files.push(id),
@@ -307,15 +364,18 @@ fn verify_through(
             }
             read_upto = Some(id);
         }
-        let Some((&newest, sealed)) = files.split_last() else { break };
-        let side = |id: &SegmentId| listing.sidecars.contains(id);
+        let Some((&newest, sealed)) = files.split_last() else {
+            // Every one found was gone already: the writer moved on, and what they held is in
+            // segments after them.
+            found = super::listing::segments(&*io, dir, read_upto)?;
+            continue;
+        };
         for id in sealed {
             check_segment(
                 &*io,
                 dir,
                 *id,
                 false,
-                side(id),
                 limits,
                 &mut checker,
                 &mut segments,
@@ -323,9 +383,13 @@ fn verify_through(
                 progress,
             );
         }
-        let newest_side = side(&newest);
-        listing = list(&*io, dir)?;
-        let newer = listing.ids.last().is_some_and(|last| *last > newest);
+        found = super::listing::segments(&*io, dir, Some(newest))?;
+        if found.ids.is_empty() {
+            // Read as the newest only if a second look agrees: a listing can leave out the
+            // newest segment, and the ids before it can be gone already.
+            found = super::listing::segments(&*io, dir, Some(newest))?;
+        }
+        let newer = !found.ids.is_empty();
         if newer && round + 1 == ROUNDS {
             unchecked.push(format!(
                 "segments after {} were created while the check ran and were not checked (a \
@@ -338,7 +402,6 @@ fn verify_through(
             dir,
             newest,
             !newer,
-            newest_side,
             limits,
             &mut checker,
             &mut segments,
@@ -375,15 +438,14 @@ fn look_at(io: &dyn Io, path: &Path) -> Result<Option<()>, FileProblem> {
     }
 }
 
-/// Reads segment `id` (`last`: the newest) into the check; `side`: it has a sidecar, checked
-/// against it. A segment gone before it was opened is passed over.
+/// Reads segment `id` (`last`: the newest) into the check; a sealed segment's sidecar, if it
+/// has one, is checked against it. A segment gone before it was opened is passed over.
 #[expect(clippy::too_many_arguments, reason = "the check's state, passed down one level")]
 fn check_segment(
     io: &dyn Io,
     dir: &Path,
     id: SegmentId,
     last: bool,
-    side: bool,
     limits: &Limits,
     checker: &mut Checker,
     segments: &mut Vec<(PathBuf, u64)>,
@@ -401,10 +463,7 @@ fn check_segment(
         }
     };
     segments.push((path.clone(), len));
-    if side
-        && !last
-        && let Some(recorded) = sidecar::recorded_len(io, dir, id).filter(|r| *r > len)
-    {
+    if !last && let Some(recorded) = sidecar::recorded_len(io, dir, id).filter(|r| *r > len) {
         let mut f = finding(&path, len, FileProblem::SegmentCut { len, recorded });
         f.len = Some(recorded - len);
         checker.findings.push(f);
@@ -413,10 +472,9 @@ fn check_segment(
     checker.builder.add_segment(id);
     let frames = Frames { path: &path, seg: id, limits };
     // A sealed segment's sidecar, which opening would read instead, is checked against the
-    // frames the walk finds.
-    let side = side && !last;
+    // frames the walk finds (looked for by name: a listing may leave one out).
     let mut seg =
-        SegmentCheck { checker, frames, progress: &mut *progress, seen: side.then(Vec::new) };
+        SegmentCheck { checker, frames, progress: &mut *progress, seen: (!last).then(Vec::new) };
     match walk_segment(&*file, id, last, limits, buf, &mut seg) {
         Ok(walk) => {
             let seen = seg.seen.take();

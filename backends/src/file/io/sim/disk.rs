@@ -226,6 +226,7 @@ impl Io for SimDisk {
             .chain(state.specials.keys())
             .filter(|p| p.parent() == Some(dir))
             .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_owned))
+            .filter(|n| !state.unlisted.contains(n))
             .collect();
         drop(state);
         if let Some(then) = self.take_after_list() {

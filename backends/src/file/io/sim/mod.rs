@@ -139,6 +139,8 @@ struct State {
     specials: BTreeMap<PathBuf, EntryKind>,
     /// Files that cannot be opened (see [`SimDisk::forbid_open`]).
     forbidden: BTreeSet<PathBuf>,
+    /// Names a listing leaves out (see [`SimDisk::hide_from_listing`]).
+    unlisted: BTreeSet<String>,
     /// Every operation not yet synced, in the order issued.
     pending: Vec<Op>,
     /// Locks held, by path: which lock file at the path each holds (a new one when the file is
@@ -247,6 +249,13 @@ impl SimDisk {
     /// process may not read would. It survives crashes.
     pub fn forbid_open(&self, path: &Path) {
         self.lock().forbidden.insert(path.to_path_buf());
+    }
+
+    /// Makes every listing leave out the entries named `names` (replacing the names given
+    /// before), as a directory listing taken while another process creates and removes entries
+    /// can leave out one that was there all along; looking an entry up by name still finds it.
+    pub fn hide_from_listing(&self, names: &[String]) {
+        self.lock().unlisted = names.iter().cloned().collect();
     }
 
     /// Runs `then` right after the next [`Io::list`] takes its listing, before the listing is
