@@ -27,7 +27,13 @@ fn the_page_draws_each_fixture_session_as_its_log_says_on_every_backend() {
         let stopped = page(url, "stopped");
         assert!(has(&stopped, &["pairing", "data-reason=\"run_stopped\"", "data-call=\"c1\""]));
         let stuck = page(url, "stuck");
-        assert!(has(&stuck, &["mark bar run", "data-outcome=\"open\""]), "{stuck}");
+        // The defect: the run was drawn "open" while `sessions` called the session crashed.
+        let listed = bin_ok(&["sessions", url, "--json"], 0);
+        let line = listed.lines().find(|l| l.contains("\"stuck\"")).unwrap();
+        assert!(line.contains("\"state\":\"crashed\""), "{}: {line}", place.name);
+        assert!(has(&stuck, &["mark bar run", "data-outcome=\"crash\""]), "{stuck}");
+        assert!(stuck.contains("<header data-state=\"crashed\">"), "{}", place.name);
+        assert!(!has(&stuck, &["data-outcome=\"open\""]), "{}", place.name);
         assert!(has(&stuck, &["attempt cut", "data-call=\"c1\"", "data-attempt=\"1\""]));
         assert!(has(&stuck, &["tick chunk", "data-call=\"c1\""]));
         let retried = page(url, "retried");
