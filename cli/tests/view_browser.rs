@@ -213,7 +213,7 @@ fn check_before(html: &str, events: &[Event], what: &str) {
 /// The page after recovery: the crashed run and the completed one, the pairings recorded with
 /// their rules, c2's second attempt with its result, a wake now recovering nothing, the final
 /// answer.
-fn check_after(html: &str, events: &[Event], final_answer: &str, what: &str) {
+fn check_after(html: &str, events: &[Event], decided: &[Decided], final_answer: &str, what: &str) {
     assert_eq!(divs(html, &["mark bar run", "data-outcome=\"crash\""]).len(), 1, "{what}");
     assert_eq!(divs(html, &["mark bar run", "data-outcome=\"completed\""]).len(), 1, "{what}");
     let mut attempts = 0;
@@ -241,6 +241,21 @@ fn check_after(html: &str, events: &[Event], final_answer: &str, what: &str) {
     }
     assert!(tags(html, "p", &["class=\"nothing\""]).len() == 1, "{what}: a wake now recovers nothing");
     assert!(tags(html, "tr", &["planned"]).is_empty(), "{what}");
+    // Each call's lane says what the wake decided and by which rule, as the wake's plan had it.
+    let wake_at = events.iter().rposition(|e| matches!(e, Event::RunStarted(_))).unwrap();
+    for (call, action, rule) in decided {
+        let lane = text_after(html, "div", &["row lane", &format!("data-call=\"{call}\"")]);
+        assert!(lane.contains(&format!("wake at seq {wake_at}: ")), "{what}: {lane}");
+        assert!(lane.contains(&format!("by {rule}")), "{what}: {lane}");
+        let parts = [
+            "call-decided".to_owned(),
+            format!("data-run-seq=\"{wake_at}\""),
+            format!("data-action=\"{action}\""),
+            format!("data-rule=\"{rule}\""),
+        ];
+        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+        assert_eq!(divs(html, &parts).len(), 1, "{what}: {call} {action} {rule}");
+    }
     let said = text_after(html, "p", &["class=\"final\""]);
     assert!(said.contains(final_answer), "{what}: {said}");
 }
@@ -285,6 +300,16 @@ const LAYOUT_CHECK: &str = r#"<script>
       var w = Math.min(a.c.r, b.c.r) - Math.max(a.c.l, b.c.l);
       var h = Math.min(a.c.b, b.c.b) - Math.max(a.c.t, b.c.t);
       if (w > 1 && h > 1) { overlaps.push([a.text, b.text]); }
+    }
+  }
+  // A tick never crosses a text either.
+  var ticks = document.querySelectorAll(".mark.tick");
+  for (var t = 0; t < ticks.length; t++) {
+    var tr = clipped(ticks[t].getBoundingClientRect(), ticks[t].parentElement);
+    for (var i = 0; i < boxes.length; i++) {
+      var w = Math.min(tr.r, boxes[i].c.r) - Math.max(tr.l, boxes[i].c.l);
+      var h = Math.min(tr.b, boxes[i].c.b) - Math.max(tr.t, boxes[i].c.t);
+      if (w > 0.5 && h > 0.5) { overlaps.push([ticks[t].getAttribute("title"), boxes[i].text]); }
     }
   }
   var outside = [];
@@ -351,9 +376,12 @@ impl Browser {
     }
 }
 
+/// A call, the action the plan chose for it and the rule that decided it.
+type Decided = (String, &'static str, &'static str);
+
 /// Wakes demo-1 as the demo's recovery does: c2 runs again and finishes, the step and a closing
 /// reply are committed, the run completes. Returns the plan's decisions (call, action, rule).
-fn recover(journal: &Path, final_answer: &str) -> Vec<(String, &'static str, &'static str)> {
+fn recover(journal: &Path, final_answer: &str) -> Vec<Decided> {
     let store = FileStore::open(journal, FileOptions::default()).unwrap();
     let journal = Journal::new(Arc::new(store), Arc::new(registry()), JournalOptions::new()).unwrap();
     let session = SessionId::new("demo-1").unwrap();
@@ -412,7 +440,7 @@ fn the_timeline_before_and_after_recovery_shows_each_calls_decision_order_and_fa
     let after_html = std::fs::read_to_string(&after).unwrap();
     assert_eq!(sessions_state(&url), "completed");
     check_common(&after_html, &after_events, "completed", "the page after recovery");
-    check_after(&after_html, &after_events, final_answer, "the page after recovery");
+    check_after(&after_html, &after_events, &decided, final_answer, "the page after recovery");
 
     if let Err(why) = has_chromium() {
         println!("skipped: the browser half of this test needs Chromium: {why}");
@@ -424,7 +452,7 @@ fn the_timeline_before_and_after_recovery_shows_each_calls_decision_order_and_fa
     check_before(&dom, &before_events, "the DOM before recovery");
     let dom = browser.dom(&after, "after recovery");
     check_common(&dom, &after_events, "completed", "the DOM after recovery");
-    check_after(&dom, &after_events, final_answer, "the DOM after recovery");
+    check_after(&dom, &after_events, &decided, final_answer, "the DOM after recovery");
 
     // The details panel, filled by the page's script: `#seq=N` shows the event at seq N, as a
     // click on its mark does. Here the email's pairing: its JSON, with the rule.

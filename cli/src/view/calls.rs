@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use stepjournal_codec::CallId;
+use stepjournal_codec::{CallId, Event, Record};
 use stepjournal_recovery::order::{Lane, behind};
 use stepjournal_recovery::{CallRecord, SessionState};
 
@@ -94,7 +94,7 @@ pub(super) struct Fact {
 
 /// The facts of one call: its arguments, each attempt's committed output (`partial` when the
 /// attempt has no result), and what answered it, or that nothing has.
-pub(super) fn facts(call: &CallRecord<'_>) -> Vec<Fact> {
+pub(super) fn facts(call: &CallRecord<'_>, records: &[Record]) -> Vec<Fact> {
     let mut facts =
         vec![Fact { class: "args", label: "args".to_owned(), text: cut(call.call().args.get()) }];
     for attempt in call.attempts() {
@@ -124,6 +124,13 @@ pub(super) fn facts(call: &CallRecord<'_>) -> Vec<Fact> {
     }
     for p in call.pairings() {
         let mut label = format!("paired {}", p.reason.as_str());
+        let rule = records.get(p.seq.get() as usize).and_then(|r| match &r.event {
+            Event::Paired(e) if r.seq == p.seq => e.rule.as_deref(),
+            _ => None,
+        });
+        if let Some(rule) = rule {
+            label.push_str(&format!(" by {rule}"));
+        }
         if let Some(by) = p.voided_by {
             label.push_str(&format!(" (voided by the rewound at seq {by})"));
         }

@@ -6,6 +6,7 @@ use stepjournal_codec::Record;
 use stepjournal_recovery::{Plan, SessionState};
 
 use super::calls::{Arrow, Fact, RowOf, arrows, facts, order_text, record_of};
+use super::decided::{Decided, decided};
 use super::html::{esc, write_marks};
 use super::marks::{Lane, RunBand, lanes_of};
 use super::wake::decision;
@@ -21,6 +22,8 @@ struct Row {
     order: String,
     behind: Vec<String>,
     wake: Option<(String, String, &'static str, String)>,
+    /// What earlier entries decided for it, as the log bears it out.
+    decided: Vec<Decided>,
     facts: Vec<Fact>,
 }
 
@@ -45,6 +48,7 @@ pub(super) fn lanes(
         }
     }
     let arrows = arrows(state, &index);
+    let mut earlier = decided(records);
     let rows = marks
         .into_iter()
         .enumerate()
@@ -65,7 +69,10 @@ pub(super) fn lanes(
             Row {
                 policy: record.map(|c| c.call().replay.as_str().to_owned()).unwrap_or_default(),
                 order: record.as_ref().map(order_text).unwrap_or_default(),
-                facts: record.as_ref().map(facts).unwrap_or_default(),
+                facts: record.as_ref().map(|c| facts(c, records)).unwrap_or_default(),
+                decided: record
+                    .and_then(|c| earlier.remove(&(lane.reply, c.id().clone())))
+                    .unwrap_or_default(),
                 behind,
                 wake,
                 lane,
@@ -79,6 +86,15 @@ impl Lanes {
     /// How many lanes.
     pub(super) fn count(&self) -> usize {
         self.rows.len()
+    }
+
+    /// The gutter's width: a column per arrow drawn side by side, and room for the heads.
+    pub(super) fn gutter_px(&self) -> usize {
+        self.slots() * SLOT_PX + 12
+    }
+
+    fn slots(&self) -> usize {
+        self.arrows.iter().map(|a| a.slot + 1).max().unwrap_or(0)
     }
 
     /// Writes every lane's row.
@@ -115,11 +131,8 @@ impl Lanes {
     /// The gutter of row `i`: each arrow over it as a vertical segment in its column, the
     /// waiting call's row with the arrow's tail, the awaited call's row with its head.
     fn write_gutter(&self, html: &mut String, i: usize) {
-        let slots = self.arrows.iter().map(|a| a.slot + 1).max().unwrap_or(0);
-        html.push_str(&format!(
-            "<div class=\"order\" style=\"flex-basis:{}px\">",
-            slots * SLOT_PX + 12
-        ));
+        let slots = self.slots();
+        html.push_str("<div class=\"order\">");
         for a in &self.arrows {
             let (top, bottom) = (a.to_row.min(a.from_row), a.to_row.max(a.from_row));
             if i < top || i > bottom {
@@ -178,6 +191,20 @@ fn write_label(html: &mut String, row: &Row) {
     html.push_str("</div>");
     for b in &row.behind {
         html.push_str(&format!("<div class=\"call-behind\">{}</div>", esc(b)));
+    }
+    for d in &row.decided {
+        html.push_str(&format!(
+            "<div class=\"call-decided action-{}\" data-run-seq=\"{}\" data-action=\"{}\" \
+             data-rule=\"{}\">{} at seq {}: {} <span class=\"rule\">by {}</span></div>",
+            d.action,
+            d.run_seq,
+            d.action,
+            d.rule,
+            esc(&d.entry),
+            d.run_seq,
+            esc(&d.text),
+            d.rule
+        ));
     }
     if let Some((action, text, rule, reason)) = &row.wake {
         html.push_str(&format!(

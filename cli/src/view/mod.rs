@@ -17,6 +17,7 @@ use stepjournal_recovery::{SessionState, fold};
 
 mod axis;
 mod calls;
+mod decided;
 mod html;
 mod lanes;
 mod marks;
@@ -91,7 +92,11 @@ pub fn page(session: &SessionId, records: &[Record], held: Held) -> String {
     write_header(&mut html, session, records, &state, status, runs.len(), lanes.count());
     html.push_str("<main>");
     wake::write_wake(&mut html, &plan, &state, status);
-    html.push_str("<section class=\"timeline-section\"><h2>timeline</h2><div class=\"timeline\">");
+    html.push_str(&format!(
+        "<section class=\"timeline-section\"><h2>timeline</h2><div class=\"timeline\" \
+         style=\"--gutter:{}px\">",
+        lanes.gutter_px()
+    ));
     html.push_str(&format!(
         "<div class=\"row head\"><div class=\"order\"></div><div class=\"label\">call, kind, \
          policy, order; what a wake would do</div><div class=\"track\">events by seq</div>\
@@ -174,6 +179,9 @@ fn write_decisions(html: &mut String, records: &[Record]) {
                 esc(&e.message)
             ));
         }
+    }
+    if !records.iter().any(|r| matches!(r.event, Event::Paired(_))) {
+        html.push_str("<tr class=\"none\"><td colspan=\"5\">no pairing recorded</td></tr>");
     }
     html.push_str("</table></section>");
 }
