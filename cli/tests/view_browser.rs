@@ -18,7 +18,9 @@ use std::time::Duration;
 use stepjournal::{Journal, JournalOptions, Reply};
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::file::{FileOptions, FileStore};
-use stepjournal_codec::{CallId, CheckpointId, Entry, Event, RawJson, RunId, RunOutcome, SessionId};
+use stepjournal_codec::{
+    CallId, CheckpointId, Entry, Event, RawJson, RunId, RunOutcome, SessionId,
+};
 use stepjournal_recovery::{Config, MemoryRegistry, NewRun, fold, plan};
 
 fn bin(args: &[&str]) -> String {
@@ -154,13 +156,20 @@ fn check_common(html: &str, events: &[Event], state: &str, what: &str) {
         let lane = format!("data-call=\"{}\"", c.call);
         let kind = format!("data-kind=\"{}\"", c.kind.as_str());
         let policy = format!("data-policy=\"{}\"", c.replay.as_str());
-        assert_eq!(divs(html, &["row lane", &lane, &kind, &policy]).len(), 1, "{what}: lane {lane}");
+        assert_eq!(
+            divs(html, &["row lane", &lane, &kind, &policy]).len(),
+            1,
+            "{what}: lane {lane}"
+        );
         // Kind and policy are drawn in the label, the arguments beside the track.
         let label = text_after(html, "div", &["row lane", &lane]);
         assert!(label.contains(c.replay.as_str()) && label.contains(c.kind.as_str()), "{label}");
         assert!(label.contains(c.args.get()), "{what}: the arguments of {}: {label}", c.call);
     }
-    assert_eq!(divs(html, &["row lane", "data-call=\"c3\"", "data-order=\"group email\""]).len(), 1);
+    assert_eq!(
+        divs(html, &["row lane", "data-call=\"c3\"", "data-order=\"group email\""]).len(),
+        1
+    );
     // The arrow from c4 to the call it waits behind, c3, in group `email`: its tail in c4's
     // row, its head in c3's.
     let arrow = ["data-from=\"c4\"", "data-to=\"c3\"", "data-via=\"group `email`\""];
@@ -196,7 +205,11 @@ fn check_before(html: &str, events: &[Event], what: &str) {
         let call = format!("data-call=\"{}\"", c.call);
         let action = format!("data-action=\"{}\"", c.action.name());
         let rule = format!("data-rule=\"{}\"", c.rule.id);
-        assert_eq!(tags(html, "tr", &["planned", &call, &action, &rule]).len(), 1, "{what}: {call}");
+        assert_eq!(
+            tags(html, "tr", &["planned", &call, &action, &rule]).len(),
+            1,
+            "{what}: {call}"
+        );
         let lane_action = format!("data-wake-action=\"{}\"", c.action.name());
         let lane_rule = format!("data-wake-rule=\"{}\"", c.rule.id);
         assert_eq!(divs(html, &["row lane", &call, &lane_action, &lane_rule]).len(), 1, "{what}");
@@ -227,9 +240,10 @@ fn check_after(html: &str, events: &[Event], decided: &[Decided], final_answer: 
     }
     assert_eq!(divs(html, &["mark bar attempt"]).len(), attempts, "{what}");
     assert_eq!(divs(html, &["attempt ok", "data-call=\"c2\"", "data-attempt=\"2\""]).len(), 1);
-    for (call, reason, rule) in
-        [("c3", "outcome_unknown", "recovery.outcome_unknown"), ("c4", "not_started", "order.group")]
-    {
+    for (call, reason, rule) in [
+        ("c3", "outcome_unknown", "recovery.outcome_unknown"),
+        ("c4", "not_started", "order.group"),
+    ] {
         let parts = [
             "pairing".to_owned(),
             format!("data-call=\"{call}\""),
@@ -239,7 +253,10 @@ fn check_after(html: &str, events: &[Event], decided: &[Decided], final_answer: 
         let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
         assert_eq!(divs(html, &parts).len(), 1, "{what}: {call} paired {reason} by {rule}");
     }
-    assert!(tags(html, "p", &["class=\"nothing\""]).len() == 1, "{what}: a wake now recovers nothing");
+    assert!(
+        tags(html, "p", &["class=\"nothing\""]).len() == 1,
+        "{what}: a wake now recovers nothing"
+    );
     assert!(tags(html, "tr", &["planned"]).is_empty(), "{what}");
     // Each call's lane says what the wake decided and by which rule, as the wake's plan had it.
     let wake_at = events.iter().rposition(|e| matches!(e, Event::RunStarted(_))).unwrap();
@@ -360,7 +377,10 @@ impl Browser {
         let report = report.split("</pre>").next().unwrap();
         let report = report.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
         let report: serde_json::Value = serde_json::from_str(&report).unwrap();
-        println!("{what}: {} text boxes measured, {} marks in view", report["texts"], report["shown"]);
+        println!(
+            "{what}: {} text boxes measured, {} marks in view",
+            report["texts"], report["shown"]
+        );
         assert!(report["texts"].as_u64().unwrap() > 100, "{what}: {report}");
         assert_eq!(report["overlaps"], serde_json::json!([]), "{what}: text drawn over text");
         assert_eq!(report["outside"], serde_json::json!([]), "{what}: drawn outside the window");
@@ -383,15 +403,12 @@ type Decided = (String, &'static str, &'static str);
 /// reply are committed, the run completes. Returns the plan's decisions (call, action, rule).
 fn recover(journal: &Path, final_answer: &str) -> Vec<Decided> {
     let store = FileStore::open(journal, FileOptions::default()).unwrap();
-    let journal = Journal::new(Arc::new(store), Arc::new(registry()), JournalOptions::new()).unwrap();
+    let journal =
+        Journal::new(Arc::new(store), Arc::new(registry()), JournalOptions::new()).unwrap();
     let session = SessionId::new("demo-1").unwrap();
     let run = journal.begin_run(&session, Entry::Wake).unwrap();
-    let decided = run
-        .plan()
-        .calls
-        .iter()
-        .map(|c| (c.call.to_string(), c.action.name(), c.rule.id))
-        .collect();
+    let decided =
+        run.plan().calls.iter().map(|c| (c.call.to_string(), c.action.name(), c.rule.id)).collect();
     let step = run.step().unwrap();
     let body = step.start_body(&CallId::from("c2")).unwrap();
     let saved = RawJson::from_value(&serde_json::json!({"saved": true})).unwrap();

@@ -111,7 +111,8 @@ pub(super) fn facts(call: &CallRecord<'_>, records: &[Record]) -> Vec<Fact> {
         facts.push(Fact { class: "output", label, text: cut(&json_string(&output)) });
     }
     for r in call.results() {
-        let (class, what) = if r.is_error { ("error", "error result") } else { ("result", "result") };
+        let (class, what) =
+            if r.is_error { ("error", "error result") } else { ("result", "result") };
         let label = format!("{what} #{}", r.attempt);
         facts.push(Fact { class, label, text: cut(r.output.get()) });
     }

@@ -85,5 +85,7 @@ fn borne_out(c: &CallPlan, after: &[Event], state: &SessionState) -> bool {
 }
 
 fn started(after: &[Event], call: &CallId, attempt: Attempt) -> bool {
-    after.iter().any(|e| matches!(e, Event::AttemptStarted(a) if &a.call == call && a.attempt == attempt))
+    after
+        .iter()
+        .any(|e| matches!(e, Event::AttemptStarted(a) if &a.call == call && a.attempt == attempt))
 }

@@ -65,4 +65,3 @@ pub(super) fn write_marks(
         html.push_str(&format!(">{}</div>", esc(&m.text)));
     }
 }
-

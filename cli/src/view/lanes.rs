@@ -152,9 +152,15 @@ impl Lanes {
                 ("arrow-self", "top:50%;height:0")
             } else if i == a.from_row {
                 // The tail: from the middle of the waiting call's row, up.
-                ("arrow-from", if a.from_row > a.to_row { "top:0;height:50%" } else { "top:50%;bottom:-1px" })
+                (
+                    "arrow-from",
+                    if a.from_row > a.to_row { "top:0;height:50%" } else { "top:50%;bottom:-1px" },
+                )
             } else if i == a.to_row {
-                ("arrow-to", if a.from_row > a.to_row { "top:50%;bottom:-1px" } else { "top:0;height:50%" })
+                (
+                    "arrow-to",
+                    if a.from_row > a.to_row { "top:50%;bottom:-1px" } else { "top:0;height:50%" },
+                )
             } else {
                 ("arrow-through", "top:-1px;bottom:-1px")
             };

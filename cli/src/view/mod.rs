@@ -97,11 +97,11 @@ pub fn page(session: &SessionId, records: &[Record], held: Held) -> String {
          style=\"--gutter:{}px\">",
         lanes.gutter_px()
     ));
-    html.push_str(&format!(
+    html.push_str(
         "<div class=\"row head\"><div class=\"order\"></div><div class=\"label\">call, kind, \
          policy, order; what a wake would do</div><div class=\"track\">events by seq</div>\
-         <div class=\"facts\">arguments, output, answer</div></div>"
-    ));
+         <div class=\"facts\">arguments, output, answer</div></div>",
+    );
     html.push_str(
         "<div class=\"row runs\"><div class=\"order\"></div><div class=\"label\">runs</div>\
          <div class=\"track\">",

@@ -24,7 +24,12 @@ pub(super) fn write_said(html: &mut String, state: &SessionState, status: Sessio
         let who = match m.role {
             Role::User => "user",
         };
-        said.push(Said { seq: m.seq.get(), class: "message", who: who.to_owned(), text: m.text.clone() });
+        said.push(Said {
+            seq: m.seq.get(),
+            class: "message",
+            who: who.to_owned(),
+            text: m.text.clone(),
+        });
     }
     for r in state.replies() {
         said.push(Said {
