@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
@@ -74,6 +75,11 @@ pub enum SessionStatus {
     Crashed,
     /// The last run has not ended, and the store cannot say whether it runs.
     Open,
+    /// The last run has not ended and its lease has lapsed, but another process has held the
+    /// database's write lock all the while this command looked (SQLite): it may be that run's
+    /// runtime, frozen inside a write transaction, so the store cannot judge the run; a wake
+    /// would wait for the lock.
+    Locked,
     /// The last run suspended, waiting for client or approval answers.
     Suspended,
     /// The last run failed.
@@ -93,6 +99,9 @@ pub enum Held {
     No,
     /// Nothing says.
     Unknown,
+    /// Its lease has lapsed while another process holds the database's write lock: that may be
+    /// its runtime, frozen, so nothing can be judged.
+    Locked,
 }
 
 impl SessionStatus {
@@ -108,6 +117,7 @@ impl SessionStatus {
                 Held::Yes => SessionStatus::Running,
                 Held::No => SessionStatus::Crashed,
                 Held::Unknown => SessionStatus::Open,
+                Held::Locked => SessionStatus::Locked,
             },
             Some(RunOutcome::Suspended) => SessionStatus::Suspended,
             Some(RunOutcome::Failed) => SessionStatus::Failed,
@@ -122,6 +132,7 @@ impl SessionStatus {
             SessionStatus::Running => "running",
             SessionStatus::Crashed => "crashed",
             SessionStatus::Open => "open",
+            SessionStatus::Locked => "locked",
             SessionStatus::Suspended => "suspended",
             SessionStatus::Failed => "failed",
             SessionStatus::Completed => "completed",
@@ -141,12 +152,64 @@ pub fn why_open(live: Liveness) -> Option<&'static str> {
     }
 }
 
+/// How long a command watches an SQLite database's write lock, held by another process,
+/// before it stops judging the sessions whose leases have lapsed (their runtime may be the
+/// holder, frozen inside a write transaction). An ordinary transaction holds it for
+/// milliseconds.
+pub const LOCK_WATCH: Duration = Duration::from_secs(1);
+
+/// Another process that held an SQLite database's write lock all the while a command watched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockHeld {
+    /// The process holding it, where the operating system says.
+    pub pid: Option<u32>,
+    /// How long the command watched.
+    pub watched: Duration,
+}
+
+impl std::fmt::Display for LockHeld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pid {
+            Some(pid) => write!(f, "process {pid} held the database's write lock")?,
+            None => f.write_str("another process held the database's write lock")?,
+        }
+        write!(
+            f,
+            " for all the {} ms this command watched it: a session whose lease lapsed may be run \
+             by that process, frozen inside a write transaction, so it is shown `locked`, neither \
+             running nor crashed",
+            self.watched.as_millis()
+        )
+    }
+}
+
 /// Whether each session's open run is held, as the store says.
 #[derive(Debug)]
 pub struct Holders {
     live: Liveness,
     /// The leases live by the store's clock when their heads were read.
     leases: HashMap<SessionId, Lease>,
+    /// Another process holding the database's write lock (SQLite) all the while it was watched.
+    pub locked: Option<LockHeld>,
+}
+
+/// Watches the write lock of the SQLite database at `path` for up to [`LOCK_WATCH`]: `None` as
+/// soon as it is free (or passes from one process to another), else who held it throughout.
+fn watch_write_lock(path: &std::path::Path) -> Option<LockHeld> {
+    use stepjournal_backends::sqlite::{WriteLock, write_lock_holder};
+    let started = Instant::now();
+    let first = write_lock_holder(path);
+    let pid = match first {
+        WriteLock::HeldBy { pid } if pid != std::process::id() => pid,
+        _ => return None,
+    };
+    while started.elapsed() < LOCK_WATCH {
+        std::thread::sleep(Duration::from_millis(10));
+        if write_lock_holder(path) != first {
+            return None;
+        }
+    }
+    Some(LockHeld { pid: Some(pid), watched: started.elapsed() })
 }
 
 impl Holders {
@@ -166,7 +229,8 @@ impl Holders {
                 }
             }
         }
-        Ok(Holders { live: reading.live, leases })
+        let locked = reading.sqlite_path().and_then(|p| watch_write_lock(&p));
+        Ok(Holders { live: reading.live, leases, locked })
     }
 
     /// What the store says of one session (its head alone is read).
@@ -182,7 +246,8 @@ impl Holders {
                 leases.insert(session.clone(), lease.clone());
             }
         }
-        Ok(Holders { live: reading.live, leases })
+        let locked = reading.sqlite_path().and_then(|p| watch_write_lock(&p));
+        Ok(Holders { live: reading.live, leases, locked })
     }
 
     /// Whether `session`'s open run is held.
@@ -195,6 +260,7 @@ impl Holders {
                 let run = state.last_run().map(|r| r.run.clone());
                 match self.leases.get(session) {
                     Some(l) if run.as_ref() == Some(&l.run) => Held::Yes,
+                    _ if self.locked.is_some() => Held::Locked,
                     _ => Held::No,
                 }
             }
@@ -312,12 +378,12 @@ impl Filter {
 }
 
 /// Sums up every session of the store that the filter keeps, by id; with `now`, each with its
-/// age.
+/// age. Also says whether another process held the database's write lock throughout.
 pub fn summarize(
     reading: &mut Reading,
     filter: Filter,
     now: Option<UnixMillis>,
-) -> Result<Vec<SessionSummary>, CliError> {
+) -> Result<(Vec<SessionSummary>, Option<LockHeld>), CliError> {
     let holders = Holders::of(reading)?;
     let mut out = Vec::new();
     for session in reading.sessions()? {
@@ -333,7 +399,7 @@ pub fn summarize(
             out.push(summary);
         }
     }
-    Ok(out)
+    Ok((out, holders.locked))
 }
 
 /// Orders the summaries and keeps the first `limit`.
@@ -405,7 +471,8 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut reading = Reading::open(&args.store, args.on_corruption)?;
     let now = SystemClock.now();
     let why_open = why_open(reading.live);
-    let mut summaries = summarize(&mut reading, Filter { status: args.state, since }, Some(now))?;
+    let (mut summaries, locked) =
+        summarize(&mut reading, Filter { status: args.state, since }, Some(now))?;
     let limit = args.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     sort_and_limit(&mut summaries, args.sort, limit);
     let mut out = std::io::BufWriter::new(out);
@@ -415,6 +482,10 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
             let mut row = s.to_json();
             if let (SessionStatus::Open, Some(why)) = (s.status, why_open) {
                 row["open_why"] = Value::String(why.to_owned());
+            }
+            if let (SessionStatus::Locked, Some(locked)) = (s.status, locked) {
+                row["locked_why"] = Value::String(locked.to_string());
+                row["lock_holder_pid"] = locked.pid.map_or(Value::Null, Value::from);
             }
             writeln!(out, "{row}")?;
         }
@@ -426,6 +497,10 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         write_table(&summaries, &mut out)?;
         if let (true, Some(why)) = (any_open, why_open) {
             writeln!(out, "open: {why}")?;
+        }
+        let any_locked = summaries.iter().any(|s| s.status == SessionStatus::Locked);
+        if let (true, Some(locked)) = (any_locked, locked) {
+            writeln!(out, "locked: {locked}")?;
         }
     }
     out.flush()?;

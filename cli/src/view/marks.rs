@@ -245,6 +245,7 @@ pub(super) fn run_marks(records: &[Record], runs: &[RunBand]) -> Vec<Mark> {
                 match r.outcome.as_str() {
                     "crash" => "CRASHED (no run_ended)",
                     "open" => "open (the store cannot say whether it runs)",
+                    "locked" => "LOCKED (its lease lapsed; another process holds the write lock)",
                     other => other,
                 }
             ),

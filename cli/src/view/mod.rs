@@ -64,6 +64,7 @@ fn last_open(status: SessionStatus) -> &'static str {
     match status {
         SessionStatus::Running => "running",
         SessionStatus::Crashed => "crash",
+        SessionStatus::Locked => "locked",
         _ => "open",
     }
 }
@@ -191,6 +192,8 @@ const LEGEND: &str = "<section class=\"legend\"><h2>legend</h2>\
 <span class=\"key run outcome-crash\">run crashed (no run_ended, nothing holds it)</span>\
 <span class=\"key run outcome-running\">run running (a runtime holds it)</span>\
 <span class=\"key run outcome-open\">run open (the store cannot say)</span>\
+<span class=\"key run outcome-locked\">run locked (lease lapsed, another process holds the \
+database's write lock)</span>\
 <span class=\"key attempt ok\">attempt with result</span>\
 <span class=\"key attempt cut\">attempt cut off</span>\
 <span class=\"key wait-key\">waiting for client / approval</span>\

@@ -52,6 +52,11 @@ pub(super) fn write_wake(
             "A runtime holds the session's run now: a wake is refused while it does; this is \
              what it would decide once the run is free.",
         ),
+        SessionStatus::Locked => Some(
+            "Another process has held the database's write lock all the while this page was \
+             made (it may be this run's runtime, frozen inside a write transaction): a wake \
+             waits for the lock, and is refused once the busy timeout passes.",
+        ),
         SessionStatus::Open => Some(
             "The store cannot say whether a runtime holds the session's run: a wake is refused \
              while one does.",
