@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use cli_support::*;
 use rustix::process::{Pid, Signal, kill_process};
+use stepjournal::writer::block_on;
+use stepjournal::{Journal, JournalOptions, RecoverOptions, Tools};
 use stepjournal_backends::JournalStore;
 use stepjournal_backends::sqlite::{SqliteOptions, SqliteStore};
 use stepjournal_codec::{SessionId, Stamped, UnixMillis};
@@ -109,6 +111,17 @@ fn a_frozen_write_transaction_is_named_by_every_refused_write_and_no_session_is_
     assert!(err.contains(&named) && err.contains("waited 100 ms"), "{err}");
     let err = SqliteStore::open(&db, options).unwrap_err().to_string();
     assert!(err.contains(&named), "{err}");
+    // A runtime's `recover_all`: the crashed-looking session fails, the holder named.
+    let registry = Arc::new(stepjournal_recovery::MemoryRegistry::new());
+    let journal = Journal::new(store.clone(), registry, JournalOptions::new()).unwrap();
+    let tools = Tools::new();
+    let recovering = journal.recover_all(&tools, RecoverOptions::new(), |_, _| async {});
+    let report = block_on(recovering).map_err(|e| e.to_string());
+    let failed = match &report {
+        Ok(report) => report.failed.iter().map(|(s, why)| format!("{s}: {why}")).collect(),
+        Err(e) => vec![e.clone()],
+    };
+    assert!(failed.iter().any(|f| f.contains(&named)), "{report:?}");
 
     // `sessions`: the lapsed session is `locked`, the holder named; not `crashed`.
     let listed = bin_ok(&["sessions", &url, "--json"], 0);
@@ -131,6 +144,7 @@ fn a_frozen_write_transaction_is_named_by_every_refused_write_and_no_session_is_
         let out = bin(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let said = stderr(&out);
+        println!("{}: {said}", args[0]);
         assert!(said.contains(&named) && said.contains("waited 5000 ms"), "{args:?}: {said}");
     }
 
