@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use stepjournal_codec::{Attempt, CallId, CheckpointId, Event, Record};
-use stepjournal_recovery::{Action, CallPlan, Config, NewRun, SessionState, fold, plan};
+use stepjournal_codec::{Attempt, CallId, CheckpointId, Event, Record, RunStarted};
+use stepjournal_recovery::{Action, CallPlan, Config, NewRun, SessionState, plan};
 
 use crate::plan::{SavedPolicies, action_text};
 
@@ -28,41 +28,55 @@ pub(super) struct Decided {
 pub(super) fn decided(records: &[Record]) -> HashMap<(u64, CallId), Vec<Decided>> {
     let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
     let mut out: HashMap<(u64, CallId), Vec<Decided>> = HashMap::new();
+    // The log folded up to the event at hand, one event at a time.
+    let mut state = SessionState::default();
     for (at, event) in events.iter().enumerate() {
-        let Event::RunStarted(started) = event else { continue };
-        let Some(before) = events.get(..at) else { continue };
-        let state = fold(before);
-        let Some(reply) = state.saved_step() else { continue };
-        let new_run = NewRun {
-            run: started.run.clone(),
-            entry: started.entry.clone(),
-            commit_checkpoint: CheckpointId::new("(minted by the writer)"),
-        };
-        let planned = plan(&state, &new_run, &SavedPolicies::of(&state), &Config::default());
-        if planned.error.is_some() {
-            continue;
+        if let Event::RunStarted(started) = event {
+            decide_run(&mut out, &state, started, &events, at);
         }
-        // The run's events: to the next run's `run_started`.
-        let rest = events.get(at..).unwrap_or_default();
-        let end = rest.iter().skip(1).position(|e| matches!(e, Event::RunStarted(_)));
-        let after = rest.get(..end.map_or(rest.len(), |e| e + 1)).unwrap_or_default();
-        let entry = serde_json::to_value(&started.entry)
-            .ok()
-            .and_then(|v| v.get("kind")?.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        for c in &planned.calls {
-            if borne_out(c, after, &state) {
-                out.entry((reply.seq.get(), c.call.clone())).or_default().push(Decided {
-                    run_seq: at as u64,
-                    entry: entry.clone(),
-                    action: c.action.name(),
-                    text: action_text(&c.action),
-                    rule: c.rule.id,
-                });
-            }
-        }
+        state.apply(event);
     }
     out
+}
+
+/// The decisions of the run begun at `at` by `started`, over `state` (the log before it), that
+/// the log bears out.
+fn decide_run(
+    out: &mut HashMap<(u64, CallId), Vec<Decided>>,
+    state: &SessionState,
+    started: &RunStarted,
+    events: &[Event],
+    at: usize,
+) {
+    let Some(reply) = state.saved_step() else { return };
+    let new_run = NewRun {
+        run: started.run.clone(),
+        entry: started.entry.clone(),
+        commit_checkpoint: CheckpointId::new("(minted by the writer)"),
+    };
+    let planned = plan(state, &new_run, &SavedPolicies::of(state), &Config::default());
+    if planned.error.is_some() {
+        return;
+    }
+    // The run's events: to the next run's `run_started`.
+    let rest = events.get(at..).unwrap_or_default();
+    let end = rest.iter().skip(1).position(|e| matches!(e, Event::RunStarted(_)));
+    let after = rest.get(..end.map_or(rest.len(), |e| e + 1)).unwrap_or_default();
+    let entry = serde_json::to_value(&started.entry)
+        .ok()
+        .and_then(|v| v.get("kind")?.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    for c in &planned.calls {
+        if borne_out(c, after, state) {
+            out.entry((reply.seq.get(), c.call.clone())).or_default().push(Decided {
+                run_seq: at as u64,
+                entry: entry.clone(),
+                action: c.action.name(),
+                text: action_text(&c.action),
+                rule: c.rule.id,
+            });
+        }
+    }
 }
 
 /// Whether the events from the run's `run_started` on bear the decision out: a pairing is
