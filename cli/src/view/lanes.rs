@@ -5,7 +5,7 @@
 use stepjournal_codec::Record;
 use stepjournal_recovery::{Plan, SessionState};
 
-use super::calls::{Arrow, Fact, RowOf, arrows, facts, order_text, record_of};
+use super::calls::{Arrow, Fact, RowOf, arrows, cut, facts, order_text, record_of};
 use super::decided::{Decided, decided};
 use super::html::{esc, write_marks};
 use super::marks::{Lane, RunBand, lanes_of};
@@ -185,8 +185,8 @@ fn write_label(html: &mut String, row: &Row) {
          <div class=\"call-meta\"><span class=\"kind\">{}</span> <span class=\"policy policy-{}\">\
          {}</span>",
         lane.reply,
-        esc(&lane.call),
-        esc(&lane.tool),
+        esc(&cut(&lane.call)),
+        esc(&cut(&lane.tool)),
         lane.kind.as_str(),
         esc(&row.policy),
         esc(&row.policy)

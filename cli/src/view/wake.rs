@@ -6,6 +6,7 @@
 use stepjournal_codec::{Entry, Event};
 use stepjournal_recovery::{CallPlan, Config, Plan, SessionState};
 
+use super::calls::cut;
 use super::html::esc;
 use crate::plan::{action_text, dry_plan};
 use crate::sessions::SessionStatus;
@@ -100,8 +101,8 @@ pub(super) fn write_wake(
                     esc(c.call.as_str()),
                     c.action.name(),
                     c.rule.id,
-                    esc(c.call.as_str()),
-                    esc(&tool.unwrap_or_default()),
+                    esc(&cut(c.call.as_str())),
+                    esc(&cut(&tool.unwrap_or_default())),
                     esc(&action_text(&c.action)),
                     c.rule.id,
                     esc(&c.rule.why)
