@@ -20,6 +20,7 @@ pub mod delete;
 pub mod demo;
 mod error;
 pub mod export;
+mod holders;
 pub mod import;
 pub mod partial;
 pub mod plan;

@@ -323,20 +323,7 @@ pub fn explain(
     }
     for c in &plan.calls {
         let tool = state.call(&c.call).map(|r| r.call().tool.to_string()).unwrap_or_default();
-        let action = match &c.action {
-            Action::Keep => "keep (resolved)".to_owned(),
-            Action::Run { dispatch, attempt } => format!(
-                "run attempt {attempt} (dispatch {})",
-                Shown(dispatch.as_ref().map_or("minted before the body starts", |d| d.as_str()))
-            ),
-            Action::Pair { reason } => format!("pair {}", reason.as_str()),
-            Action::Await => "await (the client's answer or the approval settles it)".to_owned(),
-            Action::Reattach { child, .. } => {
-                format!("reattach to child session {}", Shown(child))
-            }
-            Action::StartChild { .. } => "start the child under its dispatch id".to_owned(),
-            Action::ReenterChild { .. } => "re-enter the companion child".to_owned(),
-        };
+        let action = action_text(&c.action);
         writeln!(out, "  {}  {}: {action}", Shown(&c.call), Shown(&tool))?;
         writeln!(out, "      rule {}: {}", c.rule.id, Shown(&c.rule.why))?;
     }
@@ -365,4 +352,22 @@ pub fn explain(
         writeln!(out, "  {}  {}", at + i as u64, Shown(text))?;
     }
     Ok(())
+}
+
+/// An action as the plan's explanation (and the timeline page) says it.
+pub(crate) fn action_text(action: &Action) -> String {
+    match action {
+        Action::Keep => "keep (resolved)".to_owned(),
+        Action::Run { dispatch, attempt } => format!(
+            "run attempt {attempt} (dispatch {})",
+            Shown(dispatch.as_ref().map_or("minted before the body starts", |d| d.as_str()))
+        ),
+        Action::Pair { reason } => format!("pair {}", reason.as_str()),
+        Action::Await => "await (the client's answer or the approval settles it)".to_owned(),
+        Action::Reattach { child, .. } => {
+            format!("reattach to child session {}", Shown(child))
+        }
+        Action::StartChild { .. } => "start the child under its dispatch id".to_owned(),
+        Action::ReenterChild { .. } => "re-enter the companion child".to_owned(),
+    }
 }

@@ -55,6 +55,16 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// The database file, for an SQLite store.
+    pub fn sqlite_path(&self) -> Option<std::path::PathBuf> {
+        match StoreUrl::parse(&self.url) {
+            Ok(StoreUrl::Sqlite(path)) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+impl Reading {
     /// Opens `url` read-only. With [`OnDamage::Skip`], a file journal that refuses to open
     /// for damage is read around it (every session no problem names).
     pub fn open(url: &str, mode: OnDamage) -> Result<Self, CliError> {

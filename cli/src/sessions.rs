@@ -1,17 +1,16 @@
 //! `stepjournal sessions`: one line per session: id, events, last append, state, unresolved
 //! calls of the saved step.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 use stepjournal::writer::{Clock, SystemClock};
-use stepjournal_backends::Lease;
 use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMillis};
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
+pub use super::holders::{Holders, LOCK_WATCH, LockHeld};
 use super::reading::{Liveness, OnDamage, Reading};
 use super::shown::{Shown, StoreName, escape};
 use super::time::{checked_rfc3339, parse_since, rfc3339};
@@ -74,6 +73,11 @@ pub enum SessionStatus {
     Crashed,
     /// The last run has not ended, and the store cannot say whether it runs.
     Open,
+    /// The last run has not ended and its lease has lapsed, but another process has held the
+    /// database's write lock all the while this command looked (SQLite): it may be that run's
+    /// runtime, frozen inside a write transaction, so the store cannot judge the run; a wake
+    /// would wait for the lock.
+    Locked,
     /// The last run suspended, waiting for client or approval answers.
     Suspended,
     /// The last run failed.
@@ -93,6 +97,9 @@ pub enum Held {
     No,
     /// Nothing says.
     Unknown,
+    /// Its lease has lapsed while another process holds the database's write lock: that may be
+    /// its runtime, frozen, so nothing can be judged.
+    Locked,
 }
 
 impl SessionStatus {
@@ -108,6 +115,7 @@ impl SessionStatus {
                 Held::Yes => SessionStatus::Running,
                 Held::No => SessionStatus::Crashed,
                 Held::Unknown => SessionStatus::Open,
+                Held::Locked => SessionStatus::Locked,
             },
             Some(RunOutcome::Suspended) => SessionStatus::Suspended,
             Some(RunOutcome::Failed) => SessionStatus::Failed,
@@ -122,6 +130,7 @@ impl SessionStatus {
             SessionStatus::Running => "running",
             SessionStatus::Crashed => "crashed",
             SessionStatus::Open => "open",
+            SessionStatus::Locked => "locked",
             SessionStatus::Suspended => "suspended",
             SessionStatus::Failed => "failed",
             SessionStatus::Completed => "completed",
@@ -138,67 +147,6 @@ pub fn why_open(live: Liveness) -> Option<&'static str> {
              running session from a crashed one",
         ),
         _ => None,
-    }
-}
-
-/// Whether each session's open run is held, as the store says.
-#[derive(Debug)]
-pub struct Holders {
-    live: Liveness,
-    /// The leases live by the store's clock when their heads were read.
-    leases: HashMap<SessionId, Lease>,
-}
-
-impl Holders {
-    /// Reads what the store says: its leases (SQLite, PostgreSQL), each judged by the store's
-    /// clock read with the heads, or the journal's lock.
-    pub fn of(reading: &Reading) -> Result<Self, CliError> {
-        let mut leases = HashMap::new();
-        if let Liveness::Leases = reading.live {
-            let heads = reading.store.heads().map_err(|source| CliError::Store {
-                url: StoreName::of(reading.url()),
-                doing: "reading the sessions' heads and leases".to_owned(),
-                source,
-            })?;
-            for h in heads {
-                if let Some(lease) = h.live_lease() {
-                    leases.insert(h.session.clone(), lease.clone());
-                }
-            }
-        }
-        Ok(Holders { live: reading.live, leases })
-    }
-
-    /// What the store says of one session (its head alone is read).
-    pub fn of_one(reading: &Reading, session: &SessionId) -> Result<Self, CliError> {
-        let mut leases = HashMap::new();
-        if let Liveness::Leases = reading.live {
-            let head = reading.store.head(session).map_err(|source| CliError::Store {
-                url: StoreName::of(reading.url()),
-                doing: format!("reading the head and lease of session {session}"),
-                source,
-            })?;
-            if let Some(lease) = head.as_ref().and_then(|h| h.live_lease()) {
-                leases.insert(session.clone(), lease.clone());
-            }
-        }
-        Ok(Holders { live: reading.live, leases })
-    }
-
-    /// Whether `session`'s open run is held.
-    pub fn held(&self, session: &SessionId, state: &SessionState) -> Held {
-        match self.live {
-            Liveness::Lock { held: true } => Held::Yes,
-            Liveness::Lock { held: false } => Held::No,
-            Liveness::Unknown => Held::Unknown,
-            Liveness::Leases => {
-                let run = state.last_run().map(|r| r.run.clone());
-                match self.leases.get(session) {
-                    Some(l) if run.as_ref() == Some(&l.run) => Held::Yes,
-                    _ => Held::No,
-                }
-            }
-        }
     }
 }
 
@@ -312,12 +260,12 @@ impl Filter {
 }
 
 /// Sums up every session of the store that the filter keeps, by id; with `now`, each with its
-/// age.
+/// age. Also says whether another process held the database's write lock throughout.
 pub fn summarize(
     reading: &mut Reading,
     filter: Filter,
     now: Option<UnixMillis>,
-) -> Result<Vec<SessionSummary>, CliError> {
+) -> Result<(Vec<SessionSummary>, Option<LockHeld>), CliError> {
     let holders = Holders::of(reading)?;
     let mut out = Vec::new();
     for session in reading.sessions()? {
@@ -333,7 +281,7 @@ pub fn summarize(
             out.push(summary);
         }
     }
-    Ok(out)
+    Ok((out, holders.locked))
 }
 
 /// Orders the summaries and keeps the first `limit`.
@@ -405,7 +353,8 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut reading = Reading::open(&args.store, args.on_corruption)?;
     let now = SystemClock.now();
     let why_open = why_open(reading.live);
-    let mut summaries = summarize(&mut reading, Filter { status: args.state, since }, Some(now))?;
+    let (mut summaries, locked) =
+        summarize(&mut reading, Filter { status: args.state, since }, Some(now))?;
     let limit = args.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     sort_and_limit(&mut summaries, args.sort, limit);
     let mut out = std::io::BufWriter::new(out);
@@ -415,6 +364,10 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
             let mut row = s.to_json();
             if let (SessionStatus::Open, Some(why)) = (s.status, why_open) {
                 row["open_why"] = Value::String(why.to_owned());
+            }
+            if let (SessionStatus::Locked, Some(locked)) = (s.status, locked) {
+                row["locked_why"] = Value::String(locked.to_string());
+                row["lock_holder_pid"] = locked.pid.map_or(Value::Null, Value::from);
             }
             writeln!(out, "{row}")?;
         }
@@ -426,6 +379,10 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         write_table(&summaries, &mut out)?;
         if let (true, Some(why)) = (any_open, why_open) {
             writeln!(out, "open: {why}")?;
+        }
+        let any_locked = summaries.iter().any(|s| s.status == SessionStatus::Locked);
+        if let (true, Some(locked)) = (any_locked, locked) {
+            writeln!(out, "locked: {locked}")?;
         }
     }
     out.flush()?;

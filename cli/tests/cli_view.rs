@@ -27,7 +27,13 @@ fn the_page_draws_each_fixture_session_as_its_log_says_on_every_backend() {
         let stopped = page(url, "stopped");
         assert!(has(&stopped, &["pairing", "data-reason=\"run_stopped\"", "data-call=\"c1\""]));
         let stuck = page(url, "stuck");
-        assert!(has(&stuck, &["mark bar run", "data-outcome=\"open\""]), "{stuck}");
+        // The defect: the run was drawn "open" while `sessions` called the session crashed.
+        let listed = bin_ok(&["sessions", url, "--json"], 0);
+        let line = listed.lines().find(|l| l.contains("\"stuck\"")).unwrap();
+        assert!(line.contains("\"state\":\"crashed\""), "{}: {line}", place.name);
+        assert!(has(&stuck, &["mark bar run", "data-outcome=\"crash\""]), "{stuck}");
+        assert!(stuck.contains("<header data-state=\"crashed\">"), "{}", place.name);
+        assert!(!has(&stuck, &["data-outcome=\"open\""]), "{}", place.name);
         assert!(has(&stuck, &["attempt cut", "data-call=\"c1\"", "data-attempt=\"1\""]));
         assert!(has(&stuck, &["tick chunk", "data-call=\"c1\""]));
         let retried = page(url, "retried");
@@ -111,4 +117,63 @@ fn a_page_that_cannot_be_written_exits_74_naming_the_file() {
     let run = bin(&["view", &place.url, "stuck", "-o", out.to_str().unwrap()]);
     assert_eq!(run.status.code(), Some(74), "{}", stderr(&run));
     assert!(stderr(&run).contains("no-such-dir"), "{}", stderr(&run));
+}
+
+#[test]
+fn each_call_has_an_arrow_to_the_nearest_call_it_waits_behind_in_each_of_its_lanes() {
+    // The defect: a lane showed neither its call's policy nor the call it waits behind.
+    use stepjournal_codec::{CallKind, Entry, Replay};
+    let place = file_place();
+    let store = place.open();
+    let mut calls = vec![
+        call("c1", "t", Replay::Safe, CallKind::Tool),
+        call("c2", "t", Replay::Unsafe, CallKind::Tool),
+        call("c3", "t", Replay::Safe, CallKind::Tool),
+        call("c4", "t", Replay::Safe, CallKind::Client),
+    ];
+    calls[0].sequential = true;
+    calls[1].group = Some("g".into());
+    calls[2].sequential = true;
+    calls[2].group = Some("g".into());
+    calls[3].group = Some("g".into());
+    let batches = vec![
+        vec![run_started("run-1", Entry::NewTurn { message: "go".into() }), message("go")],
+        vec![reply(1, "cp-1", "t", calls)],
+    ];
+    append_session(&*store, "chain", &batches, T0);
+    drop(store);
+    let html = page(&place.url, "chain");
+    let arrow = |from: &str, to: &str, via: &str| {
+        let parts = [
+            "seg arrow-from".to_owned(),
+            format!("data-from=\"{from}\""),
+            format!("data-to=\"{to}\""),
+            format!("data-via=\"{via}\""),
+        ];
+        html.split("<span ").filter(|t| parts.iter().all(|p| t.contains(p.as_str()))).count()
+    };
+    assert_eq!(arrow("c3", "c2", "group `g`"), 1, "{html}");
+    assert_eq!(arrow("c3", "c1", "the sequential chain"), 1, "{html}");
+    assert_eq!(arrow("c4", "c3", "group `g`"), 1, "the nearest in the group, not c2");
+    assert_eq!(arrow("c4", "c2", "group `g`"), 0);
+    assert_eq!(html.matches("seg arrow-from").count(), 3, "{html}");
+    // Arrows over the same rows are drawn in columns of their own.
+    let lefts: Vec<&str> = html
+        .split("<span class=\"seg arrow-from\"")
+        .skip(1)
+        .map(|t| t.split("left:").nth(1).unwrap().split("px").next().unwrap())
+        .collect();
+    let mut distinct = lefts.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "{lefts:?}");
+    // Each lane says its kind, policy and order.
+    assert!(has(
+        &html,
+        &["row lane", "data-call=\"c2\"", "data-policy=\"unsafe\"", "data-order=\"group g\""]
+    ));
+    assert!(has(&html, &["row lane", "data-call=\"c3\"", "data-order=\"group g, sequential\""]));
+    assert!(has(&html, &["row lane", "data-call=\"c4\"", "data-kind=\"client\""]));
+    // Before any recovery, what a wake would do to each, from the plan.
+    assert!(html.contains("<tr class=\"planned action-await\" data-call=\"c4\""), "{html}");
 }

@@ -39,4 +39,10 @@ fn a_tool_name_of_65536_characters_is_shown_whole_and_nothing_panics() {
             );
         }
     }
+    // The timeline page keeps both whole in its data and cuts them where it draws them.
+    let page = bin_ok(&["view", &place.url, "wide", "-o", "-"], 0);
+    assert!(page.contains(&format!("data-tool=\"{tool}\"")), "the lane's data keeps the name");
+    let label = page.split("<div class=\"call-id\">").nth(1).unwrap().split("</div>").next();
+    let label = label.unwrap();
+    assert!(label.contains("... (65536 bytes)") && label.len() < 1000, "{}", label.len());
 }

@@ -91,6 +91,18 @@ macro_rules! with_retries {
         loop {
             let mut lease = match shared.pool.get().await {
                 Ok(lease) => lease,
+                // A connection that could not be opened (the server ended it while it was set
+                // up, its statements being prepared, say): nothing was sent; tried again like
+                // a connection lost before anything was sent, unless the server refused.
+                Err($crate::postgres::failure::Failure::Driver(err))
+                    if err.class() != $crate::postgres::failure::Class::Refused =>
+                {
+                    if let Some(e) = shared.after_failure(what, attempt, err).await {
+                        break Err(e);
+                    }
+                    attempt += 1;
+                    continue;
+                }
                 Err(f) => break Err(shared.failure(what, f)),
             };
             let Some($c) = lease.conn() else {

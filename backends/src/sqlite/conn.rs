@@ -14,6 +14,17 @@ pub(super) fn backend_error(context: impl Into<String>, e: rusqlite::Error) -> S
     StoreError::Backend { backend: BACKEND, context: context.into(), source: Box::new(e) }
 }
 
+/// What a write refused for the lock says: who holds it, where the operating system tells, and
+/// how long this call waited for it.
+pub(super) fn locked(path: &Path, waited: Duration) -> String {
+    format!(
+        "the database is locked: {}; this call waited {} ms for it (the busy timeout), and \
+         nothing was written",
+        super::holder::write_lock_holder(path),
+        waited.as_millis()
+    )
+}
+
 /// Whether the database was locked by another connection past the busy timeout.
 pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))

@@ -30,6 +30,7 @@ mod committer;
 mod conn;
 mod group;
 mod heads;
+mod holder;
 mod schema;
 mod shared;
 
@@ -53,6 +54,7 @@ use conn::backend_error;
 use group::{Request, Unknown};
 use shared::{Shared, Step, WriteFailure, Writer};
 
+pub use holder::{WriteLock, write_lock_holder};
 pub use schema::SCHEMA_VERSION;
 
 /// How an SQLite store is opened.
@@ -111,7 +113,7 @@ impl SqliteStore {
         if options.read_only {
             schema::check(&conn, &location)?;
         } else {
-            schema::prepare(&conn, &location)?;
+            schema::prepare(&conn, &location, &path, options.busy_timeout)?;
         }
         let read_only = options.read_only;
         let shared = Arc::new(Shared {

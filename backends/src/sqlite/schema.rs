@@ -86,7 +86,12 @@ fn refuse_foreign(conn: &Connection, location: &str) -> Result<(), OpenError> {
 /// Puts the database in WAL mode and brings its schema to [`SCHEMA_VERSION`], in one
 /// `BEGIN IMMEDIATE` transaction so that processes opening the file at once migrate it once.
 /// A database holding anything but a journal store is refused first, unchanged.
-pub(crate) fn prepare(conn: &Connection, location: &str) -> Result<(), OpenError> {
+pub(crate) fn prepare(
+    conn: &Connection,
+    location: &str,
+    path: &std::path::Path,
+    busy_timeout: std::time::Duration,
+) -> Result<(), OpenError> {
     refuse_foreign(conn, location)?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
@@ -99,8 +104,17 @@ pub(crate) fn prepare(conn: &Connection, location: &str) -> Result<(), OpenError
             ),
         });
     }
-    conn.execute_batch("BEGIN IMMEDIATE")
-        .map_err(|e| open_error(location, "locking the database to check its schema", e))?;
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| {
+        let what = if super::conn::is_busy(&e) {
+            format!(
+                "locking the database to check its schema: {}",
+                super::conn::locked(path, busy_timeout)
+            )
+        } else {
+            "locking the database to check its schema".to_owned()
+        };
+        open_error(location, &what, e)
+    })?;
     let result = migrate(conn, location);
     let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let ended = conn

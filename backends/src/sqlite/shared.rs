@@ -140,10 +140,7 @@ impl Shared {
         let conn = &writer.conn;
         if let Err(e) = conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])) {
             let doing = if is_busy(&e) {
-                format!(
-                    "another connection held the write lock for longer than the busy timeout ({:?})",
-                    self.options.busy_timeout
-                )
+                conn::locked(&self.path, self.options.busy_timeout)
             } else {
                 "beginning the transaction".to_owned()
             };

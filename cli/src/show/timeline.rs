@@ -268,7 +268,10 @@ fn header(
     let paint = match s.status {
         SessionStatus::Failed => Paint::Bad,
         SessionStatus::Crashed => Paint::Bad,
-        SessionStatus::Open | SessionStatus::Stopped | SessionStatus::Suspended => Paint::Warn,
+        SessionStatus::Open
+        | SessionStatus::Locked
+        | SessionStatus::Stopped
+        | SessionStatus::Suspended => Paint::Warn,
         SessionStatus::Completed | SessionStatus::Running => Paint::Good,
     };
     let status = style.paint(paint, s.status.as_str());

@@ -12,7 +12,9 @@ pub(super) struct RunBand {
     pub(super) start: u64,
     pub(super) end: u64,
     /// `completed`, `failed`, `stopped`, `suspended`, `crash` (another run began with no
-    /// `run_ended` for this one) or `open` (the log's last run, not ended).
+    /// `run_ended` for this one, or the log's last run, not ended, that nothing holds),
+    /// `running` (the log's last run, held by a runtime) or `open` (the log's last run, and the
+    /// store cannot say whether it is held).
     pub(super) outcome: String,
 }
 
@@ -42,7 +44,9 @@ pub(super) struct Lane {
     settled: Option<u64>,
 }
 
-pub(super) fn runs_of(records: &[Record]) -> Vec<RunBand> {
+/// The runs of the log; the last one, if it has not ended, drawn `last_open` (`crash`, `running`
+/// or `open`, as `sessions` says of the session).
+pub(super) fn runs_of(records: &[Record], last_open: &str) -> Vec<RunBand> {
     let last = records.len().saturating_sub(1) as u64;
     let mut runs: Vec<RunBand> = Vec::new();
     let mut open: Option<RunBand> = None;
@@ -77,7 +81,10 @@ pub(super) fn runs_of(records: &[Record]) -> Vec<RunBand> {
             _ => {}
         }
     }
-    runs.extend(open);
+    runs.extend(open.map(|mut run| {
+        run.outcome = last_open.to_owned();
+        run
+    }));
     runs
 }
 
@@ -235,7 +242,12 @@ pub(super) fn run_marks(records: &[Record], runs: &[RunBand]) -> Vec<Mark> {
             text: format!(
                 "{} {}",
                 r.id,
-                if r.outcome == "crash" { "CRASHED (no run_ended)" } else { r.outcome.as_str() }
+                match r.outcome.as_str() {
+                    "crash" => "CRASHED (no run_ended)",
+                    "open" => "open (the store cannot say whether it runs)",
+                    "locked" => "LOCKED (its lease lapsed; another process holds the write lock)",
+                    other => other,
+                }
             ),
             class: format!("run outcome-{}", r.outcome),
             start: r.start,

@@ -1,25 +1,37 @@
 //! `stepjournal view`: one session's timeline as one self-contained HTML file (inline CSS and
-//! script, nothing fetched): runs as bands (a run that ended without `run_ended` drawn as a
-//! crash), steps, one lane per call with each attempt as a bar from `attempt_started` to its
-//! result, output chunks as ticks, pairings coloured by reason with their rule and message,
-//! client and approval waits, and the recovery decisions; each mark shows its event's JSON
-//! when clicked (and its summary on hover).
+//! script, nothing fetched), for a person at an incident. First what a `wake` would do to each
+//! call and by which rule (the library's recovery plan, [`wake`]); then the runs as bands (a run
+//! with no `run_ended` drawn crashed, running or open as `sessions` says), steps, and one lane
+//! per call: its kind, policy and order, an arrow to the call it waits behind, each attempt as a
+//! bar from `attempt_started` to its result, output chunks as ticks, pairings coloured by reason,
+//! client and approval waits, and beside it its arguments, output and answer; under the lanes
+//! the sequence axis and the time axis; then what was said, and the pairings recorded. Each mark
+//! shows its event's JSON when clicked (and its summary on hover).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use stepjournal_codec::json::record_to_export_line;
 use stepjournal_codec::{Event, Record, SessionId};
+use stepjournal_recovery::{SessionState, fold};
 
+mod axis;
+mod calls;
+mod decided;
+mod html;
+mod lanes;
 mod marks;
+mod said;
+mod wake;
 
-use marks::{Mark, lanes_of, run_marks, runs_of, step_marks};
+use html::{esc, write_marks};
+use marks::{run_marks, runs_of, step_marks};
 
 use super::CliError;
 use super::reading::{OnDamage, Reading};
 use super::time::rfc3339;
-use crate::shown::{Shown, json_for_terminal};
+use crate::sessions::{Held, Holders, SessionStatus, SessionSummary};
+use crate::shown::Shown;
 
 /// Arguments of `stepjournal view`.
 #[derive(Debug, Args)]
@@ -44,86 +56,33 @@ pub struct ViewArgs {
     pub on_corruption: OnDamage,
 }
 
-/// Text for HTML (element content and quoted attribute values alike). The characters the
-/// terminal output escapes (controls, line separators, bidirectional controls) are written as
-/// the same visible `\u{HEX}`, so `c-\u{202e}evil` never reads reversed on the page; newlines
-/// stay.
-fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c != '\n' && crate::shown::is_escaped(c) => {
-                out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn write_marks(
-    html: &mut String,
-    marks: &[Mark],
-    n: u64,
-    records: &[Record],
-    extra: &[(&'static str, String)],
-) {
-    let pct = |x: u64| x as f64 * 100.0 / n as f64;
-    for m in marks {
-        // The same JSON value, with the characters the terminal escapes written as JSON escapes
-        // (`esc` would otherwise make them visible text inside its strings, no longer JSON).
-        let json = records
-            .get(m.seq as usize)
-            .map(|r| json_for_terminal(&record_to_export_line(r)))
-            .unwrap_or_default();
-        let is_bar = m.end > m.start
-            || ["run", "step", "attempt", "wait"].iter().any(|c| m.class.starts_with(c));
-        let style = if is_bar {
-            format!("left:{:.3}%;width:{:.3}%", pct(m.start), pct(m.end + 1 - m.start))
-        } else {
-            format!("left:{:.3}%", pct(m.start) + 50.0 / n as f64)
-        };
-        html.push_str(&format!(
-            "<div class=\"mark {} {}\" style=\"{style}\" title=\"{}\" data-seq=\"{}\" data-json=\"{}\"",
-            if is_bar { "bar" } else { "tick" },
-            esc(&m.class),
-            esc(&format!("seq {}: {}", m.seq, m.title)),
-            m.seq,
-            esc(&json)
-        ));
-        for (k, v) in extra.iter().chain(&m.attrs) {
-            html.push_str(&format!(" {k}=\"{}\"", esc(v)));
-        }
-        html.push_str(&format!(">{}</div>", esc(&m.text)));
-    }
-}
-
-/// A row of seq numbers under the lanes, about every tenth of the axis.
-fn write_axis(html: &mut String, n: u64) {
-    html.push_str("<div class=\"row axis\"><div class=\"label\">seq</div><div class=\"track\">");
-    let every = (n / 10).max(1);
-    let mut seq = 0;
-    while seq < n {
-        let left = (seq as f64 + 0.5) * 100.0 / n as f64;
-        html.push_str(&format!("<span class=\"axis-tick\" style=\"left:{left:.3}%\">{seq}</span>"));
-        seq += every;
-    }
-    html.push_str("</div></div>");
-}
-
 const STYLE: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
 
-/// The whole page for the session's records (in order).
-pub fn page(session: &SessionId, records: &[Record]) -> String {
+/// How the log's last run, if it has not ended, is drawn: as `sessions` says of the session.
+fn last_open(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Running => "running",
+        SessionStatus::Crashed => "crash",
+        SessionStatus::Locked => "locked",
+        _ => "open",
+    }
+}
+
+/// The whole page for the session's records (in order), its open run told running or crashed
+/// by `held` (as `sessions` tells it).
+pub fn page(session: &SessionId, records: &[Record], held: Held) -> String {
+    let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
+    let state = fold(&events);
     let n = (records.len() as u64).max(1);
-    let runs = runs_of(records);
-    let lanes = lanes_of(records, &runs);
+    let at = |r: Option<&Record>| r.map(|r| r.at);
+    let summary = at(records.last()).map(|last| {
+        SessionSummary::of_held(session.clone(), records.len() as u64, last, &state, held)
+    });
+    let status = summary.as_ref().map_or(SessionStatus::Open, |s| s.status);
+    let runs = runs_of(records, last_open(status));
+    let plan = wake::wake_plan(&state, records.len() as u64);
+    let lanes = lanes::lanes(records, &runs, &state, &plan);
     let mut html = String::new();
     let title = format!("stepjournal: session {session}");
     html.push_str(&format!(
@@ -131,44 +90,36 @@ pub fn page(session: &SessionId, records: &[Record]) -> String {
          <style>{STYLE}</style></head><body>",
         esc(&title)
     ));
-    let first = records.first().map(|r| rfc3339(r.at)).unwrap_or_default();
-    let lastat = records.last().map(|r| rfc3339(r.at)).unwrap_or_default();
+    write_header(&mut html, session, records, &state, status, runs.len(), lanes.count());
+    html.push_str("<main>");
+    wake::write_wake(&mut html, &plan, &state, status);
     html.push_str(&format!(
-        "<header><h1>session <code>{}</code></h1><p>{} events, {} runs, {} calls; from {} to {} \
-         (UTC). The axis is the log's sequence numbers. Click a mark for its event.</p></header>",
-        esc(session.as_str()),
-        records.len(),
-        runs.len(),
-        lanes.len(),
-        esc(&first),
-        esc(&lastat)
+        "<section class=\"timeline-section\"><h2>timeline</h2><div class=\"timeline\" \
+         style=\"--gutter:{}px\">",
+        lanes.gutter_px()
     ));
-    html.push_str("<main><div class=\"timeline\">");
-    html.push_str("<div class=\"row runs\"><div class=\"label\">runs</div><div class=\"track\">");
+    html.push_str(
+        "<div class=\"row head\"><div class=\"order\"></div><div class=\"label\">call, kind, \
+         policy, order; what a wake would do</div><div class=\"track\">events by seq</div>\
+         <div class=\"facts\">arguments, output, answer</div></div>",
+    );
+    html.push_str(
+        "<div class=\"row runs\"><div class=\"order\"></div><div class=\"label\">runs</div>\
+         <div class=\"track\">",
+    );
     write_marks(&mut html, &run_marks(records, &runs), n, records, &[]);
-    html.push_str("</div></div>");
-    html.push_str("<div class=\"row steps\"><div class=\"label\">steps</div><div class=\"track\">");
+    html.push_str("</div><div class=\"facts\"></div></div>");
+    html.push_str(
+        "<div class=\"row steps\"><div class=\"order\"></div><div class=\"label\">steps</div>\
+         <div class=\"track\">",
+    );
     write_marks(&mut html, &step_marks(records), n, records, &[]);
-    html.push_str("</div></div>");
-    for lane in &lanes {
-        html.push_str(&format!(
-            "<div class=\"row lane\" data-call=\"{}\" data-tool=\"{}\" data-step=\"{}\" \
-             data-kind=\"{}\"><div class=\"label\" title=\"reply at seq {}\"><b>{}</b> {} \
-             <small>{}</small></div><div class=\"track\">",
-            esc(&lane.call),
-            esc(&lane.tool),
-            lane.step,
-            lane.kind.as_str(),
-            lane.reply,
-            esc(&lane.call),
-            esc(&lane.tool),
-            lane.kind.as_str()
-        ));
-        write_marks(&mut html, &lane.marks, n, records, &[("data-call", lane.call.clone())]);
-        html.push_str("</div></div>");
-    }
-    write_axis(&mut html, n);
-    html.push_str("</div>");
+    html.push_str("</div><div class=\"facts\"></div></div>");
+    lanes.write(&mut html, n, records);
+    axis::write_seq_axis(&mut html, n);
+    axis::write_time_axis(&mut html, records);
+    html.push_str("</div></section>");
+    said::write_said(&mut html, &state, status);
     write_decisions(&mut html, records);
     html.push_str(LEGEND);
     html.push_str(
@@ -178,10 +129,40 @@ pub fn page(session: &SessionId, records: &[Record]) -> String {
     html
 }
 
+fn write_header(
+    html: &mut String,
+    session: &SessionId,
+    records: &[Record],
+    state: &SessionState,
+    status: SessionStatus,
+    runs: usize,
+    calls: usize,
+) {
+    let first = records.first().map(|r| rfc3339(r.at)).unwrap_or_default();
+    let lastat = records.last().map(|r| rfc3339(r.at)).unwrap_or_default();
+    let unresolved = state
+        .saved_step()
+        .map(|reply| state.calls_of(reply).iter().filter(|c| !c.is_resolved()).count())
+        .unwrap_or(0);
+    html.push_str(&format!(
+        "<header data-state=\"{}\"><h1>session <code>{}</code> <span class=\"state \
+         state-{}\">{}</span></h1><p>{} events, {runs} runs, {calls} calls, {unresolved} \
+         unresolved; from {} to {} (UTC). The horizontal axis is the log's sequence numbers, \
+         the time of each labelled event under it. Click a mark for its event.</p></header>",
+        status.as_str(),
+        esc(session.as_str()),
+        status.as_str(),
+        status.as_str(),
+        records.len(),
+        esc(&first),
+        esc(&lastat)
+    ));
+}
+
 /// The recovery decisions: every pairing, with its reason, its rule and the model's message.
 fn write_decisions(html: &mut String, records: &[Record]) {
     html.push_str(
-        "<section class=\"decisions\"><h2>decisions</h2><table><tr><th>seq</th><th>call</th>\
+        "<section class=\"decisions\"><h2>pairings recorded</h2><table><tr><th>seq</th><th>call</th>\
          <th>reason</th><th>rule</th><th>message</th></tr>",
     );
     for r in records {
@@ -200,27 +181,37 @@ fn write_decisions(html: &mut String, records: &[Record]) {
             ));
         }
     }
+    if !records.iter().any(|r| matches!(r.event, Event::Paired(_))) {
+        html.push_str("<tr class=\"none\"><td colspan=\"5\">no pairing recorded</td></tr>");
+    }
     html.push_str("</table></section>");
 }
 
 const LEGEND: &str = "<section class=\"legend\"><h2>legend</h2>\
 <span class=\"key run outcome-completed\">run completed</span>\
-<span class=\"key run outcome-crash\">run crashed (no run_ended)</span>\
-<span class=\"key run outcome-open\">run open</span>\
+<span class=\"key run outcome-crash\">run crashed (no run_ended, nothing holds it)</span>\
+<span class=\"key run outcome-running\">run running (a runtime holds it)</span>\
+<span class=\"key run outcome-open\">run open (the store cannot say)</span>\
+<span class=\"key run outcome-locked\">run locked (lease lapsed, another process holds the \
+database's write lock)</span>\
 <span class=\"key attempt ok\">attempt with result</span>\
 <span class=\"key attempt cut\">attempt cut off</span>\
 <span class=\"key wait-key\">waiting for client / approval</span>\
 <span class=\"key reason-outcome_unknown\">outcome_unknown</span>\
 <span class=\"key reason-not_started\">not_started</span>\
 <span class=\"key reason-replay_limit_reached\">replay_limit_reached</span>\
-<span class=\"key reason-run_stopped\">run_stopped</span></section>";
+<span class=\"key reason-run_stopped\">run_stopped</span>\
+<span class=\"key arrow-key\">&#8594; a call waits behind the call the arrow points to (group or \
+sequential chain)</span></section>";
 
 /// Runs `stepjournal view`.
 pub fn run(args: &ViewArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut reading = Reading::open(&args.store, args.on_corruption)?;
     let session = SessionId::from_stored(args.session.as_str());
     let records = reading.read_one(&session)?;
-    let html = page(&session, &records);
+    let holders = Holders::of_one(&reading, &session)?;
+    let state = fold(&records.iter().map(|r| r.event.clone()).collect::<Vec<_>>());
+    let html = page(&session, &records, holders.held(&session, &state));
     if args.output.as_os_str() == "-" {
         out.write_all(html.as_bytes())?;
         return Ok(());

@@ -1,0 +1,131 @@
+//! Whether a session's open run is held: its lease (SQLite, PostgreSQL) as the store's clock
+//! judges it, or the journal's lock (file); and, on SQLite, another process holding the
+//! database's write lock throughout a short watch, when the store cannot judge a lapsed lease.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use stepjournal_backends::Lease;
+use stepjournal_codec::SessionId;
+use stepjournal_recovery::SessionState;
+
+use super::CliError;
+use super::reading::{Liveness, Reading};
+use super::sessions::Held;
+use super::shown::StoreName;
+
+/// How long a command watches an SQLite database's write lock, held by another process,
+/// before it stops judging the sessions whose leases have lapsed (their runtime may be the
+/// holder, frozen inside a write transaction). An ordinary transaction holds it for
+/// milliseconds.
+pub const LOCK_WATCH: Duration = Duration::from_secs(1);
+
+/// Another process that held an SQLite database's write lock all the while a command watched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockHeld {
+    /// The process holding it, where the operating system says.
+    pub pid: Option<u32>,
+    /// How long the command watched.
+    pub watched: Duration,
+}
+
+impl std::fmt::Display for LockHeld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pid {
+            Some(pid) => write!(f, "process {pid} held the database's write lock")?,
+            None => f.write_str("another process held the database's write lock")?,
+        }
+        write!(
+            f,
+            " for all the {} ms this command watched it: a session whose lease lapsed may be run \
+             by that process, frozen inside a write transaction, so it is shown `locked`, neither \
+             running nor crashed",
+            self.watched.as_millis()
+        )
+    }
+}
+
+/// Whether each session's open run is held, as the store says.
+#[derive(Debug)]
+pub struct Holders {
+    live: Liveness,
+    /// The leases live by the store's clock when their heads were read.
+    leases: HashMap<SessionId, Lease>,
+    /// Another process holding the database's write lock (SQLite) all the while it was watched.
+    pub locked: Option<LockHeld>,
+}
+
+/// Watches the write lock of the SQLite database at `path` for up to [`LOCK_WATCH`]: `None` as
+/// soon as it is free (or passes from one process to another), else who held it throughout.
+fn watch_write_lock(path: &std::path::Path) -> Option<LockHeld> {
+    use stepjournal_backends::sqlite::{WriteLock, write_lock_holder};
+    let started = Instant::now();
+    let first = write_lock_holder(path);
+    let pid = match first {
+        WriteLock::HeldBy { pid } if pid != std::process::id() => pid,
+        _ => return None,
+    };
+    while started.elapsed() < LOCK_WATCH {
+        std::thread::sleep(Duration::from_millis(10));
+        if write_lock_holder(path) != first {
+            return None;
+        }
+    }
+    Some(LockHeld { pid: Some(pid), watched: started.elapsed() })
+}
+
+impl Holders {
+    /// Reads what the store says: its leases (SQLite, PostgreSQL), each judged by the store's
+    /// clock read with the heads, or the journal's lock.
+    pub fn of(reading: &Reading) -> Result<Self, CliError> {
+        let mut leases = HashMap::new();
+        if let Liveness::Leases = reading.live {
+            let heads = reading.store.heads().map_err(|source| CliError::Store {
+                url: StoreName::of(reading.url()),
+                doing: "reading the sessions' heads and leases".to_owned(),
+                source,
+            })?;
+            for h in heads {
+                if let Some(lease) = h.live_lease() {
+                    leases.insert(h.session.clone(), lease.clone());
+                }
+            }
+        }
+        let locked = reading.sqlite_path().and_then(|p| watch_write_lock(&p));
+        Ok(Holders { live: reading.live, leases, locked })
+    }
+
+    /// What the store says of one session (its head alone is read).
+    pub fn of_one(reading: &Reading, session: &SessionId) -> Result<Self, CliError> {
+        let mut leases = HashMap::new();
+        if let Liveness::Leases = reading.live {
+            let head = reading.store.head(session).map_err(|source| CliError::Store {
+                url: StoreName::of(reading.url()),
+                doing: format!("reading the head and lease of session {session}"),
+                source,
+            })?;
+            if let Some(lease) = head.as_ref().and_then(|h| h.live_lease()) {
+                leases.insert(session.clone(), lease.clone());
+            }
+        }
+        let locked = reading.sqlite_path().and_then(|p| watch_write_lock(&p));
+        Ok(Holders { live: reading.live, leases, locked })
+    }
+
+    /// Whether `session`'s open run is held.
+    pub fn held(&self, session: &SessionId, state: &SessionState) -> Held {
+        match self.live {
+            Liveness::Lock { held: true } => Held::Yes,
+            Liveness::Lock { held: false } => Held::No,
+            Liveness::Unknown => Held::Unknown,
+            Liveness::Leases => {
+                let run = state.last_run().map(|r| r.run.clone());
+                match self.leases.get(session) {
+                    Some(l) if run.as_ref() == Some(&l.run) => Held::Yes,
+                    _ if self.locked.is_some() => Held::Locked,
+                    _ => Held::No,
+                }
+            }
+        }
+    }
+}
