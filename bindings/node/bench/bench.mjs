@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { defineTool, openJournal } from '../index.js';
+import { defineTool, openJournal } from 'stepjournal';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
