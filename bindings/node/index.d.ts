@@ -66,7 +66,9 @@ export type Entry =
   | { kind: 'resume'; mode: 'continue' }
   | { kind: 'resume'; mode: 'with_message'; message: string }
   | { kind: 'resume'; mode: 'from_checkpoint'; checkpoint: string }
+  | { kind: 'resume'; mode: 'from_checkpoint'; checkpointId: string }
   | { kind: 'retry'; checkpoint?: string; message?: string }
+  | { kind: 'retry'; checkpointId?: string; message?: string }
   | { kind: 'new_turn'; message: string }
   | { kind: 'stop' }
   | 'wake'
@@ -186,6 +188,8 @@ export class Journal {
   /** The session's log as `stepjournal export` writes it. */
   exportLines(session: string): Promise<string[]>;
   toolsJson(): { [tool: string]: { replay: Replay; input_schema: JsonSchema } };
+  /** Who owns the runs this journal begins: the holder of their leases. */
+  readonly owner: string;
   metrics(): { appends: number; groups: number; maxGroup: number; syncs: number; bytes: number; runsBegun: number; fencedWritesRefused: number };
   close(options?: { deadlineMs?: number }): Promise<string[]>;
 }
@@ -195,6 +199,10 @@ export interface OpenOptions {
   durability?: 'synced' | 'buffered';
   maxBodies?: number;
   create?: boolean;
+  /** How long a run's lease lasts unless renewed (default 30,000 ms): a crashed process's runs are recoverable elsewhere that long after it died. */
+  leaseTtlMs?: number;
+  /** The holder of the runs' leases (default `host:pid:random`); one per process. */
+  owner?: string;
 }
 
 /** Opens `file:PATH`, `sqlite:PATH` or `postgres://...`. */

@@ -122,6 +122,11 @@ export class Journal {
     return JSON.parse(this.#native.toolsJson());
   }
 
+  /** Who owns the runs this journal begins: the holder of their leases. */
+  get owner() {
+    return this.#native.owner;
+  }
+
   /** The store's and the writer's counters. */
   metrics() {
     return JSON.parse(this.#native.metrics());
@@ -250,14 +255,27 @@ export class Step {
   }
 }
 
+const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner'];
+
 /**
  * Opens the journal at `url` (`file:PATH`, `sqlite:PATH`, `postgres://...`) with its tools.
  * Options: `tools`, `durability` ('synced' default, or 'buffered'), `maxBodies` (default 3),
- * `create` (default true).
+ * `create` (default true), `leaseTtlMs` (how long a run's lease lasts unless renewed; default
+ * 30,000: a crashed process's runs on SQLite or PostgreSQL are recoverable that long after it
+ * died), `owner` (the holder of the runs' leases; default `host:pid:random`).
  */
 export async function openJournal(url, options = {}) {
-  const { tools = [], durability, maxBodies, create } = options;
+  if (options === null || typeof options !== 'object') throw new TypeError('openJournal: options must be an object');
+  const unknown = Object.keys(options).filter((k) => !OPTIONS.includes(k));
+  if (unknown.length > 0) throw new TypeError(`openJournal: unknown option ${unknown.map((k) => `\`${k}\``).join(', ')} (the options are ${OPTIONS.join(', ')})`);
+  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner } = options;
+  if (leaseTtlMs !== undefined && (!Number.isInteger(leaseTtlMs) || leaseTtlMs < 1 || leaseTtlMs > 0xffffffff)) {
+    throw new TypeError(`openJournal: leaseTtlMs must be a whole number of milliseconds, at least 1 (got ${leaseTtlMs})`);
+  }
+  if (owner !== undefined && (typeof owner !== 'string' || owner.trim() === '')) {
+    throw new TypeError('openJournal: owner must be a non-empty string');
+  }
   const defs = await nativeTools(tools);
-  const config = { durability, maxBodies, create };
+  const config = { durability, maxBodies, create, leaseTtlMs, owner };
   return new Journal(await wrap(native.open(String(url), defs, abortBody, config)));
 }

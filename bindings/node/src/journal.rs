@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use napi_derive::napi;
 use serde_json::json;
-use stepjournal::backends::{Durability, OpenOptions, open_url};
+use stepjournal::backends::{Durability, OpenOptions, OwnerId, open_url};
 use stepjournal::codec::json::record_to_export_line;
 use stepjournal::codec::{CallId, RawJson, SessionId};
 use stepjournal::recovery::Config;
@@ -27,6 +27,13 @@ pub struct JournalConfig {
     pub max_bodies: Option<u32>,
     /// Create the store when it does not exist (default true).
     pub create: Option<bool>,
+    /// How long a run's lease lasts unless renewed, in milliseconds (default 30,000; at least 1):
+    /// a crashed process's runs on SQLite or PostgreSQL are recoverable elsewhere that long after
+    /// it died.
+    pub lease_ttl_ms: Option<u32>,
+    /// Who owns the runs this journal begins, the holder of their leases (default
+    /// `host:pid:random`); give each process its own.
+    pub owner: Option<String>,
 }
 
 /// A journal: the session writer over one store, with the tools it drives with.
@@ -61,6 +68,18 @@ pub async fn open(
     if let Some(max) = config.max_bodies {
         let recovery = Config::new(max).map_err(|e| coded(ErrorCode::InvalidOptions, e))?;
         options = options.recovery(recovery);
+    }
+    if let Some(ms) = config.lease_ttl_ms {
+        if ms == 0 {
+            return Err(coded(ErrorCode::InvalidOptions, "leaseTtlMs must be at least 1"));
+        }
+        options = options.lease_ttl(Duration::from_millis(u64::from(ms)));
+    }
+    if let Some(owner) = config.owner {
+        if owner.trim().is_empty() {
+            return Err(coded(ErrorCode::InvalidOptions, "owner must be a non-empty string"));
+        }
+        options = options.owner(OwnerId::new(owner));
     }
     let open_options =
         if config.create.unwrap_or(true) { OpenOptions::create() } else { OpenOptions::default() };
@@ -168,6 +187,12 @@ impl NativeJournal {
     #[napi]
     pub fn tools_json(&self) -> String {
         self.tools.to_tools_json().to_string()
+    }
+
+    /// Who owns the runs this journal begins (the `owner` option, or the default).
+    #[napi(getter)]
+    pub fn owner(&self) -> String {
+        self.journal.owner().to_string()
     }
 
     /// The store's and the writer's counters, as JSON text.
