@@ -9,7 +9,7 @@
 // passed. The baselines append the same 10 events per step, each one durable before the next:
 //   - better-sqlite3 (WAL, synchronous=FULL), one transaction per append;
 //   - a JSONL file per session with an fsync per line (what Pi Durable's JSONL storage does).
-// Build the release module first (STEPJOURNAL_PROFILE=release npm run build); --rust runs
+// Build the release module first (npm run build -- --release), or run it from the installed package; --rust runs
 // target/release/stepjournal-bench --quick --only drive after, for the same workload in Rust.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

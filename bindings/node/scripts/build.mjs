@@ -21,8 +21,18 @@ export const packageDir = dirname(dirname(fileURLToPath(import.meta.url)));
 const workspace = resolve(packageDir, '..', '..');
 const LIBRARY = { linux: 'libstepjournal_node.so', darwin: 'libstepjournal_node.dylib', win32: 'stepjournal_node.dll' };
 
-/** Builds the module with cargo (`release` or `debug`) and places it at `out`; returns `out`. */
-export function build({ profile = 'debug', out } = {}) {
+/** Removes the debug sections of the module at `path` (binutils' strip): what users install. */
+function stripDebug(path) {
+  const r = spawnSync('strip', ['--strip-debug', path], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+  if (r.error) throw new Error(`stepjournal: cannot run strip (${r.error.message}); install binutils to pack the module`);
+  if (r.status !== 0) throw new Error(`stepjournal: strip --strip-debug ${path} failed: ${r.stderr}`);
+}
+
+/**
+ * Builds the module with cargo (`release` or `debug`) and places it at `out`, its debug sections
+ * removed when `strip`; returns `out`.
+ */
+export function build({ profile = 'debug', out, strip = false } = {}) {
   const { target, host } = currentTarget();
   if (target === null && out === undefined) throw new Error(`stepjournal: no target name for ${host}; pass --out FILE`);
   const dest = resolve(out ?? join(packageDir, platformPackage(target).file));
@@ -34,7 +44,7 @@ export function build({ profile = 'debug', out } = {}) {
   const targetDir = process.env.CARGO_TARGET_DIR ? resolve(workspace, process.env.CARGO_TARGET_DIR) : join(workspace, 'target');
   const library = join(targetDir, profile, LIBRARY[process.platform] ?? LIBRARY.linux);
   if (!existsSync(library)) throw new Error(`stepjournal: cargo succeeded but ${library} is missing`);
-  place(library, dest);
+  place(library, dest, strip ? stripDebug : undefined);
   console.error(`stepjournal: placed the ${profile} native module at ${dest}`);
   return dest;
 }

@@ -6,7 +6,8 @@
 //
 // as napi-rs packages ship: `npm install ./stepjournal-*.tgz` installs both, and npm installs a
 // platform package only on the platform it names (its `os`, `cpu`, `libc`). The release module is
-// built with cargo and placed in npm/<target>/ (written beside and renamed); the main package is
+// built with cargo, stripped of its debug sections and placed in npm/<target>/ (written beside and
+// renamed); `--debug` packs the debug build instead (CI's quick check of the layout). The main package is
 // packed from a staged copy whose package.json names the platform packages, so a checkout's
 // `npm ci` never looks for them on the registry. Nothing in either tarball runs at install.
 import { spawnSync } from 'node:child_process';
@@ -38,7 +39,7 @@ function packPlatform(version, profile) {
   if (manifest.name !== name || manifest.version !== version || manifest.main !== file) {
     throw new Error(`stepjournal: npm/${target}/package.json must be ${name}@${version} with main ${file} (it is ${manifest.name}@${manifest.version}, main ${manifest.main})`);
   }
-  build({ profile, out: join(dir, file) });
+  build({ profile, out: join(dir, file), strip: true });
   return npmPack(dir);
 }
 

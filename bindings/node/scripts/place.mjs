@@ -5,11 +5,15 @@
 import { closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 
-/** Copies `source` to `dest` by writing `dest.<pid>.tmp` and renaming it over `dest`. */
-export function place(source, dest) {
+/**
+ * Copies `source` to `dest` by writing `dest.<pid>.tmp` and renaming it over `dest`; `prepare`,
+ * if given, is called with the new file's path before the rename (the pack strips it there).
+ */
+export function place(source, dest, prepare) {
   const temporary = `${dest}.${process.pid}.tmp`;
   try {
     copyFileSync(source, temporary);
+    prepare?.(temporary);
     syncPath(temporary);
     renameSync(temporary, dest);
   } catch (e) {

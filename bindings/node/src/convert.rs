@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use stepjournal::RunStatus;
 use stepjournal::StepOutcome;
 use stepjournal::Tools;
-use stepjournal::codec::{Entry, RawJson, RunOutcome};
+use stepjournal::codec::{Entry, RawJson, RunOutcome, SessionId};
 use stepjournal::recovery::TranscriptItem;
 use stepjournal::writer::Reply;
 
@@ -64,6 +64,12 @@ pub(crate) fn entry(text: &str) -> napi::Result<Entry> {
         )));
     }
     Ok(parsed)
+}
+
+/// A session id to write under, checked by the library's rule (not empty, at most 1,024 bytes, no
+/// control characters): a bad one is `invalid_id`, its message naming the fault, not the id.
+pub(crate) fn session(text: &str) -> napi::Result<SessionId> {
+    SessionId::new(text).map_err(thrown)
 }
 
 /// At most the first 200 characters of `text`, for a message.

@@ -116,7 +116,7 @@ impl NativeJournal {
     #[napi]
     pub async fn begin_run(&self, session: String, entry: String) -> napi::Result<NativeRun> {
         let entry = convert::entry(&entry)?;
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let run = self.journal.begin_run_async(&session, entry).await.map_err(thrown)?;
         Ok(self.native_run(run))
     }
@@ -124,7 +124,7 @@ impl NativeJournal {
     /// Stops the session's work; the stop's plan as JSON text.
     #[napi]
     pub async fn stop(&self, session: String) -> napi::Result<String> {
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let plan = self.journal.stop_async(&session).await.map_err(thrown)?;
         Ok(plan.to_json())
     }
@@ -147,7 +147,7 @@ impl NativeJournal {
     ) -> napi::Result<NativeRun> {
         let output = RawJson::parse(&output)
             .map_err(|e| coded(ErrorCode::InvalidAnswer, format!("the answer is not JSON: {e}")))?;
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let call = CallId::from(call.as_str());
         let run = self.journal.answer_client(&session, &call, output).await.map_err(thrown)?;
         Ok(self.native_run(run))
@@ -161,7 +161,7 @@ impl NativeJournal {
         call: String,
         approved: bool,
     ) -> napi::Result<NativeRun> {
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let call = CallId::from(call.as_str());
         let run = self.journal.decide_approval(&session, &call, approved).await.map_err(thrown)?;
         Ok(self.native_run(run))

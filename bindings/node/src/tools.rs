@@ -1,6 +1,7 @@
 //! The tools JavaScript defines, as a `Tools` registry whose handlers call the JavaScript
 //! `execute` on the event loop through thread-safe functions and await the Promise it returns.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -81,7 +82,15 @@ static TOKENS: AtomicU32 = AtomicU32::new(1);
 pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
     let abort = Arc::new(abort);
     let mut tools = Tools::new();
+    let mut names = HashSet::with_capacity(defs.len());
     for def in defs {
+        // A second definition would replace the first, policy and all: refused instead.
+        if !names.insert(def.name.clone()) {
+            return Err(coded(
+                ErrorCode::InvalidTool,
+                format!("tool `{}` is defined twice: give each tool one definition", def.name),
+            ));
+        }
         let schema: serde_json::Value = serde_json::from_str(&def.input_schema).map_err(|e| {
             coded(
                 ErrorCode::InvalidTool,

@@ -56,3 +56,24 @@ test("index.d.ts's ErrorCode and RefusalCode are exactly the engine's lists of c
   assert.deepEqual(union('ErrorCode'), codes.errors);
   assert.deepEqual(union('RefusalCode'), codes.refusals);
 });
+
+test('two tools of one name are refused at openJournal, naming it', async () => {
+  const { defineTool } = await import('../index.js');
+  const safe = defineTool({ name: 'pay', replay: 'safe', execute: async () => 1 });
+  const unsafe = defineTool({ name: 'pay', replay: 'unsafe', execute: async () => 2 });
+  const url = `file:${join(scratch(), 'j')}`;
+  await assert.rejects(openJournal(url, { tools: [safe, unsafe] }), (e) => coded('invalid_tool')(e) && /`pay` is defined twice/.test(e.message));
+  const journal = await openJournal(url, { tools: [unsafe] });
+  assert.equal(journal.toolsJson().pay.replay, 'unsafe');
+});
+
+test('a session id the library refuses is invalid_id, without echoing it', async () => {
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`);
+  const long = 'a'.repeat(5000);
+  for (const bad of [long, '', 'line\nbreak', 'bidi\u202e']) {
+    await assert.rejects(journal.beginRun(bad, { kind: 'new_turn', message: 'hi' }), (e) => coded('invalid_id')(e) && e.message.length < 300, JSON.stringify(bad.slice(0, 20)));
+  }
+  await assert.rejects(journal.stop(long), coded('invalid_id'));
+  await assert.rejects(journal.answerClient(long, 'c1', {}), coded('invalid_id'));
+  await assert.rejects(journal.decideApproval(long, 'c1', true), coded('invalid_id'));
+});
