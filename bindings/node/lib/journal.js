@@ -2,7 +2,10 @@
 
 import { call, toError, wrap } from './errors.js';
 import native from './native.js';
-import { abortBody, nativeTools } from './tools.js';
+import { abortBody, checkReply, nativeTools, zodSchemas } from './tools.js';
+
+/** Each journal's zod input schemas by tool name, for the checks JSON Schema cannot make. */
+const schemasOf = new WeakMap();
 
 const WORDS = {
   wake: { kind: 'wake' },
@@ -33,8 +36,9 @@ export function planScenario(scenario) {
 
 export class Journal {
   #native;
-  constructor(nativeJournal) {
+  constructor(nativeJournal, schemas = new Map()) {
     this.#native = nativeJournal;
+    schemasOf.set(this, schemas);
   }
 
   /** The plan of a conformance scenario (see planScenario). */
@@ -178,6 +182,7 @@ export class Run {
 
   /** Commits the model's reply `{text, calls: [{call, tool, args, group?, sequential?}]}`: the step. */
   async commitReply(reply) {
+    await checkReply(schemasOf.get(this.#journal) ?? new Map(), reply);
     return new Step(this.#journal, await wrap(this.#native.commitReply(JSON.stringify(reply))));
   }
 
@@ -277,5 +282,5 @@ export async function openJournal(url, options = {}) {
   }
   const defs = await nativeTools(tools);
   const config = { durability, maxBodies, create, leaseTtlMs, owner };
-  return new Journal(await wrap(native.open(String(url), defs, abortBody, config)));
+  return new Journal(await wrap(native.open(String(url), defs, abortBody, config)), zodSchemas(tools));
 }

@@ -68,7 +68,12 @@ async function jsonSchema(tool) {
     if (typeof toJSONSchema !== 'function') {
       throw new StepjournalError('invalid_tool', `tool \`${tool.name}\`: the installed zod has no toJSONSchema (zod 4 is needed)`);
     }
-    return toJSONSchema(schema, { io: 'input' });
+    try {
+      return toJSONSchema(schema, { io: 'input' });
+    } catch (e) {
+      // z.date(), z.bigint(), z.map(), ...: arguments arrive as JSON, which cannot hold them.
+      throw new StepjournalError('invalid_tool', `tool \`${tool.name}\`: its zod input schema cannot be written as JSON Schema (${e.message}); arguments arrive as JSON: use a schema of JSON values`, { cause: e });
+    }
   }
   if (schema === null || typeof schema !== 'object') {
     throw new StepjournalError('invalid_tool', `tool \`${tool.name}\`: inputSchema must be a zod schema or a JSON Schema object`);
@@ -146,4 +151,26 @@ export async function nativeTools(tools) {
     });
   }
   return defs;
+}
+
+/** The zod input schemas of `tools` by tool name. */
+export function zodSchemas(tools) {
+  return new Map((tools ?? []).filter((t) => isZod(t?.inputSchema)).map((t) => [t.name, t.inputSchema]));
+}
+
+/**
+ * Refuses a reply a call of which has arguments its tool's zod schema rejects: the rules JSON
+ * Schema cannot carry (`.refine()`, `.superRefine()`, ...) are checked here, before the engine
+ * saves the reply, so a reply is never saved with arguments its body would refuse.
+ */
+export async function checkReply(schemas, reply) {
+  if (schemas.size === 0 || !Array.isArray(reply?.calls)) return;
+  for (const c of reply.calls) {
+    const schema = schemas.get(c?.tool);
+    if (schema === undefined) continue;
+    const parsed = await schema.safeParseAsync(c.args ?? {});
+    if (parsed.success) continue;
+    const issues = parsed.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(the arguments)'}: ${i.message}`).join('; ');
+    throw new StepjournalError('refused', `call \`${c.call}\`: the arguments fail tool \`${c.tool}\`'s schema: ${issues.slice(0, 500)}`, { refusal: 'invalid_arguments' });
+  }
 }

@@ -43,8 +43,9 @@ struct CallIn {
 /// retry from the last step instead.
 pub(crate) fn entry(text: &str) -> napi::Result<Entry> {
     let invalid = |why: String| coded(ErrorCode::InvalidEntry, why);
-    let mut given: serde_json::Map<String, Value> = serde_json::from_str(text)
-        .map_err(|e| invalid(format!("`{}` is not FORMAT.md's entry JSON: {e}", clip(text))))?;
+    let mut given: serde_json::Map<String, Value> = serde_json::from_str(text).map_err(|e| {
+        invalid(format!("`{}` is not FORMAT.md's entry JSON: {}", clip(text), clip(&e.to_string())))
+    })?;
     if let Some(id) = given.remove("checkpointId") {
         if given.contains_key("checkpoint") {
             return Err(invalid("the entry names both `checkpoint` and `checkpointId`".into()));
@@ -52,12 +53,13 @@ pub(crate) fn entry(text: &str) -> napi::Result<Entry> {
         given.insert("checkpoint".into(), id);
     }
     let parsed: Entry = serde_json::from_value(Value::Object(given.clone())).map_err(|e| {
-        invalid(format!("`{}` is not FORMAT.md's entry JSON: {e}", clip(text)))
+        invalid(format!("`{}` is not FORMAT.md's entry JSON: {}", clip(text), clip(&e.to_string())))
     })?;
     let carried = serde_json::to_value(&parsed).map_err(|e| invalid(e.to_string()))?;
     let dropped = given.iter().find(|(k, v)| !v.is_null() && carried.get(k.as_str()).is_none());
     if let Some((extra, _)) = dropped {
-        let kept: Vec<&str> = carried.as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+        let kept: Vec<&str> =
+            carried.as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
         return Err(invalid(format!(
             "this entry does not carry `{extra}` (read as {carried}, with {})",
             kept.join(", ")
