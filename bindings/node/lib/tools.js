@@ -2,6 +2,7 @@
 // (a zod schema through zod's own toJSONSchema), and the body the engine calls on the event loop.
 
 import { StepjournalError, wrap } from './errors.js';
+import { settledJson } from './result.js';
 
 const KINDS = new Set(['tool', 'client', 'approval', 'local_agent']);
 const TOOL = Symbol('stepjournal.tool');
@@ -122,16 +123,18 @@ function body(tool) {
       output: (text) => wrap(native.output(String(text))),
     });
     return (async () => {
+      let result;
       try {
         let args = JSON.parse(argsJson);
         if (zodSchema !== undefined) args = zodSchema.parse(args);
-        const result = await tool.execute(args, ctx);
-        return JSON.stringify({ ok: result === undefined ? null : result });
+        result = await tool.execute(args, ctx);
       } catch (e) {
         return JSON.stringify({ error: messageOf(e) });
       } finally {
         controllers.delete(token);
       }
+      // The body succeeded: its result is recorded as it is, or not at all, never as an error.
+      return settledJson(result);
     })();
   };
 }

@@ -73,6 +73,10 @@ struct Settled {
     /// The result.
     #[serde(default)]
     ok: Option<Box<RawValue>>,
+    /// Why the body's result cannot be recorded (not JSON: a BigInt, a cycle, a function, ...):
+    /// the body ran, so neither an error result nor a made-up value is written.
+    #[serde(default)]
+    unrecordable: Option<String>,
 }
 
 /// Tokens naming running bodies to the abort callback.
@@ -184,12 +188,18 @@ fn handler(
             let text = settled.map_err(|e| {
                 lost(format!("its Promise can never settle: it was collected unsettled, or the event loop went away ({e})"))
             })?;
+            // A result that cannot be recorded lets go of the run, as a lost body does: the
+            // body's effect may have happened, so the `wake` that follows decides the call by
+            // the rules (an unsafe one `outcome_unknown`), never an error result.
             match serde_json::from_str::<Settled>(&text) {
+                Ok(Settled { unrecordable: Some(why), .. }) => {
+                    Err(lost(format!("its result cannot be recorded: {why}")))
+                }
                 Ok(Settled { error: Some(error), .. }) => Err(error),
                 Ok(Settled { ok: Some(ok), .. }) => Ok(ok),
                 // `{"ok": null}`: a body that returned nothing.
                 Ok(_) => RawValue::from_string("null".to_owned()).map_err(|e| e.to_string()),
-                Err(e) => Err(format!("the tool's body settled with something not JSON: {e}")),
+                Err(e) => Err(lost(format!("its result cannot be recorded: it is not JSON ({e})"))),
             }
         })
     }
