@@ -52,7 +52,7 @@ test('a result that is not JSON lets go of the run, records nothing, and the wak
   }
 });
 
-test('a body that returns nothing records null; a body that throws records its error', async () => {
+test('a body that returns nothing records null, not an error', async () => {
   const quiet = defineTool({ name: 'quiet', replay: 'safe', execute: async () => undefined });
   const journal = await openJournal(`file:${join(scratch(), 'j')}`, { tools: [quiet] });
   const run = await journal.beginRun('s', { kind: 'new_turn', message: 'go' });
