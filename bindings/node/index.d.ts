@@ -25,7 +25,7 @@ export interface CallContext {
   readonly idempotencyKey: string;
   /** Aborted once the run can no longer write (a newer run or a stop fenced it, a shutdown). */
   readonly signal: AbortSignal;
-  /** Output the tool produced while running: committed at most once per output interval. */
+  /** Output the tool produced while running: committed at most once per output interval, and at least once per interval while text is pending. */
   output(text: string): Promise<void>;
 }
 
