@@ -185,6 +185,8 @@ export class Journal {
   answerClient(session: string, call: string, output: Json | object): Promise<Run>;
   decideApproval(session: string, call: string, approved: boolean): Promise<Run>;
   transcript(session: string): Promise<TranscriptItem[]>;
+  /** The session's steps, oldest first: each step's checkpoint (what from_checkpoint and retry take) and, once committed, its commit checkpoint. */
+  steps(session: string): Promise<{ step: number; checkpoint: string; committed: boolean; commitCheckpoint: string | null }[]>;
   /** The session's log as `stepjournal export` writes it. */
   exportLines(session: string): Promise<string[]>;
   toolsJson(): { [tool: string]: { replay: Replay; input_schema: JsonSchema } };

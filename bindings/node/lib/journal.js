@@ -116,6 +116,15 @@ export class Journal {
     return JSON.parse(await wrap(this.#native.transcript(String(session))));
   }
 
+  /**
+   * The session's steps, oldest first: `{step, checkpoint, committed, commitCheckpoint}`, each
+   * step's checkpoint being what `{kind: 'resume', mode: 'from_checkpoint', checkpoint}` and
+   * `{kind: 'retry', checkpoint}` take.
+   */
+  async steps(session) {
+    return JSON.parse(await wrap(this.#native.steps(String(session))));
+  }
+
   /** The session's log as `stepjournal export` writes it, one line per record. */
   exportLines(session) {
     return wrap(this.#native.exportLines(String(session)));

@@ -175,6 +175,29 @@ impl NativeJournal {
         Ok(convert::items(&items))
     }
 
+    /// The session's steps as JSON text: `[{step, checkpoint, committed, commitCheckpoint}]`,
+    /// each step's append checkpoint (what `resume` `from_checkpoint` and `retry` take) and, once
+    /// committed, its commit checkpoint.
+    #[napi]
+    pub async fn steps(&self, session: String) -> napi::Result<String> {
+        let session = SessionId::from_stored(session.as_str());
+        let state = self.journal.state(&session).map_err(thrown)?;
+        let steps: Vec<serde_json::Value> = state
+            .replies()
+            .iter()
+            .map(|r| {
+                let commit = state.commits().iter().find(|c| c.step == r.step);
+                json!({
+                    "step": r.step.get(),
+                    "checkpoint": r.checkpoint.as_str(),
+                    "committed": commit.is_some(),
+                    "commitCheckpoint": commit.map(|c| c.checkpoint.as_str()),
+                })
+            })
+            .collect();
+        Ok(serde_json::Value::Array(steps).to_string())
+    }
+
     /// The session's log as `stepjournal export` writes it: one line per record.
     #[napi]
     pub async fn export_lines(&self, session: String) -> napi::Result<Vec<String>> {

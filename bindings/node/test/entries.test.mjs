@@ -46,3 +46,20 @@ test('a member the entry does not carry is invalid_entry, naming it', async () =
   const run = await journal.beginRun('s', { kind: 'new_turn', message: 'hi', checkpoint: null });
   assert.equal(run.plan.error, null);
 });
+
+test("journal.steps reads each saved step's checkpoint, which retry takes", async () => {
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`, { tools: [echo] });
+  const run = await journal.beginRun('s', { kind: 'new_turn', message: 'go' });
+  const first = await run.commitReply({ text: 'one', calls: [{ call: 'c1', tool: 'echo', args: {} }] });
+  const done = await first.drive();
+  const second = await run.commitReply({ text: 'two', calls: [{ call: 'c2', tool: 'echo', args: {} }] });
+  await run.fail('the model timed out');
+  const steps = await journal.steps('s');
+  assert.deepEqual(steps, [
+    { step: first.number, checkpoint: first.checkpoint, committed: true, commitCheckpoint: done.checkpoint },
+    { step: second.number, checkpoint: second.checkpoint, committed: false, commitCheckpoint: null },
+  ]);
+  const retried = await journal.beginRun('s', { kind: 'retry', checkpointId: steps[1].checkpoint, message: 'again' });
+  assert.equal(retried.plan.error, null);
+  assert.deepEqual(await journal.steps('nobody'), []);
+});
