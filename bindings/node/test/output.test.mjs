@@ -44,3 +44,24 @@ test('output given and then left alone is committed within its interval, while t
   assert.equal(outcome.status, 'committed');
   assert.ok((await chunks(journal, 's')).length <= 3, 'outputs within one interval are joined');
 });
+
+test('output over what one chunk holds is cut with a note, and the step commits', async () => {
+  const loud = defineTool({
+    name: 'loud',
+    replay: 'safe',
+    execute: async (_args, ctx) => {
+      await ctx.output('x'.repeat(20_000_000));
+      return { done: true };
+    },
+  });
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`, { tools: [loud] });
+  const run = await journal.beginRun('s', { kind: 'new_turn', message: 'go' });
+  const step = await run.commitReply({ text: '', calls: [{ call: 'c1', tool: 'loud', args: {} }] });
+  const outcome = await step.drive();
+  assert.equal(outcome.status, 'committed');
+  assert.deepEqual(outcome.answers[0].output, { done: true });
+  const [chunk] = await chunks(journal, 's');
+  assert.ok(chunk.length < 16 * 1024 * 1024, `${chunk.length}`);
+  assert.match(chunk.slice(-200), /\[stepjournal: the last \d+ bytes of this output were cut: one output chunk holds at most \d+ bytes\]$/);
+  assert.ok(chunk.startsWith('x'.repeat(1000)));
+});

@@ -13,6 +13,30 @@ use stepjournal_codec::{Attempt, CallId, DispatchId, SessionId, ToolName, UnixMi
 
 use crate::writer::{Body, CancelSignal, WriteError};
 
+/// The most bytes of text one `output_chunk` holds: text given beyond it within one interval is
+/// cut, with a note saying how much, so that the chunk fits a record (16 MiB by default) with
+/// its ids, rather than failing the step.
+pub(crate) const MAX_OUTPUT_CHUNK_BYTES: usize = 15 << 20;
+
+/// `text` as one chunk holds it: whole, or cut at a character boundary with a note.
+fn cut_to_fit(mut text: String) -> String {
+    if text.len() <= MAX_OUTPUT_CHUNK_BYTES {
+        return text;
+    }
+    let total = text.len();
+    // Room for the note, which is far shorter.
+    let mut at = MAX_OUTPUT_CHUNK_BYTES - 256;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    text.truncate(at);
+    text.push_str(&format!(
+        "\n[stepjournal: the last {} bytes of this output were cut: one output chunk holds at most {MAX_OUTPUT_CHUNK_BYTES} bytes]",
+        total - at
+    ));
+    text
+}
+
 /// A running call, as its handler sees it: which call and attempt it is, the keys to put on
 /// external effects, throttled output, and the run's cancel signal.
 ///
@@ -137,6 +161,9 @@ impl CallCtx {
     /// `drive` once it has passed; what is still pending is committed before the result. If the run is lost,
     /// recovery hands the committed output to the model as the call's partial output.
     ///
+    /// Text over 15 MiB within one interval is cut, with a note saying how much: one chunk is
+    /// one record.
+    ///
     /// Fails with the run's error once it can no longer write (fenced, ended): stop the work.
     ///
     /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
@@ -159,7 +186,7 @@ impl CallCtx {
         let chunk = std::mem::take(&mut output.pending);
         output.since = now;
         self.inner.pending.store(false, Ordering::Release);
-        self.inner.body.output_chunk_async(chunk).await
+        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await
     }
 
     /// Commits what output is pending, if any: before the result.
@@ -171,7 +198,7 @@ impl CallCtx {
         }
         let chunk = std::mem::take(&mut output.pending);
         output.since = self.inner.body.clock().now();
-        self.inner.body.output_chunk_async(chunk).await
+        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await
     }
 
     /// Resolves once output was left pending (given within its interval, not committed).
@@ -202,6 +229,28 @@ impl CallCtx {
         let chunk = std::mem::take(&mut output.pending);
         output.since = now;
         self.inner.pending.store(false, Ordering::Release);
-        self.inner.body.output_chunk_async(chunk).await.map(|()| None)
+        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await.map(|()| None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::expect_used, reason = "tests fail loudly")]
+
+    use super::{MAX_OUTPUT_CHUNK_BYTES, cut_to_fit};
+
+    #[test]
+    fn output_over_a_chunk_is_cut_at_a_character_boundary_with_a_note() {
+        assert_eq!(cut_to_fit("short".to_owned()), "short");
+        let whole = "é".repeat(MAX_OUTPUT_CHUNK_BYTES); // two bytes each: twice the limit
+        let cut = cut_to_fit(whole.clone());
+        assert!(cut.len() <= MAX_OUTPUT_CHUNK_BYTES, "{}", cut.len());
+        let (kept, note) = cut.split_once("\n[stepjournal: ").expect("a note");
+        assert!(whole.starts_with(kept) && kept.len() > MAX_OUTPUT_CHUNK_BYTES - 300);
+        let cut_bytes = whole.len() - kept.len();
+        assert!(
+            note.starts_with(&format!("the last {cut_bytes} bytes of this output were cut")),
+            "{note}"
+        );
     }
 }
