@@ -30,7 +30,7 @@ export interface CallContext {
 }
 
 export type Replay = 'safe' | 'unsafe';
-export type ToolKind = 'tool' | 'client' | 'approval' | 'local_agent';
+export type ToolKind = 'tool' | 'client' | 'approval' | 'local_agent' | 'remote_agent' | 'companion';
 
 type ArgsOf<S> = S extends ZodLike<infer T> ? T : any;
 
@@ -44,6 +44,12 @@ export interface ToolDefinition<S = ZodLike | JsonSchema, R = unknown> {
   /** Shorthand for kind 'approval'. */
   approval?: boolean;
   execute?: (args: ArgsOf<S>, ctx: CallContext) => Promise<R> | R;
+  /** remote_agent and companion: starts the call's child (keyed on ctx.dispatchId) and settles with its session id. */
+  start?: (args: ArgsOf<S>, ctx: CallContext) => Promise<string> | string;
+  /** remote_agent: waits for the child's result, the call's output; after a crash it is called again, start is not. */
+  attach?: (child: string, ctx: CallContext) => Promise<R> | R;
+  /** companion: enters, or after a crash re-enters, the child's phase; what it settles with answers the call. */
+  reenter?: (child: string, ctx: CallContext) => Promise<R> | R;
   /**
    * How long one body may run, in milliseconds: past it the run is let go as after a crash
    * (`run.drive()` rejects with code `deadline`; `run.driveWithin()` wakes and goes on by the

@@ -4,13 +4,19 @@
 import { StepjournalError, wrap } from './errors.js';
 import { settledJson } from './result.js';
 
-const KINDS = new Set(['tool', 'client', 'approval', 'local_agent']);
+const KINDS = new Set(['tool', 'client', 'approval', 'local_agent', 'remote_agent', 'companion']);
+/** The kinds whose call holds a child session: `start` it, then `attach` (or `reenter`) to it. */
+const CHILD = { remote_agent: 'attach', companion: 'reenter' };
 const TOOL = Symbol('stepjournal.tool');
 
 /**
  * Defines a tool once: its name, input schema (zod or a plain JSON Schema object), replay policy
  * (`safe` only if two runs of a body, even overlapping, leave what one leaves; default `unsafe`),
- * kind (`tool`, `client`, `approval`, `local_agent`; default `tool`), body, and `timeoutMs`: how
+ * kind (`tool`, `client`, `approval`, `local_agent`, `remote_agent`, `companion`; default `tool`),
+ * body (`execute`; for `remote_agent`, `start(args, ctx)` settling with the child's session id,
+ * keyed on `ctx.dispatchId`, and `attach(child, ctx)` settling with the call's output; for
+ * `companion`, `start` and `reenter(child, ctx)`: after a crash only the second is called
+ * again), and `timeoutMs`: how
  * long one body may run before its run is let go as after a crash (`run.drive()` then rejects
  * with code `deadline`; `run.driveWithin()` wakes the session and goes on by the rules: an
  * unsafe call `outcome_unknown`, a safe one run again), its late result never recorded.
@@ -25,6 +31,12 @@ export function defineTool(def) {
   if (replay !== 'safe' && replay !== 'unsafe') throw new TypeError(`tool \`${name}\`: replay must be 'safe' or 'unsafe'`);
   if (kind === 'client') {
     if (execute !== undefined) throw new TypeError(`tool \`${name}\`: a client tool has no \`execute\` (the client answers)`);
+  } else if (kind in CHILD) {
+    const wait = CHILD[kind];
+    if (execute !== undefined) throw new TypeError(`tool \`${name}\`: a ${kind} has \`start\` and \`${wait}\`, not \`execute\``);
+    if (typeof def.start !== 'function' || typeof def[wait] !== 'function') {
+      throw new TypeError(`tool \`${name}\`: a ${kind} needs \`start\` and \`${wait}\` functions`);
+    }
   } else if (typeof execute !== 'function') {
     throw new TypeError(`tool \`${name}\` needs an \`execute\` function`);
   }
@@ -35,7 +47,8 @@ export function defineTool(def) {
       throw new TypeError(`tool \`${name}\`: timeoutMs must be a whole number of milliseconds, at least 1`);
     }
   }
-  return Object.freeze({ [TOOL]: true, name, kind, replay, inputSchema, execute, timeoutMs });
+  const child = kind in CHILD ? { start: def.start, attach: def[CHILD[kind]] } : {};
+  return Object.freeze({ [TOOL]: true, name, kind, replay, inputSchema, execute, timeoutMs, ...child });
 }
 
 /** A tool the client executes: the run suspends until `step.answerClient` / `journal.answerClient`. */
@@ -103,8 +116,11 @@ export function abortBody(token) {
   }
 }
 
-/** The body the native module calls: it never rejects; a throw is an error result. */
-function body(tool) {
+/**
+ * The body the native module calls, running `fn` (`execute`, `start`, or with `takesArgs` false
+ * `attach`, which is handed the child's session id): it never rejects; a throw is an error result.
+ */
+function body(tool, fn = tool.execute, takesArgs = true) {
   const zodSchema = isZod(tool.inputSchema) ? tool.inputSchema : undefined;
   // The engine hands one argument: [argsJson, nativeCtx].
   return ([argsJson, native]) => {
@@ -125,9 +141,12 @@ function body(tool) {
     return (async () => {
       let result;
       try {
-        let args = JSON.parse(argsJson);
-        if (zodSchema !== undefined) args = zodSchema.parse(args);
-        result = await tool.execute(args, ctx);
+        let args = argsJson;
+        if (takesArgs) {
+          args = JSON.parse(argsJson);
+          if (zodSchema !== undefined) args = zodSchema.parse(args);
+        }
+        result = await fn(args, ctx);
       } catch (e) {
         return JSON.stringify({ error: messageOf(e) });
       } finally {
@@ -149,7 +168,9 @@ export async function nativeTools(tools) {
       kind: tool.kind,
       replay: tool.replay,
       inputSchema: JSON.stringify(await jsonSchema(tool)),
-      execute: tool.kind === 'client' ? undefined : body(tool),
+      execute: tool.execute === undefined ? undefined : body(tool),
+      start: tool.start === undefined ? undefined : body(tool, tool.start),
+      attach: tool.attach === undefined ? undefined : body(tool, tool.attach, false),
       timeoutMs: tool.timeoutMs,
     });
   }

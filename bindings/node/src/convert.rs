@@ -75,7 +75,7 @@ pub(crate) fn session(text: &str) -> napi::Result<SessionId> {
 }
 
 /// At most the first 200 characters of `text`, for a message.
-fn clip(text: &str) -> String {
+pub(crate) fn clip(text: &str) -> String {
     match text.char_indices().nth(200) {
         Some((at, _)) => format!("{}...", &text[..at]),
         None => text.to_owned(),

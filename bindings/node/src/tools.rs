@@ -12,8 +12,11 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use stepjournal::codec::Replay;
-use stepjournal::{CallCtx, Tools};
+use stepjournal::codec::{RawJson, Replay, SessionId};
+use stepjournal::tools::{BoxFuture, Companion, RemoteAgent};
+use stepjournal::{CallCtx, ToolError, Tools};
+
+use crate::convert::clip;
 
 use crate::ctx::NativeCallCtx;
 use crate::error::coded;
@@ -45,8 +48,14 @@ pub struct ToolDef {
     pub replay: String,
     /// The input JSON Schema, as JSON text.
     pub input_schema: String,
-    /// The body (not for `client`).
+    /// The body (`tool`, `approval`, `local_agent`).
     pub execute: Option<BodyFn>,
+    /// Starts the call's child (`remote_agent`, `companion`), keyed on the dispatch id: called
+    /// with the arguments' JSON text, it settles with the child's session id.
+    pub start: Option<BodyFn>,
+    /// Waits for the child's result (`remote_agent`: attach; `companion`: re-enter): called with
+    /// the child's session id, it settles with the call's output.
+    pub attach: Option<BodyFn>,
     /// How long one body may run: past it the run is let go as after a crash and the late
     /// body's result refused ([`Tools::deadline`]).
     pub timeout_ms: Option<u32>,
@@ -59,6 +68,8 @@ impl std::fmt::Debug for ToolDef {
             .field("kind", &self.kind)
             .field("replay", &self.replay)
             .field("execute", &self.execute.is_some())
+            .field("start", &self.start.is_some())
+            .field("attach", &self.attach.is_some())
             .field("timeout_ms", &self.timeout_ms)
             .finish_non_exhaustive()
     }
@@ -134,11 +145,20 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
             "local_agent" => {
                 tools.local_agent(def.name.clone(), schema, replay, handler(body()?, abort.clone()))
             }
+            "remote_agent" => {
+                let child = JsChild::of(&def.name, def.start, def.attach, abort.clone())?;
+                tools.remote_agent(def.name, schema, replay, child)
+            }
+            "companion" => {
+                let child = JsChild::of(&def.name, def.start, def.attach, abort.clone())?;
+                tools.companion(def.name, schema, child)
+            }
             other => {
                 return Err(coded(
                     ErrorCode::InvalidTool,
                     format!(
-                        "tool `{}`: kind `{other}` is not one of tool, client, approval, local_agent",
+                        "tool `{}`: kind `{other}` is not one of tool, client, approval, \
+                         local_agent, remote_agent, companion",
                         def.name
                     ),
                 ));
@@ -165,42 +185,122 @@ fn handler(
 ) -> impl Fn(Box<RawValue>, CallCtx) -> Handled + Send + Sync + 'static {
     move |args: Box<RawValue>, ctx: CallCtx| -> Handled {
         let (body, abort) = (body.clone(), abort.clone());
-        Box::pin(async move {
-            let token = TOKENS.fetch_add(1, Ordering::Relaxed);
-            let signal = ctx.signal();
-            let native = NativeCallCtx { ctx: ctx.clone(), token };
-            let lost = |why: String| {
-                ctx.let_go_of_run(why.clone());
-                why
-            };
-            let promise = body
-                .call_async((args.get().to_owned(), native))
-                .await
-                .map_err(|e| lost(format!("its JavaScript function could not be called ({e})")))?;
-            let promise = Box::pin(promise);
-            let settled = match select(promise, Box::pin(signal.cancelled())).await {
-                Either::Left((settled, _)) => settled,
-                Either::Right(((), promise)) => {
-                    abort.call(token, ThreadsafeFunctionCallMode::NonBlocking);
-                    promise.await
-                }
-            };
-            let text = settled.map_err(|e| {
+        Box::pin(async move { call_js(&body, &abort, args.get().to_owned(), ctx).await })
+    }
+}
+
+/// Calls the JavaScript function `body` with `input` and the call's context on the event loop
+/// and awaits the Promise it returns: the output, or the error to record.
+async fn call_js(
+    body: &BodyFn,
+    abort: &AbortFn,
+    input: String,
+    ctx: CallCtx,
+) -> Result<Box<RawValue>, String> {
+    let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+    let signal = ctx.signal();
+    let native = NativeCallCtx { ctx: ctx.clone(), token };
+    let lost = |why: String| {
+        ctx.let_go_of_run(why.clone());
+        why
+    };
+    let promise = body
+        .call_async((input, native))
+        .await
+        .map_err(|e| lost(format!("its JavaScript function could not be called ({e})")))?;
+    let promise = Box::pin(promise);
+    let settled = match select(promise, Box::pin(signal.cancelled())).await {
+        Either::Left((settled, _)) => settled,
+        Either::Right(((), promise)) => {
+            abort.call(token, ThreadsafeFunctionCallMode::NonBlocking);
+            promise.await
+        }
+    };
+    let text = settled.map_err(|e| {
                 lost(format!("its Promise can never settle: it was collected unsettled, or the event loop went away ({e})"))
             })?;
-            // A result that cannot be recorded lets go of the run, as a lost body does: the
-            // body's effect may have happened, so the `wake` that follows decides the call by
-            // the rules (an unsafe one `outcome_unknown`), never an error result.
-            match serde_json::from_str::<Settled>(&text) {
-                Ok(Settled { unrecordable: Some(why), .. }) => {
-                    Err(lost(format!("its result cannot be recorded: {why}")))
-                }
-                Ok(Settled { error: Some(error), .. }) => Err(error),
-                Ok(Settled { ok: Some(ok), .. }) => Ok(ok),
-                // `{"ok": null}`: a body that returned nothing.
-                Ok(_) => RawValue::from_string("null".to_owned()).map_err(|e| e.to_string()),
-                Err(e) => Err(lost(format!("its result cannot be recorded: it is not JSON ({e})"))),
+    // A result that cannot be recorded lets go of the run, as a lost body does: the
+    // body's effect may have happened, so the `wake` that follows decides the call by
+    // the rules (an unsafe one `outcome_unknown`), never an error result.
+    match serde_json::from_str::<Settled>(&text) {
+        Ok(Settled { unrecordable: Some(why), .. }) => {
+            Err(lost(format!("its result cannot be recorded: {why}")))
+        }
+        Ok(Settled { error: Some(error), .. }) => Err(error),
+        Ok(Settled { ok: Some(ok), .. }) => Ok(ok),
+        // `{"ok": null}`: a body that returned nothing.
+        Ok(_) => RawValue::from_string("null".to_owned()).map_err(|e| e.to_string()),
+        Err(e) => Err(lost(format!("its result cannot be recorded: it is not JSON ({e})"))),
+    }
+}
+
+/// A child-holding tool (`remote_agent`, `companion`) whose `start` and `attach` (or `reenter`)
+/// are JavaScript functions.
+struct JsChild {
+    start: Arc<BodyFn>,
+    attach: Arc<BodyFn>,
+    abort: Arc<AbortFn>,
+}
+
+impl JsChild {
+    fn of(
+        name: &str,
+        start: Option<BodyFn>,
+        attach: Option<BodyFn>,
+        abort: Arc<AbortFn>,
+    ) -> napi::Result<Self> {
+        match (start, attach) {
+            (Some(start), Some(attach)) => {
+                Ok(JsChild { start: Arc::new(start), attach: Arc::new(attach), abort })
             }
+            _ => Err(coded(
+                ErrorCode::InvalidTool,
+                format!("tool `{name}` needs `start` and `attach` (or `reenter`) functions"),
+            )),
+        }
+    }
+
+    fn start_child(&self, args: RawJson, ctx: CallCtx) -> BoxFuture<Result<SessionId, ToolError>> {
+        let (start, abort) = (self.start.clone(), self.abort.clone());
+        Box::pin(async move {
+            let out = call_js(&start, &abort, args.get().to_owned(), ctx).await;
+            let out = out.map_err(ToolError::new)?;
+            let id: String = serde_json::from_str(out.get()).map_err(|_| {
+                ToolError::new(format!(
+                    "start must settle with the child's session id, a string (it gave {})",
+                    clip(out.get())
+                ))
+            })?;
+            SessionId::new(id).map_err(|e| ToolError::new(format!("the child's session id: {e}")))
         })
+    }
+
+    fn wait_child(&self, child: SessionId, ctx: CallCtx) -> BoxFuture<Result<RawJson, ToolError>> {
+        let (attach, abort) = (self.attach.clone(), self.abort.clone());
+        Box::pin(async move {
+            let out = call_js(&attach, &abort, child.as_str().to_owned(), ctx).await;
+            let out = out.map_err(ToolError::new)?;
+            RawJson::from_raw(&out).map_err(ToolError::new)
+        })
+    }
+}
+
+impl RemoteAgent for JsChild {
+    fn start(&self, args: RawJson, ctx: CallCtx) -> BoxFuture<Result<SessionId, ToolError>> {
+        self.start_child(args, ctx)
+    }
+
+    fn attach(&self, child: SessionId, ctx: CallCtx) -> BoxFuture<Result<RawJson, ToolError>> {
+        self.wait_child(child, ctx)
+    }
+}
+
+impl Companion for JsChild {
+    fn start(&self, args: RawJson, ctx: CallCtx) -> BoxFuture<Result<SessionId, ToolError>> {
+        self.start_child(args, ctx)
+    }
+
+    fn reenter(&self, child: SessionId, ctx: CallCtx) -> BoxFuture<Result<RawJson, ToolError>> {
+        self.wait_child(child, ctx)
     }
 }
