@@ -12,7 +12,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use stepjournal::codec::{RawJson, Replay, SessionId};
+use stepjournal::codec::{CallKind, RawJson, Replay, SessionId};
 use stepjournal::tools::{BoxFuture, Companion, RemoteAgent};
 use stepjournal::{CallCtx, ToolError, Tools};
 
@@ -112,16 +112,10 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
                 format!("tool `{}`'s input schema is not JSON: {e}", def.name),
             )
         })?;
-        let replay = match def.replay.as_str() {
-            "safe" => Replay::Safe,
-            "unsafe" => Replay::Unsafe,
-            other => {
-                return Err(coded(
-                    ErrorCode::InvalidTool,
-                    format!("tool `{}`: replay `{other}` is neither `safe` nor `unsafe`", def.name),
-                ));
-            }
-        };
+        // The kind and the policy are read by the library's own names (the codec's `CallKind`
+        // and `Replay`): the binding keeps no list of them.
+        let kind: CallKind = named(&def.name, "kind", &def.kind)?;
+        let replay: Replay = named(&def.name, "replay", &def.replay)?;
         let body = || {
             def.execute.map(Arc::new).ok_or_else(|| {
                 coded(
@@ -133,39 +127,39 @@ pub(crate) fn tools(defs: Vec<ToolDef>, abort: AbortFn) -> napi::Result<Tools> {
         if let Some(ms) = def.timeout_ms {
             tools = tools.deadline(def.name.clone(), Duration::from_millis(u64::from(ms)));
         }
-        tools = match def.kind.as_str() {
-            "client" => tools.client_tool(def.name, schema),
-            "tool" => tools.tool(def.name.clone(), schema, replay, handler(body()?, abort.clone())),
-            "approval" => tools.approval_tool(
+        tools = match kind {
+            CallKind::Client => tools.client_tool(def.name, schema),
+            CallKind::Tool => {
+                tools.tool(def.name.clone(), schema, replay, handler(body()?, abort.clone()))
+            }
+            CallKind::Approval => tools.approval_tool(
                 def.name.clone(),
                 schema,
                 replay,
                 handler(body()?, abort.clone()),
             ),
-            "local_agent" => {
+            CallKind::LocalAgent => {
                 tools.local_agent(def.name.clone(), schema, replay, handler(body()?, abort.clone()))
             }
-            "remote_agent" => {
+            CallKind::RemoteAgent => {
                 let child = JsChild::of(&def.name, def.start, def.attach, abort.clone())?;
                 tools.remote_agent(def.name, schema, replay, child)
             }
-            "companion" => {
+            CallKind::Companion => {
                 let child = JsChild::of(&def.name, def.start, def.attach, abort.clone())?;
                 tools.companion(def.name, schema, child)
-            }
-            other => {
-                return Err(coded(
-                    ErrorCode::InvalidTool,
-                    format!(
-                        "tool `{}`: kind `{other}` is not one of tool, client, approval, \
-                         local_agent, remote_agent, companion",
-                        def.name
-                    ),
-                ));
             }
         };
     }
     Ok(tools)
+}
+
+/// `value` read as the library reads the tool's `what` (a kind, a replay policy): an unknown
+/// one is refused with the library's own list of names.
+fn named<T: serde::de::DeserializeOwned>(tool: &str, what: &str, value: &str) -> napi::Result<T> {
+    serde_json::from_value(serde_json::Value::String(value.to_owned())).map_err(|e| {
+        coded(ErrorCode::InvalidTool, format!("tool `{tool}`: {what} `{}`: {e}", clip(value)))
+    })
 }
 
 type Handled = futures_util::future::BoxFuture<'static, Result<Box<RawValue>, String>>;

@@ -77,3 +77,12 @@ test('a session id the library refuses is invalid_id, without echoing it', async
   await assert.rejects(journal.answerClient(long, 'c1', {}), coded('invalid_id'));
   await assert.rejects(journal.decideApproval(long, 'c1', true), coded('invalid_id'));
 });
+
+test("a tool's kind and replay policy are read by the engine's own names: an unknown one is invalid_tool, with the engine's list", async () => {
+  const { defineTool } = await import('../index.js');
+  const url = `file:${join(scratch(), 'j')}`;
+  const oddKind = defineTool({ name: 'odd', kind: 'daemon', execute: async () => 1 });
+  await assert.rejects(openJournal(url, { tools: [oddKind] }), (e) => coded('invalid_tool')(e) && /tool `odd`: kind `daemon`/.test(e.message) && /remote_agent/.test(e.message) && /companion/.test(e.message));
+  const oddReplay = defineTool({ name: 'odd', replay: 'sometimes', execute: async () => 1 });
+  await assert.rejects(openJournal(url, { tools: [oddReplay] }), (e) => coded('invalid_tool')(e) && /replay `sometimes`/.test(e.message) && /`safe`/.test(e.message));
+});
