@@ -86,3 +86,16 @@ test("a tool's kind and replay policy are read by the engine's own names: an unk
   const oddReplay = defineTool({ name: 'odd', replay: 'sometimes', execute: async () => 1 });
   await assert.rejects(openJournal(url, { tools: [oddReplay] }), (e) => coded('invalid_tool')(e) && /replay `sometimes`/.test(e.message) && /`safe`/.test(e.message));
 });
+
+test("journal.metrics() has exactly the counters index.d.ts lists", async () => {
+  const { readFileSync } = await import('node:fs');
+  const { packageDir } = await import('./helpers.mjs');
+  const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8');
+  const m = /metrics\(\): \{([^}]*)\}/.exec(dts);
+  assert.ok(m, 'index.d.ts declares metrics()');
+  const declared = [...m[1].matchAll(/(\w+): number/g)].map((x) => x[1]).sort();
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`);
+  const metrics = journal.metrics();
+  assert.deepEqual(Object.keys(metrics).sort(), declared);
+  for (const [k, v] of Object.entries(metrics)) assert.equal(typeof v, 'number', k);
+});
