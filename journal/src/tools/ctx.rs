@@ -215,8 +215,15 @@ impl CallCtx {
 
     /// Commits the pending output if its interval has passed: `Some(wait)` while it is still
     /// to come (how long until it is due), `None` once nothing is pending.
+    ///
+    /// Never waits for the output's lock: its holder may be the handler itself, suspended in
+    /// [`output`](Self::output) while its chunk is appended, and the executor does not poll the
+    /// handler while this runs. A busy lock means output is being committed now: look again
+    /// an interval later.
     pub(crate) async fn flush_when_due(&self) -> Result<Option<Duration>, WriteError> {
-        let mut output = self.inner.output.lock().await;
+        let Some(mut output) = self.inner.output.try_lock() else {
+            return Ok(Some(Duration::from_millis(self.inner.interval)));
+        };
         if output.pending.is_empty() {
             self.inner.pending.store(false, Ordering::Release);
             return Ok(None);
