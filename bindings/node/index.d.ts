@@ -25,12 +25,12 @@ export interface CallContext {
   readonly idempotencyKey: string;
   /** Aborted once the run can no longer write (a newer run or a stop fenced it, a shutdown). */
   readonly signal: AbortSignal;
-  /** Output the tool produced while running: committed at most once per output interval. */
+  /** Output the tool produced while running: committed at most once per output interval, and at least once per interval while text is pending. */
   output(text: string): Promise<void>;
 }
 
 export type Replay = 'safe' | 'unsafe';
-export type ToolKind = 'tool' | 'client' | 'approval' | 'local_agent';
+export type ToolKind = 'tool' | 'client' | 'approval' | 'local_agent' | 'remote_agent' | 'companion';
 
 type ArgsOf<S> = S extends ZodLike<infer T> ? T : any;
 
@@ -44,6 +44,12 @@ export interface ToolDefinition<S = ZodLike | JsonSchema, R = unknown> {
   /** Shorthand for kind 'approval'. */
   approval?: boolean;
   execute?: (args: ArgsOf<S>, ctx: CallContext) => Promise<R> | R;
+  /** remote_agent and companion: starts the call's child (keyed on ctx.dispatchId) and settles with its session id. */
+  start?: (args: ArgsOf<S>, ctx: CallContext) => Promise<string> | string;
+  /** remote_agent: waits for the child's result, the call's output; after a crash it is called again, start is not. */
+  attach?: (child: string, ctx: CallContext) => Promise<R> | R;
+  /** companion: enters, or after a crash re-enters, the child's phase; what it settles with answers the call. */
+  reenter?: (child: string, ctx: CallContext) => Promise<R> | R;
   /**
    * How long one body may run, in milliseconds: past it the run is let go as after a crash
    * (`run.drive()` rejects with code `deadline`; `run.driveWithin()` wakes and goes on by the
@@ -66,7 +72,9 @@ export type Entry =
   | { kind: 'resume'; mode: 'continue' }
   | { kind: 'resume'; mode: 'with_message'; message: string }
   | { kind: 'resume'; mode: 'from_checkpoint'; checkpoint: string }
+  | { kind: 'resume'; mode: 'from_checkpoint'; checkpointId: string }
   | { kind: 'retry'; checkpoint?: string; message?: string }
+  | { kind: 'retry'; checkpointId?: string; message?: string }
   | { kind: 'new_turn'; message: string }
   | { kind: 'stop' }
   | 'wake'
@@ -183,9 +191,13 @@ export class Journal {
   answerClient(session: string, call: string, output: Json | object): Promise<Run>;
   decideApproval(session: string, call: string, approved: boolean): Promise<Run>;
   transcript(session: string): Promise<TranscriptItem[]>;
+  /** The session's steps, oldest first: each step's checkpoint (what from_checkpoint and retry take) and, once committed, its commit checkpoint. */
+  steps(session: string): Promise<{ step: number; checkpoint: string; committed: boolean; commitCheckpoint: string | null }[]>;
   /** The session's log as `stepjournal export` writes it. */
   exportLines(session: string): Promise<string[]>;
   toolsJson(): { [tool: string]: { replay: Replay; input_schema: JsonSchema } };
+  /** Who owns the runs this journal begins: the holder of their leases. */
+  readonly owner: string;
   metrics(): { appends: number; groups: number; maxGroup: number; syncs: number; bytes: number; runsBegun: number; fencedWritesRefused: number };
   close(options?: { deadlineMs?: number }): Promise<string[]>;
 }
@@ -195,6 +207,10 @@ export interface OpenOptions {
   durability?: 'synced' | 'buffered';
   maxBodies?: number;
   create?: boolean;
+  /** How long a run's lease lasts unless renewed (default 30,000 ms): a crashed process's runs are recoverable elsewhere that long after it died. */
+  leaseTtlMs?: number;
+  /** The holder of the runs' leases (default `host:pid:random`); one per process. */
+  owner?: string;
 }
 
 /** Opens `file:PATH`, `sqlite:PATH` or `postgres://...`. */

@@ -413,6 +413,67 @@ fn outputs_an_interval_apart_are_committed_as_they_come() {
 }
 
 #[test]
+fn output_left_pending_is_committed_once_its_interval_passed_without_another_output() {
+    // A body gave one output, then worked on for longer than the interval: its text was held
+    // until the result, and a crash meanwhile lost it. Now drive commits it once the interval
+    // (100 ms) has passed, while the body is still running.
+    let store = Arc::new(MemoryStore::new());
+    let seen = store.clone();
+    let quiet = Tools::new().tool(
+        "quiet",
+        json!({}),
+        stepjournal::codec::Replay::Safe,
+        move |_: serde_json::Value, ctx: stepjournal::CallCtx| {
+            let seen = seen.clone();
+            async move {
+                ctx.output("working").await.map_err(stepjournal::ToolError::new)?;
+                let began = std::time::Instant::now();
+                while began.elapsed() < std::time::Duration::from_secs(5) {
+                    let chunks = seen.read_all(&s()).unwrap().into_iter().filter(|r| {
+                        matches!(&r.event, Event::OutputChunk(c) if c.text == "working")
+                    });
+                    if chunks.count() == 1 {
+                        return Ok(json!({"committed_while_running_after_ms": began.elapsed().as_millis() as u64}));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Ok::<_, stepjournal::ToolError>(json!("the output was still pending after 5 s"))
+            }
+        },
+    );
+    let journal = stepjournal::Journal::new(separate(store.clone()), Arc::new(quiet.clone()), {
+        stepjournal::JournalOptions::new().ids(ids())
+    })
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let answers = runtime.block_on(async {
+        let run = journal.begin_run_async(&s(), new_turn()).await.unwrap();
+        let call = quiet.call("c1", "quiet", json!({})).unwrap();
+        let step = run.commit_reply_async(quiet.reply("", [call]).unwrap()).await.unwrap();
+        match step.drive(&quiet).await.unwrap() {
+            StepOutcome::Committed { answers, .. } => answers,
+            other => panic!("not committed: {other:?}"),
+        }
+    });
+    let TranscriptItem::ToolResult { output, .. } = answer_of(&answers, "c1") else {
+        panic!("no tool result: {answers:?}");
+    };
+    let output: serde_json::Value = serde_json::from_str(output.get()).unwrap();
+    let waited = output["committed_while_running_after_ms"].as_u64();
+    assert!(waited.is_some_and(|ms| ms < 1_000), "{output}");
+    let chunks: Vec<_> = store
+        .read_all(&s())
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            Event::OutputChunk(c) => Some(c.text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks, ["working"], "committed once, not again before the result");
+}
+
+#[test]
 fn drive_futures_are_send_and_run_on_tokio() {
     let ledger = Ledger::default();
     let tools = tools(&ledger);

@@ -8,8 +8,9 @@
 // 4 attempt_started, 4 tool_result, step_commit), each session stepping until the budget has
 // passed. The baselines append the same 10 events per step, each one durable before the next:
 //   - better-sqlite3 (WAL, synchronous=FULL), one transaction per append;
+//   - the same with a simple group commit: one transaction per event-loop turn;
 //   - a JSONL file per session with an fsync per line (what Pi Durable's JSONL storage does).
-// Build the release module first (STEPJOURNAL_PROFILE=release npm run build); --rust runs
+// Build the release module first (npm run build -- --release), or run it from the installed package; --rust runs
 // target/release/stepjournal-bench --quick --only drive after, for the same workload in Rust.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -18,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { defineTool, openJournal } from '../index.js';
+import { defineTool, openJournal } from 'stepjournal';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -116,6 +117,54 @@ async function sqlite(n, tag) {
   };
 }
 
+/**
+ * better-sqlite3, WAL, synchronous=FULL, with a simple group commit: the appends made in one
+ * event-loop turn go into one transaction, run on the next turn; each append resolves after it.
+ */
+async function sqliteGrouped(n, tag) {
+  const { default: Database } = await import('better-sqlite3');
+  const db = new Database(join(scratch, `sqlite-grouped-${tag}.db`));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec('CREATE TABLE IF NOT EXISTS events (session TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (session, seq))');
+  const insert = db.prepare('INSERT INTO events (session, seq, body) VALUES (?, ?, ?)');
+  const commit = db.transaction((batch) => batch.forEach((a) => insert.run(a.session, a.seq, a.body)));
+  let queue = [];
+  let groups = 0;
+  const flush = () => {
+    const batch = queue;
+    queue = [];
+    groups += 1;
+    try {
+      commit(batch);
+      batch.forEach((a) => a.resolve());
+    } catch (e) {
+      batch.forEach((a) => a.reject(e));
+    }
+  };
+  const append = (session, seq, body) =>
+    new Promise((resolve, reject) => {
+      if (queue.length === 0) setImmediate(flush);
+      queue.push({ session, seq, body, resolve, reject });
+    });
+  const seqs = new Array(n).fill(0);
+  const steps = new Array(n).fill(0);
+  return {
+    name: 'better-sqlite3 (WAL, FULL, group commit per event-loop turn)',
+    async round() {
+      const before = groups;
+      const m = await slice(n, async (i) => {
+        const session = `s-${i}`;
+        for (const line of stepEvents(session, ++steps[i])) await append(session, seqs[i]++, line);
+      });
+      m.appends = m.steps * APPENDS_PER_STEP;
+      m.groups = groups - before;
+      return m;
+    },
+    close: () => db.close(),
+  };
+}
+
 /** A JSONL file per session, an fsync per line. */
 async function jsonl(n, tag) {
   const files = await Promise.all(Array.from({ length: n }, (_, i) => openFile(join(scratch, `jsonl-${tag}-${i}.jsonl`), 'a')));
@@ -141,12 +190,12 @@ const pad = (s, w) => String(s).padStart(w);
 
 console.log(`stepjournal Node bench: ${BUDGET_MS} ms per slice, ${ROUNDS} rounds in turns, UV_THREADPOOL_SIZE=${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'}`);
 console.log(`workload: steps of ${CALLS} calls, ${APPENDS_PER_STEP} appends per step, every append durable (fsync) before it returns\n`);
-const header = `${'sessions'.padEnd(8)} ${'system'.padEnd(56)} ${pad('appends/s', 11)} ${pad('steps/s', 9)} ${pad('appends/group', 13)} ${pad('vs sqlite', 9)} ${pad('vs jsonl', 9)}`;
+const header = `${'sessions'.padEnd(8)} ${'system'.padEnd(60)} ${pad('appends/s', 11)} ${pad('steps/s', 9)} ${pad('appends/group', 13)} ${pad('vs sqlite', 9)} ${pad('vs grouped', 10)} ${pad('vs jsonl', 9)}`;
 console.log(header);
 console.log('-'.repeat(header.length));
 const results = [];
 for (const n of SESSIONS) {
-  const contenders = [await nodeApi(n, n), await sqlite(n, n), await jsonl(n, n)];
+  const contenders = [await nodeApi(n, n), await sqlite(n, n), await sqliteGrouped(n, n), await jsonl(n, n)];
   const best = contenders.map(() => null);
   for (let r = 0; r < ROUNDS; r++) {
     for (const [k, c] of contenders.entries()) {
@@ -157,13 +206,13 @@ for (const n of SESSIONS) {
       }
     }
   }
-  const [node, sql, file] = best;
+  const [node, sql, grouped, file] = best;
   for (const [k, c] of contenders.entries()) {
     const b = best[k];
     const vs = (other) => (k === 0 ? `${(b.appendsPerS / other.appendsPerS).toFixed(1)}x` : '');
-    console.log(`${String(n).padEnd(8)} ${c.name.padEnd(56)} ${pad(fmt(b.appendsPerS), 11)} ${pad(fmt(b.stepsPerS), 9)} ${pad(b.group ? b.group.toFixed(1) : '', 13)} ${pad(vs(sql), 9)} ${pad(vs(file), 9)}`);
+    console.log(`${String(n).padEnd(8)} ${c.name.padEnd(60)} ${pad(fmt(b.appendsPerS), 11)} ${pad(fmt(b.stepsPerS), 9)} ${pad(b.group ? b.group.toFixed(1) : '', 13)} ${pad(vs(sql), 9)} ${pad(vs(grouped), 10)} ${pad(vs(file), 9)}`);
   }
-  results.push({ sessions: n, node, sqlite: sql, jsonl: file });
+  results.push({ sessions: n, node, sqlite: sql, sqliteGrouped: grouped, jsonl: file });
   for (const c of contenders) await c.close?.();
 }
 console.log(`\nJSON: ${JSON.stringify(results)}`);

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-import { defineTool, openJournal } from '../index.js';
+import { defineTool, openJournal } from 'stepjournal';
 
 const SESSION = 'user-42';
 const self = fileURLToPath(import.meta.url);

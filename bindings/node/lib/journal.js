@@ -2,7 +2,10 @@
 
 import { call, toError, wrap } from './errors.js';
 import native from './native.js';
-import { abortBody, nativeTools } from './tools.js';
+import { abortBody, checkReply, nativeTools, zodSchemas } from './tools.js';
+
+/** Each journal's zod input schemas by tool name, for the checks JSON Schema cannot make. */
+const schemasOf = new WeakMap();
 
 const WORDS = {
   wake: { kind: 'wake' },
@@ -33,8 +36,9 @@ export function planScenario(scenario) {
 
 export class Journal {
   #native;
-  constructor(nativeJournal) {
+  constructor(nativeJournal, schemas = new Map()) {
     this.#native = nativeJournal;
+    schemasOf.set(this, schemas);
   }
 
   /** The plan of a conformance scenario (see planScenario). */
@@ -112,6 +116,15 @@ export class Journal {
     return JSON.parse(await wrap(this.#native.transcript(String(session))));
   }
 
+  /**
+   * The session's steps, oldest first: `{step, checkpoint, committed, commitCheckpoint}`, each
+   * step's checkpoint being what `{kind: 'resume', mode: 'from_checkpoint', checkpoint}` and
+   * `{kind: 'retry', checkpoint}` take.
+   */
+  async steps(session) {
+    return JSON.parse(await wrap(this.#native.steps(String(session))));
+  }
+
   /** The session's log as `stepjournal export` writes it, one line per record. */
   exportLines(session) {
     return wrap(this.#native.exportLines(String(session)));
@@ -120,6 +133,11 @@ export class Journal {
   /** FORMAT.md's `tools` object for the journal's tools (what `stepjournal plan --tools` takes). */
   toolsJson() {
     return JSON.parse(this.#native.toolsJson());
+  }
+
+  /** Who owns the runs this journal begins: the holder of their leases. */
+  get owner() {
+    return this.#native.owner;
   }
 
   /** The store's and the writer's counters. */
@@ -173,6 +191,7 @@ export class Run {
 
   /** Commits the model's reply `{text, calls: [{call, tool, args, group?, sequential?}]}`: the step. */
   async commitReply(reply) {
+    await checkReply(schemasOf.get(this.#journal) ?? new Map(), reply);
     return new Step(this.#journal, await wrap(this.#native.commitReply(JSON.stringify(reply))));
   }
 
@@ -250,14 +269,27 @@ export class Step {
   }
 }
 
+const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner'];
+
 /**
  * Opens the journal at `url` (`file:PATH`, `sqlite:PATH`, `postgres://...`) with its tools.
  * Options: `tools`, `durability` ('synced' default, or 'buffered'), `maxBodies` (default 3),
- * `create` (default true).
+ * `create` (default true), `leaseTtlMs` (how long a run's lease lasts unless renewed; default
+ * 30,000: a crashed process's runs on SQLite or PostgreSQL are recoverable that long after it
+ * died), `owner` (the holder of the runs' leases; default `host:pid:random`).
  */
 export async function openJournal(url, options = {}) {
-  const { tools = [], durability, maxBodies, create } = options;
+  if (options === null || typeof options !== 'object') throw new TypeError('openJournal: options must be an object');
+  const unknown = Object.keys(options).filter((k) => !OPTIONS.includes(k));
+  if (unknown.length > 0) throw new TypeError(`openJournal: unknown option ${unknown.map((k) => `\`${k}\``).join(', ')} (the options are ${OPTIONS.join(', ')})`);
+  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner } = options;
+  if (leaseTtlMs !== undefined && (!Number.isInteger(leaseTtlMs) || leaseTtlMs < 1 || leaseTtlMs > 0xffffffff)) {
+    throw new TypeError(`openJournal: leaseTtlMs must be a whole number of milliseconds, at least 1 (got ${leaseTtlMs})`);
+  }
+  if (owner !== undefined && (typeof owner !== 'string' || owner.trim() === '')) {
+    throw new TypeError('openJournal: owner must be a non-empty string');
+  }
   const defs = await nativeTools(tools);
-  const config = { durability, maxBodies, create };
-  return new Journal(await wrap(native.open(String(url), defs, abortBody, config)));
+  const config = { durability, maxBodies, create, leaseTtlMs, owner };
+  return new Journal(await wrap(native.open(String(url), defs, abortBody, config)), zodSchemas(tools));
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use stepjournal::RunStatus;
 use stepjournal::StepOutcome;
 use stepjournal::Tools;
-use stepjournal::codec::{Entry, RawJson, RunOutcome};
+use stepjournal::codec::{Entry, RawJson, RunOutcome, SessionId};
 use stepjournal::recovery::TranscriptItem;
 use stepjournal::writer::Reply;
 
@@ -37,11 +37,49 @@ struct CallIn {
     sequential: bool,
 }
 
-/// FORMAT.md's entry JSON (`{"kind": "wake"}`, `{"kind": "new_turn", "message": ...}`, ...).
+/// FORMAT.md's entry JSON (`{"kind": "wake"}`, `{"kind": "new_turn", "message": ...}`, ...),
+/// with the seeds' `checkpointId` for `checkpoint`. A member the entry does not carry is refused,
+/// never dropped: `{"kind": "retry", "checkpointId": ...}` read without its checkpoint would
+/// retry from the last step instead.
 pub(crate) fn entry(text: &str) -> napi::Result<Entry> {
-    serde_json::from_str(text).map_err(|e| {
-        coded(ErrorCode::InvalidEntry, format!("`{text}` is not FORMAT.md's entry JSON: {e}"))
-    })
+    let invalid = |why: String| coded(ErrorCode::InvalidEntry, why);
+    let mut given: serde_json::Map<String, Value> = serde_json::from_str(text).map_err(|e| {
+        invalid(format!("`{}` is not FORMAT.md's entry JSON: {}", clip(text), clip(&e.to_string())))
+    })?;
+    if let Some(id) = given.remove("checkpointId") {
+        if given.contains_key("checkpoint") {
+            return Err(invalid("the entry names both `checkpoint` and `checkpointId`".into()));
+        }
+        given.insert("checkpoint".into(), id);
+    }
+    let parsed: Entry = serde_json::from_value(Value::Object(given.clone())).map_err(|e| {
+        invalid(format!("`{}` is not FORMAT.md's entry JSON: {}", clip(text), clip(&e.to_string())))
+    })?;
+    let carried = serde_json::to_value(&parsed).map_err(|e| invalid(e.to_string()))?;
+    let dropped = given.iter().find(|(k, v)| !v.is_null() && carried.get(k.as_str()).is_none());
+    if let Some((extra, _)) = dropped {
+        let kept: Vec<&str> =
+            carried.as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+        return Err(invalid(format!(
+            "this entry does not carry `{extra}` (read as {carried}, with {})",
+            kept.join(", ")
+        )));
+    }
+    Ok(parsed)
+}
+
+/// A session id to write under, checked by the library's rule (not empty, at most 1,024 bytes, no
+/// control characters): a bad one is `invalid_id`, its message naming the fault, not the id.
+pub(crate) fn session(text: &str) -> napi::Result<SessionId> {
+    SessionId::new(text).map_err(thrown)
+}
+
+/// At most the first 200 characters of `text`, for a message.
+pub(crate) fn clip(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// The reply, each call checked against `tools` (kind and policy from the registry).

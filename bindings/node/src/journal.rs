@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use napi_derive::napi;
 use serde_json::json;
-use stepjournal::backends::{Durability, OpenOptions, open_url};
+use stepjournal::backends::{Durability, OpenOptions, OwnerId, open_url};
 use stepjournal::codec::json::record_to_export_line;
 use stepjournal::codec::{CallId, RawJson, SessionId};
 use stepjournal::recovery::Config;
@@ -27,6 +27,13 @@ pub struct JournalConfig {
     pub max_bodies: Option<u32>,
     /// Create the store when it does not exist (default true).
     pub create: Option<bool>,
+    /// How long a run's lease lasts unless renewed, in milliseconds (default 30,000; at least 1):
+    /// a crashed process's runs on SQLite or PostgreSQL are recoverable elsewhere that long after
+    /// it died.
+    pub lease_ttl_ms: Option<u32>,
+    /// Who owns the runs this journal begins, the holder of their leases (default
+    /// `host:pid:random`); give each process its own.
+    pub owner: Option<String>,
 }
 
 /// A journal: the session writer over one store, with the tools it drives with.
@@ -61,6 +68,18 @@ pub async fn open(
     if let Some(max) = config.max_bodies {
         let recovery = Config::new(max).map_err(|e| coded(ErrorCode::InvalidOptions, e))?;
         options = options.recovery(recovery);
+    }
+    if let Some(ms) = config.lease_ttl_ms {
+        if ms == 0 {
+            return Err(coded(ErrorCode::InvalidOptions, "leaseTtlMs must be at least 1"));
+        }
+        options = options.lease_ttl(Duration::from_millis(u64::from(ms)));
+    }
+    if let Some(owner) = config.owner {
+        if owner.trim().is_empty() {
+            return Err(coded(ErrorCode::InvalidOptions, "owner must be a non-empty string"));
+        }
+        options = options.owner(OwnerId::new(owner));
     }
     let open_options =
         if config.create.unwrap_or(true) { OpenOptions::create() } else { OpenOptions::default() };
@@ -97,7 +116,7 @@ impl NativeJournal {
     #[napi]
     pub async fn begin_run(&self, session: String, entry: String) -> napi::Result<NativeRun> {
         let entry = convert::entry(&entry)?;
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let run = self.journal.begin_run_async(&session, entry).await.map_err(thrown)?;
         Ok(self.native_run(run))
     }
@@ -105,7 +124,7 @@ impl NativeJournal {
     /// Stops the session's work; the stop's plan as JSON text.
     #[napi]
     pub async fn stop(&self, session: String) -> napi::Result<String> {
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let plan = self.journal.stop_async(&session).await.map_err(thrown)?;
         Ok(plan.to_json())
     }
@@ -128,7 +147,7 @@ impl NativeJournal {
     ) -> napi::Result<NativeRun> {
         let output = RawJson::parse(&output)
             .map_err(|e| coded(ErrorCode::InvalidAnswer, format!("the answer is not JSON: {e}")))?;
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let call = CallId::from(call.as_str());
         let run = self.journal.answer_client(&session, &call, output).await.map_err(thrown)?;
         Ok(self.native_run(run))
@@ -142,7 +161,7 @@ impl NativeJournal {
         call: String,
         approved: bool,
     ) -> napi::Result<NativeRun> {
-        let session = SessionId::from_stored(session.as_str());
+        let session = convert::session(&session)?;
         let call = CallId::from(call.as_str());
         let run = self.journal.decide_approval(&session, &call, approved).await.map_err(thrown)?;
         Ok(self.native_run(run))
@@ -154,6 +173,29 @@ impl NativeJournal {
         let session = SessionId::from_stored(session.as_str());
         let items = self.journal.transcript(&session).map_err(thrown)?;
         Ok(convert::items(&items))
+    }
+
+    /// The session's steps as JSON text: `[{step, checkpoint, committed, commitCheckpoint}]`,
+    /// each step's append checkpoint (what `resume` `from_checkpoint` and `retry` take) and, once
+    /// committed, its commit checkpoint.
+    #[napi]
+    pub async fn steps(&self, session: String) -> napi::Result<String> {
+        let session = SessionId::from_stored(session.as_str());
+        let state = self.journal.state(&session).map_err(thrown)?;
+        let steps: Vec<serde_json::Value> = state
+            .replies()
+            .iter()
+            .map(|r| {
+                let commit = state.commits().iter().find(|c| c.step == r.step);
+                json!({
+                    "step": r.step.get(),
+                    "checkpoint": r.checkpoint.as_str(),
+                    "committed": commit.is_some(),
+                    "commitCheckpoint": commit.map(|c| c.checkpoint.as_str()),
+                })
+            })
+            .collect();
+        Ok(serde_json::Value::Array(steps).to_string())
     }
 
     /// The session's log as `stepjournal export` writes it: one line per record.
@@ -168,6 +210,12 @@ impl NativeJournal {
     #[napi]
     pub fn tools_json(&self) -> String {
         self.tools.to_tools_json().to_string()
+    }
+
+    /// Who owns the runs this journal begins (the `owner` option, or the default).
+    #[napi(getter)]
+    pub fn owner(&self) -> String {
+        self.journal.owner().to_string()
     }
 
     /// The store's and the writer's counters, as JSON text.

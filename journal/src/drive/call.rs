@@ -108,27 +108,55 @@ async fn run_body(
     limits: Limits,
 ) -> Result<(), Failed> {
     let ctx = CallCtx::new(&body, job.tool.clone(), limits.output_interval);
-    let outcome = match handler {
-        Handler::Body(run) => {
-            let args = job.args.clone();
-            guarded(|| run(args, ctx.clone())).await
-        }
-        Handler::Remote(agent) => {
-            let a = agent.clone();
-            let start = move |args, ctx| a.start(args, ctx);
-            let attach = move |child, ctx| agent.attach(child, ctx);
-            with_child(step, &job, &ctx, start, attach).await?
-        }
-        Handler::Companion(companion) => {
-            let c = companion.clone();
-            let start = move |args, ctx| c.start(args, ctx);
-            let reenter = move |child, ctx| companion.reenter(child, ctx);
-            with_child(step, &job, &ctx, start, reenter).await?
-        }
-        Handler::Client => Outcome::Error("a client call has no body".to_owned()),
+    let work = async {
+        Ok::<_, Failed>(match handler {
+            Handler::Body(run) => {
+                let args = job.args.clone();
+                guarded(|| run(args, ctx.clone())).await
+            }
+            Handler::Remote(agent) => {
+                let a = agent.clone();
+                let start = move |args, ctx| a.start(args, ctx);
+                let attach = move |child, ctx| agent.attach(child, ctx);
+                with_child(step, &job, &ctx, start, attach).await?
+            }
+            Handler::Companion(companion) => {
+                let c = companion.clone();
+                let start = move |args, ctx| c.start(args, ctx);
+                let reenter = move |child, ctx| companion.reenter(child, ctx);
+                with_child(step, &job, &ctx, start, reenter).await?
+            }
+            Handler::Client => Outcome::Error("a client call has no body".to_owned()),
+        })
     };
+    let outcome = flushing(&ctx, limits.output_interval, work).await?;
     ctx.flush().await.map_err(failed(&job.call, "committing the call's pending output"))?;
     finish(body, outcome, limits).await.map_err(failed(&job.call, "recording the call's result"))
+}
+
+/// Runs `work` (a call's handler) while committing the output it left pending once its
+/// interval has passed, so that the last text given is not held until the next output or the
+/// result. Waits on the output without a timer while none is pending; the commit is awaited
+/// to its end, never dropped half-way. With a zero interval every output is committed as it is
+/// given, and nothing is left to commit.
+async fn flushing<T>(ctx: &CallCtx, interval: Duration, work: impl Future<Output = T>) -> T {
+    let mut work = pin!(work);
+    if interval.is_zero() {
+        return work.await;
+    }
+    let mut due_in = None;
+    loop {
+        let wait = match due_in {
+            None => Either::Left(ctx.output_pending()),
+            Some(wait) => Either::Right(sleep(wait)),
+        };
+        if let Either::Left((done, _)) = select(work.as_mut(), pin!(wait)).await {
+            return done;
+        }
+        // A commit that fails (the run can no longer write) leaves nothing pending: the
+        // handler's own writes and its result meet the same error.
+        due_in = ctx.flush_when_due().await.unwrap_or(None);
+    }
 }
 
 /// The body the job runs in: a new one, or the last one re-attached to (a child running).

@@ -1,12 +1,41 @@
 //! [`CallCtx`]: what a running call's handler is handed.
 
 use std::fmt;
+use std::future::poll_fn;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
 
 use stepjournal_codec::{Attempt, CallId, DispatchId, SessionId, ToolName, UnixMillis};
 
 use crate::writer::{Body, CancelSignal, WriteError};
+
+/// The most bytes of text one `output_chunk` holds: text given beyond it within one interval is
+/// cut, with a note saying how much, so that the chunk fits a record (16 MiB by default) with
+/// its ids, rather than failing the step.
+pub(crate) const MAX_OUTPUT_CHUNK_BYTES: usize = 15 << 20;
+
+/// `text` as one chunk holds it: whole, or cut at a character boundary with a note.
+fn cut_to_fit(mut text: String) -> String {
+    if text.len() <= MAX_OUTPUT_CHUNK_BYTES {
+        return text;
+    }
+    let total = text.len();
+    // Room for the note, which is far shorter.
+    let mut at = MAX_OUTPUT_CHUNK_BYTES - 256;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    text.truncate(at);
+    text.push_str(&format!(
+        "\n[stepjournal: the last {} bytes of this output were cut: one output chunk holds at most {MAX_OUTPUT_CHUNK_BYTES} bytes]",
+        total - at
+    ));
+    text
+}
 
 /// A running call, as its handler sees it: which call and attempt it is, the keys to put on
 /// external effects, throttled output, and the run's cancel signal.
@@ -26,6 +55,11 @@ struct Inner {
     /// The output given and not committed yet, and when the last was committed. An async
     /// lock: held across the output's append, so outputs are committed in the order given.
     output: futures_util::lock::Mutex<Output>,
+    /// Whether output was left pending (given within its interval, not committed yet): set by
+    /// [`CallCtx::output`], cleared when it is committed. The executor's flusher waits on
+    /// `woken` for it, then commits the text once its interval has passed.
+    pending: AtomicBool,
+    woken: AtomicWaker,
 }
 
 struct Output {
@@ -53,7 +87,14 @@ impl CallCtx {
         let since = body.clock().now();
         let interval = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
         let output = Output { pending: String::new(), since };
-        let inner = Inner { body: body.twin(), tool, interval, output: output.into() };
+        let inner = Inner {
+            body: body.twin(),
+            tool,
+            interval,
+            output: output.into(),
+            pending: AtomicBool::new(false),
+            woken: AtomicWaker::new(),
+        };
         CallCtx { inner: Arc::new(inner) }
     }
 
@@ -114,10 +155,14 @@ impl CallCtx {
     }
 
     /// Gives output the tool produced while running. It is committed (`output_chunk`) at most
-    /// once per output interval (by the journal's clock): the texts given within an interval
-    /// are joined, in order, into one chunk, committed by the first call after the interval
-    /// has passed; what is still pending is committed before the result. If the run is lost,
+    /// once per output interval (by the journal's clock), and at least once per interval while
+    /// text is pending: the texts given within an interval are joined, in order, into one
+    /// chunk, committed by the first call after the interval has passed or, if none comes, by
+    /// `drive` once it has passed; what is still pending is committed before the result. If the run is lost,
     /// recovery hands the committed output to the model as the call's partial output.
+    ///
+    /// Text over 15 MiB within one interval is cut, with a note saying how much: one chunk is
+    /// one record.
     ///
     /// Fails with the run's error once it can no longer write (fenced, ended): stop the work.
     ///
@@ -134,21 +179,85 @@ impl CallCtx {
         output.pending.push_str(&text);
         let now = self.inner.body.clock().now();
         if now.get().saturating_sub(output.since.get()) < self.inner.interval {
+            self.inner.pending.store(true, Ordering::Release);
+            self.inner.woken.wake();
             return Ok(());
         }
         let chunk = std::mem::take(&mut output.pending);
         output.since = now;
-        self.inner.body.output_chunk_async(chunk).await
+        self.inner.pending.store(false, Ordering::Release);
+        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await
     }
 
     /// Commits what output is pending, if any: before the result.
     pub(crate) async fn flush(&self) -> Result<(), WriteError> {
         let mut output = self.inner.output.lock().await;
+        self.inner.pending.store(false, Ordering::Release);
         if output.pending.is_empty() {
             return Ok(());
         }
         let chunk = std::mem::take(&mut output.pending);
         output.since = self.inner.body.clock().now();
-        self.inner.body.output_chunk_async(chunk).await
+        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await
+    }
+
+    /// Resolves once output was left pending (given within its interval, not committed).
+    pub(crate) async fn output_pending(&self) {
+        poll_fn(|cx| {
+            if self.inner.pending.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            self.inner.woken.register(cx.waker());
+            if self.inner.pending.load(Ordering::Acquire) { Poll::Ready(()) } else { Poll::Pending }
+        })
+        .await
+    }
+
+    /// Commits the pending output if its interval has passed: `Some(wait)` while it is still
+    /// to come (how long until it is due), `None` once nothing is pending.
+    ///
+    /// Never waits for the output's lock: its holder may be the handler itself, suspended in
+    /// [`output`](Self::output) while its chunk is appended, and the executor does not poll the
+    /// handler while this runs. A busy lock means output is being committed now: look again
+    /// an interval later.
+    pub(crate) async fn flush_when_due(&self) -> Result<Option<Duration>, WriteError> {
+        let Some(mut output) = self.inner.output.try_lock() else {
+            return Ok(Some(Duration::from_millis(self.inner.interval)));
+        };
+        if output.pending.is_empty() {
+            self.inner.pending.store(false, Ordering::Release);
+            return Ok(None);
+        }
+        let now = self.inner.body.clock().now();
+        let elapsed = now.get().saturating_sub(output.since.get());
+        if elapsed < self.inner.interval {
+            return Ok(Some(Duration::from_millis(self.inner.interval - elapsed)));
+        }
+        let chunk = std::mem::take(&mut output.pending);
+        output.since = now;
+        self.inner.pending.store(false, Ordering::Release);
+        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await.map(|()| None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::expect_used, reason = "tests fail loudly")]
+
+    use super::{MAX_OUTPUT_CHUNK_BYTES, cut_to_fit};
+
+    #[test]
+    fn output_over_a_chunk_is_cut_at_a_character_boundary_with_a_note() {
+        assert_eq!(cut_to_fit("short".to_owned()), "short");
+        let whole = "é".repeat(MAX_OUTPUT_CHUNK_BYTES); // two bytes each: twice the limit
+        let cut = cut_to_fit(whole.clone());
+        assert!(cut.len() <= MAX_OUTPUT_CHUNK_BYTES, "{}", cut.len());
+        let (kept, note) = cut.split_once("\n[stepjournal: ").expect("a note");
+        assert!(whole.starts_with(kept) && kept.len() > MAX_OUTPUT_CHUNK_BYTES - 300);
+        let cut_bytes = whole.len() - kept.len();
+        assert!(
+            note.starts_with(&format!("the last {cut_bytes} bytes of this output were cut")),
+            "{note}"
+        );
     }
 }
