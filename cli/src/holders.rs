@@ -11,7 +11,6 @@ use stepjournal_recovery::SessionState;
 
 use super::CliError;
 use super::reading::{Liveness, Reading};
-use super::sessions::Held;
 use super::shown::StoreName;
 
 /// How long a command watches an SQLite database's write lock, held by another process,
@@ -128,4 +127,18 @@ impl Holders {
             }
         }
     }
+}
+
+/// What decides whether a session's open run is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A runtime holds it.
+    Yes,
+    /// Nothing holds it.
+    No,
+    /// Nothing says.
+    Unknown,
+    /// Its lease has lapsed while another process holds the database's write lock: that may be
+    /// its runtime, frozen, so nothing can be judged.
+    Locked,
 }

@@ -10,7 +10,7 @@ use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMilli
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
-pub use super::holders::{Holders, LOCK_WATCH, LockHeld};
+pub use super::holders::{Held, Holders, LOCK_WATCH, LockHeld};
 use super::reading::{Liveness, OnDamage, Reading};
 use super::shown::{Shown, StoreName, escape};
 use super::time::{checked_rfc3339, parse_since, rfc3339};
@@ -86,20 +86,6 @@ pub enum SessionStatus {
     Completed,
     /// The last run was stopped.
     Stopped,
-}
-
-/// What decides whether a session's open run is running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Held {
-    /// A runtime holds it.
-    Yes,
-    /// Nothing holds it.
-    No,
-    /// Nothing says.
-    Unknown,
-    /// Its lease has lapsed while another process holds the database's write lock: that may be
-    /// its runtime, frozen, so nothing can be judged.
-    Locked,
 }
 
 impl SessionStatus {
