@@ -972,6 +972,16 @@ fn verify_finds_the_segments_a_listing_racing_a_writer_left_out() {
     );
 }
 
+/// Appends events of 200 bytes to `session` from seq `q` until the journal has `segments`
+/// segments; returns the next seq.
+fn fill_until(writer: &FileStore, session: &SessionId, mut q: u64, segments: u64) -> u64 {
+    while writer.index_size().segments < segments {
+        append_text(writer, session, q, 200);
+        q += 1;
+    }
+    q
+}
+
 #[test]
 fn a_read_only_open_finds_the_segments_a_listing_racing_a_writer_left_out() {
     // The same listing for a read-only open: a segment left out that holds a session's
@@ -983,16 +993,9 @@ fn a_read_only_open_finds_the_segments_a_listing_racing_a_writer_left_out() {
     let (keep, gone, more) = (sid("keep"), sid("gone"), sid("more"));
     append_text(&writer, &keep, 0, 5);
     append_text(&writer, &gone, 0, 5);
-    let mut q = 0;
-    while writer.index_size().segments < 2 {
-        append_text(&writer, &more, q, 200);
-        q += 1;
-    }
+    let q = fill_until(&writer, &more, 0, 2);
     assert!(writer.delete(&gone).unwrap());
-    while writer.index_size().segments < 3 {
-        append_text(&writer, &more, q, 200);
-        q += 1;
-    }
+    let q = fill_until(&writer, &more, q, 3);
     writer.wait_reclaimed();
     disk.hide_from_listing(&[stepjournal_backends::file::SegmentId(2).file_name()]);
     let reader = open_sim(&disk, opts.read_only(true)).unwrap();
@@ -1015,11 +1018,7 @@ fn a_read_back_from_verify_follows_moved_batches_and_says_when_the_writer_delete
     append_text(&writer, &keep, 0, 5);
     append_text(&writer, &temp, 0, 5);
     append_text(&writer, &keep, 1, 5);
-    let mut q = 0;
-    while writer.index_size().segments < 2 {
-        append_text(&writer, &filler, q, 200);
-        q += 1;
-    }
+    fill_until(&writer, &filler, 0, 2);
     writer.wait_reclaimed();
     let report = verify_sim(&disk);
     assert!(report.is_clean(), "{:?}", report.findings);

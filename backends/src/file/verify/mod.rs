@@ -148,17 +148,8 @@ impl VerifyReport {
                 Moved::Found => true,
                 Moved::Nowhere => false,
                 Moved::Deleted => {
-                    return Err(StoreError::Io {
-                        context: format!(
-                            "reading session {session} back from the journal in {}",
-                            self.dir.display()
-                        ),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::Interrupted,
-                            "the live writer deleted the session after the check read it: not \
-                             read back, not damage",
-                        ),
-                    });
+                    let why = "the live writer deleted the session after the check read it";
+                    return Err(self.not_read_back(session, why));
                 }
             };
             if (moved || runs.len() < before) && looks > 0 {
@@ -169,21 +160,28 @@ impl VerifyReport {
             stuck += 1;
             looks = looks.saturating_sub(1);
             if stuck >= ATTEMPTS || looks == 0 {
-                return Err(StoreError::Io {
-                    context: format!(
-                        "reading session {session} back from the journal in {}",
-                        self.dir.display()
-                    ),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::Interrupted,
-                        format!(
-                            "its batch from seq {next} kept moving while it was looked for (a \
-                             live writer compacting): not read back, not damage"
-                        ),
-                    ),
-                });
+                let why = format!(
+                    "its batch from seq {next} kept moving while it was looked for (a live \
+                     writer compacting)"
+                );
+                return Err(self.not_read_back(session, &why));
             }
             super::race::pause(stuck);
+        }
+    }
+
+    /// The error of a read back that a live writer's changes stopped: an `Interrupted` I/O
+    /// error saying why, and that it is not damage.
+    fn not_read_back(&self, session: &SessionId, why: &str) -> StoreError {
+        StoreError::Io {
+            context: format!(
+                "reading session {session} back from the journal in {}",
+                self.dir.display()
+            ),
+            source: std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                format!("{why}: not read back, not damage"),
+            ),
         }
     }
 
