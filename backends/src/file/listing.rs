@@ -34,16 +34,26 @@ pub(crate) struct Segments {
     pub note: Option<String>,
 }
 
-/// Lists the segments of `dir` after `after`: the listing's ids, each id it left out below its
-/// newest looked up by name, and the ids after its newest looked up until one is absent. An id
-/// whose lookup fails is taken as absent (a directory that cannot be searched would otherwise
-/// yield every id looked up).
+/// Lists the segments of `dir` after `after`, completed as [`complete`] does.
 pub(crate) fn segments(
     io: &dyn Io,
     dir: &Path,
     after: Option<SegmentId>,
 ) -> Result<Segments, StoreError> {
-    let mut ids = listed(io, dir, after)?;
+    let ids = listed(io, dir, after)?;
+    complete(io, dir, ids, after)
+}
+
+/// Completes `ids`, the segments one listing of `dir` named after `after`: each id it left out
+/// below its newest looked up by name, and the ids after its newest looked up until
+/// [`PAST_ABSENT`] in a row are absent. An id whose lookup fails is taken as absent (a
+/// directory that cannot be searched would otherwise yield every id looked up).
+pub(crate) fn complete(
+    io: &dyn Io,
+    dir: &Path,
+    mut ids: BTreeSet<SegmentId>,
+    after: Option<SegmentId>,
+) -> Result<Segments, StoreError> {
     let lo = after.map_or(1, |a| a.0.saturating_add(1));
     let hi = ids.last().map_or(lo.saturating_sub(1), |id| id.0);
     let missing = hi.saturating_add(1).saturating_sub(lo).saturating_sub(ids.len() as u64);

@@ -122,7 +122,9 @@ pub(super) fn scan(
     if read_only {
         // Beside a live writer a listing can leave out a segment that is there all along
         // (`listing`): a deletion frame in it left out would bring its session back.
-        ids = crate::file::listing::segments(io, dir, None).map_err(OpenError::Store)?.ids;
+        // The ids of this listing, completed (not a second listing).
+        let listed = ids.into_iter().collect();
+        ids = crate::file::listing::complete(io, dir, listed, None).map_err(OpenError::Store)?.ids;
     }
     let listed_sidecars = listed.iter().filter_map(|n| names::sidecar_id(n)).collect();
     // Every entry is looked at before any is opened (opening a named pipe would wait for a

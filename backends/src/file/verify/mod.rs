@@ -106,8 +106,9 @@ impl VerifyReport {
     /// The files are read again: a byte that changed since the check is reported as corrupt.
     /// Beside a live writer, a batch whose segment compaction removed since the check is read
     /// where it was copied to (a later segment), and the read goes on from there; one found
-    /// nowhere [`ATTEMPTS`] times in a row fails the read with an `Interrupted` I/O error
-    /// saying it moved, never as damage.
+    /// nowhere [`ATTEMPTS`] times in a row, or [`LOOKS`] looks in all, fail the read with an
+    /// `Interrupted` I/O error saying it moved (or that the writer deleted the session), never
+    /// as damage.
     pub fn read_session(&self, session: &SessionId) -> Result<Vec<LocatedRecord>, StoreError> {
         let Some(ordered) = self.built.sessions.get(session.as_str()) else {
             return Ok(Vec::new());
@@ -152,12 +153,8 @@ impl VerifyReport {
                     return Err(self.not_read_back(session, why));
                 }
             };
-            if (moved || runs.len() < before) && looks > 0 {
-                looks -= 1;
-                stuck = 0;
-                continue;
-            }
-            stuck += 1;
+            let progress = moved || runs.len() < before;
+            stuck = if progress { 0 } else { stuck + 1 };
             looks = looks.saturating_sub(1);
             if stuck >= ATTEMPTS || looks == 0 {
                 let why = format!(
@@ -166,7 +163,9 @@ impl VerifyReport {
                 );
                 return Err(self.not_read_back(session, &why));
             }
-            super::race::pause(stuck);
+            if !progress {
+                super::race::pause(stuck);
+            }
         }
     }
 
