@@ -189,27 +189,47 @@ fn check_lock(
     sync: bool,
     now: Instant,
 ) -> Result<(), IoFailure> {
-    let Some(dir_lock) = &core.dir_lock else { return Ok(()) };
     if !sync && checked.is_some_and(|at| now.saturating_duration_since(at) < LOCK_CHECK_EVERY) {
         return Ok(());
     }
-    let path = || core.dir.join(LOCK_FILE);
-    match dir_lock.is_current() {
-        Ok(true) => {
+    match lock_lost(core, "writing") {
+        None => {
             *checked = Some(now);
             Ok(())
         }
+        Some(LockLost::Replaced(f) | LockLost::Unknown(f)) => Err(f),
+    }
+}
+
+/// Why the lock file can no longer be trusted to keep other writers out.
+pub(crate) enum LockLost {
+    /// It is no longer the file this writer locked (removed, or replaced).
+    Replaced(IoFailure),
+    /// It could not be looked at.
+    Unknown(IoFailure),
+}
+
+/// Whether the lock file is still the file this writer locked (`None`: it is, or the store
+/// locks none); `stopped` names what stops if it is not ("writing").
+pub(crate) fn lock_lost(core: &Core, stopped: &str) -> Option<LockLost> {
+    let dir_lock = core.dir_lock.as_ref()?;
+    let path = || core.dir.join(LOCK_FILE);
+    match dir_lock.is_current() {
+        Ok(true) => None,
         Ok(false) => {
             let e = io::Error::other(
                 "it was removed or replaced: another writer may have opened the journal",
             );
             let what = format!(
-                "the lock file {} is no longer the file this writer locked, so writing stopped",
+                "the lock file {} is no longer the file this writer locked, so {stopped} stopped",
                 path().display()
             );
-            Err(IoFailure::new(what, e))
+            Some(LockLost::Replaced(IoFailure::new(what, e)))
         }
-        Err(e) => Err(IoFailure::new(format!("looking at the lock file {}", path().display()), e)),
+        Err(e) => Some(LockLost::Unknown(IoFailure::new(
+            format!("looking at the lock file {}", path().display()),
+            e,
+        ))),
     }
 }
 

@@ -41,8 +41,8 @@ use stepjournal_codec::batch::Frame;
 use super::sidecar;
 use crate::file::commit::segment::IoFailure;
 use crate::file::commit::state::{Core, State, lock};
-use crate::file::commit::write::{sync_active, write_frames_in};
-use crate::file::format::layout::{LOCK_FILE, SegmentId};
+use crate::file::commit::write::{LockLost, lock_lost, sync_active, write_frames_in};
+use crate::file::format::layout::SegmentId;
 use crate::file::index::{BatchLoc, Compaction, Reclaim};
 use crate::file::io::IoFile;
 
@@ -142,25 +142,10 @@ fn report(core: &Core, st: &mut State, problem: String) {
 /// Refuses to remove or write anything once the lock file is no longer the file this writer
 /// locked, as the append path does: the store stops.
 fn check_lock(core: &Core) -> Result<(), Failed> {
-    let Some(dir_lock) = &core.dir_lock else { return Ok(()) };
-    let path = || core.dir.join(LOCK_FILE);
-    match dir_lock.is_current() {
-        Ok(true) => Ok(()),
-        Ok(false) => {
-            let e = io::Error::other(
-                "it was removed or replaced: another writer may have opened the journal",
-            );
-            let what = format!(
-                "the lock file {} is no longer the file this writer locked, so reclaiming \
-                 space stopped",
-                path().display()
-            );
-            Err(Failed::Append(IoFailure::new(what, e)))
-        }
-        Err(e) => Err(Failed::Off(IoFailure::new(
-            format!("looking at the lock file {}", path().display()),
-            e,
-        ))),
+    match lock_lost(core, "reclaiming space") {
+        None => Ok(()),
+        Some(LockLost::Replaced(f)) => Err(Failed::Append(f)),
+        Some(LockLost::Unknown(f)) => Err(Failed::Off(f)),
     }
 }
 
