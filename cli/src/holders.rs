@@ -22,23 +22,20 @@ pub const LOCK_WATCH: Duration = Duration::from_secs(1);
 /// Another process that held an SQLite database's write lock all the while a command watched it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockHeld {
-    /// The process holding it, where the operating system says.
-    pub pid: Option<u32>,
+    /// The process holding it, as the operating system says.
+    pub pid: u32,
     /// How long the command watched.
     pub watched: Duration,
 }
 
 impl std::fmt::Display for LockHeld {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.pid {
-            Some(pid) => write!(f, "process {pid} held the database's write lock")?,
-            None => f.write_str("another process held the database's write lock")?,
-        }
         write!(
             f,
-            " for all the {} ms this command watched it: a session whose lease lapsed may be run \
+            "process {} held the database's write lock for all the {} ms this command watched it: a session whose lease lapsed may be run \
              by that process, frozen inside a write transaction, so it is shown `locked`, neither \
              running nor crashed",
+            self.pid,
             self.watched.as_millis()
         )
     }
@@ -50,27 +47,27 @@ pub struct Holders {
     live: Liveness,
     /// The leases live by the store's clock when their heads were read.
     leases: HashMap<SessionId, Lease>,
-    /// Another process holding the database's write lock (SQLite) all the while it was watched.
-    pub locked: Option<LockHeld>,
+    /// The SQLite database whose write lock is watched, when a lapsed lease needs it.
+    sqlite: Option<std::path::PathBuf>,
+    /// Another process holding that write lock all the while it was watched: watched once, the
+    /// first time a session's open run has no live lease.
+    locked: std::cell::OnceCell<Option<LockHeld>>,
 }
 
 /// Watches the write lock of the SQLite database at `path` for up to [`LOCK_WATCH`]: `None` as
 /// soon as it is free (or passes from one process to another), else who held it throughout.
 fn watch_write_lock(path: &std::path::Path) -> Option<LockHeld> {
-    use stepjournal_backends::sqlite::{WriteLock, write_lock_holder};
+    use stepjournal_backends::sqlite::write_lock_holder;
     let started = Instant::now();
     let first = write_lock_holder(path);
-    let pid = match first {
-        WriteLock::HeldBy { pid } if pid != std::process::id() => pid,
-        _ => return None,
-    };
+    let pid = first.held_by_another()?;
     while started.elapsed() < LOCK_WATCH {
         std::thread::sleep(Duration::from_millis(10));
         if write_lock_holder(path) != first {
             return None;
         }
     }
-    Some(LockHeld { pid: Some(pid), watched: started.elapsed() })
+    Some(LockHeld { pid, watched: started.elapsed() })
 }
 
 impl Holders {
@@ -90,8 +87,23 @@ impl Holders {
                 }
             }
         }
-        let locked = reading.sqlite_path().and_then(|p| watch_write_lock(&p));
-        Ok(Holders { live: reading.live, leases, locked })
+        Ok(Holders::new(reading, leases))
+    }
+
+    fn new(reading: &Reading, leases: HashMap<SessionId, Lease>) -> Self {
+        let sqlite = reading.sqlite_path();
+        Holders { live: reading.live, leases, sqlite, locked: std::cell::OnceCell::new() }
+    }
+
+    /// Another process that held the SQLite database's write lock all the while this command
+    /// watched it, if a session needed it watched.
+    pub fn locked(&self) -> Option<LockHeld> {
+        self.locked.get().copied().flatten()
+    }
+
+    /// The write lock watched (once).
+    fn watch(&self) -> Option<LockHeld> {
+        *self.locked.get_or_init(|| self.sqlite.as_deref().and_then(watch_write_lock))
     }
 
     /// What the store says of one session (its head alone is read).
@@ -107,8 +119,7 @@ impl Holders {
                 leases.insert(session.clone(), lease.clone());
             }
         }
-        let locked = reading.sqlite_path().and_then(|p| watch_write_lock(&p));
-        Ok(Holders { live: reading.live, leases, locked })
+        Ok(Holders::new(reading, leases))
     }
 
     /// Whether `session`'s open run is held.
@@ -121,7 +132,10 @@ impl Holders {
                 let run = state.last_run().map(|r| r.run.clone());
                 match self.leases.get(session) {
                     Some(l) if run.as_ref() == Some(&l.run) => Held::Yes,
-                    _ if self.locked.is_some() => Held::Locked,
+                    // An ended run needs no judging: the lock is watched only for an open one.
+                    _ if state.last_run_outcome().is_none() && self.watch().is_some() => {
+                        Held::Locked
+                    }
                     _ => Held::No,
                 }
             }

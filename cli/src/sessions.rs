@@ -267,7 +267,7 @@ pub fn summarize(
             out.push(summary);
         }
     }
-    Ok((out, holders.locked))
+    Ok((out, holders.locked()))
 }
 
 /// Orders the summaries and keeps the first `limit`.
@@ -353,7 +353,7 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> Result<(), CliError> {
             }
             if let (SessionStatus::Locked, Some(locked)) = (s.status, locked) {
                 row["locked_why"] = Value::String(locked.to_string());
-                row["lock_holder_pid"] = locked.pid.map_or(Value::Null, Value::from);
+                row["lock_holder_pid"] = Value::from(locked.pid);
             }
             writeln!(out, "{row}")?;
         }
