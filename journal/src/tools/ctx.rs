@@ -183,6 +183,11 @@ impl CallCtx {
             self.inner.woken.wake();
             return Ok(());
         }
+        self.commit(&mut output, now).await
+    }
+
+    /// Commits the text pending in `output` as one chunk (cut to fit), as of `now`.
+    async fn commit(&self, output: &mut Output, now: UnixMillis) -> Result<(), WriteError> {
         let chunk = std::mem::take(&mut output.pending);
         output.since = now;
         self.inner.pending.store(false, Ordering::Release);
@@ -192,13 +197,12 @@ impl CallCtx {
     /// Commits what output is pending, if any: before the result.
     pub(crate) async fn flush(&self) -> Result<(), WriteError> {
         let mut output = self.inner.output.lock().await;
-        self.inner.pending.store(false, Ordering::Release);
         if output.pending.is_empty() {
+            self.inner.pending.store(false, Ordering::Release);
             return Ok(());
         }
-        let chunk = std::mem::take(&mut output.pending);
-        output.since = self.inner.body.clock().now();
-        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await
+        let now = self.inner.body.clock().now();
+        self.commit(&mut output, now).await
     }
 
     /// Resolves once output was left pending (given within its interval, not committed).
@@ -233,10 +237,7 @@ impl CallCtx {
         if elapsed < self.inner.interval {
             return Ok(Some(Duration::from_millis(self.inner.interval - elapsed)));
         }
-        let chunk = std::mem::take(&mut output.pending);
-        output.since = now;
-        self.inner.pending.store(false, Ordering::Release);
-        self.inner.body.output_chunk_async(cut_to_fit(chunk)).await.map(|()| None)
+        self.commit(&mut output, now).await.map(|()| None)
     }
 }
 
