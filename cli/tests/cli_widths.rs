@@ -1,5 +1,6 @@
-//! Widths computed from stored data are bounded: `show`, `calls` and `sessions` print a
-//! 65,536-character tool name and call id whole, and every other column stays narrow.
+//! Widths computed from stored data are bounded: `show` and `calls` print a 65,536-character
+//! tool name and call id whole, `sessions` a session id of the longest length allowed, and every
+//! other row and column stays narrow.
 
 mod cli_support;
 
@@ -22,16 +23,23 @@ fn a_tool_name_of_65536_characters_is_shown_whole_and_nothing_panics() {
     ];
     let place = file_place();
     append_session(&*place.open(), "wide", &stuck, 1_700_000_000_000);
+    // Beside it a session whose id is as long as ids may be: the `sessions` table's other rows
+    // are not padded to it.
+    let long = "s".repeat(1024);
+    append_session(&*place.open(), &long, &stuck, 1_700_000_000_000);
     for args in [
         vec!["show", &place.url, "wide"],
         vec!["calls", &place.url, "wide"],
         vec!["sessions", &place.url],
     ] {
         let out = bin_ok(&args, 0);
-        if args[0] != "sessions" {
+        if args[0] == "sessions" {
+            assert!(out.contains(&long), "sessions shows the long id whole");
+        } else {
             assert!(out.contains(&tool), "{args:?} shows the tool's name whole");
         }
-        for line in out.lines().filter(|l| !l.contains(&tool) && !l.contains(&id)) {
+        let wide = |l: &&str| l.contains(&tool) || l.contains(&id) || l.contains(&long);
+        for line in out.lines().filter(|l| !wide(l)) {
             assert!(
                 line.chars().count() < 400,
                 "{args:?}: a line padded wide: {} chars",
