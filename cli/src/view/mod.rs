@@ -69,20 +69,18 @@ fn last_open(status: SessionStatus) -> &'static str {
     }
 }
 
-/// The whole page for the session's records (in order), its open run told running or crashed
-/// by `held` (as `sessions` tells it).
-pub fn page(session: &SessionId, records: &[Record], held: Held) -> String {
-    let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
-    let state = fold(&events);
+/// The whole page for the session's records (in order) and `state`, their fold, its open run
+/// told running or crashed by `held` (as `sessions` tells it).
+pub fn page(session: &SessionId, records: &[Record], state: &SessionState, held: Held) -> String {
     let n = (records.len() as u64).max(1);
     let at = |r: Option<&Record>| r.map(|r| r.at);
     let summary = at(records.last()).map(|last| {
-        SessionSummary::of_held(session.clone(), records.len() as u64, last, &state, held)
+        SessionSummary::of_held(session.clone(), records.len() as u64, last, state, held)
     });
     let status = summary.as_ref().map_or(SessionStatus::Open, |s| s.status);
     let runs = runs_of(records, last_open(status));
-    let plan = wake::wake_plan(&state, records.len() as u64);
-    let lanes = lanes::lanes(records, &runs, &state, &plan);
+    let plan = wake::wake_plan(state, records.len() as u64);
+    let lanes = lanes::lanes(records, &runs, state, &plan);
     let mut html = String::new();
     let title = format!("stepjournal: session {session}");
     html.push_str(&format!(
@@ -90,9 +88,9 @@ pub fn page(session: &SessionId, records: &[Record], held: Held) -> String {
          <style>{STYLE}</style></head><body>",
         esc(&title)
     ));
-    write_header(&mut html, session, records, &state, status, runs.len(), lanes.count());
+    write_header(&mut html, session, records, state, status, runs.len(), lanes.count());
     html.push_str("<main>");
-    wake::write_wake(&mut html, &plan, &state, status);
+    wake::write_wake(&mut html, &plan, state, status);
     html.push_str(&format!(
         "<section class=\"timeline-section\"><h2>timeline</h2><div class=\"timeline\" \
          style=\"--gutter:{}px\">",
@@ -119,7 +117,7 @@ pub fn page(session: &SessionId, records: &[Record], held: Held) -> String {
     axis::write_seq_axis(&mut html, n);
     axis::write_time_axis(&mut html, records);
     html.push_str("</div></section>");
-    said::write_said(&mut html, &state, status);
+    said::write_said(&mut html, state, status);
     write_decisions(&mut html, records);
     html.push_str(LEGEND);
     html.push_str(
@@ -211,7 +209,7 @@ pub fn run(args: &ViewArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let records = reading.read_one(&session)?;
     let holders = Holders::of_one(&reading, &session)?;
     let state = fold(&records.iter().map(|r| r.event.clone()).collect::<Vec<_>>());
-    let html = page(&session, &records, holders.held(&session, &state));
+    let html = page(&session, &records, &state, holders.held(&session, &state));
     if args.output.as_os_str() == "-" {
         out.write_all(html.as_bytes())?;
         return Ok(());
