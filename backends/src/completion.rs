@@ -112,6 +112,9 @@ pub struct StoreFuture<T> {
 enum Inner<T> {
     Ready(Option<T>),
     Pending(Arc<Shared<T>>),
+    /// A future of the store's own making: work that must wait before it can be handed to the
+    /// committer (an append waiting for room in a bounded queue), then the completion.
+    Deferred(Pin<Box<dyn Future<Output = T> + Send + Sync>>),
 }
 
 impl<T> fmt::Debug for StoreFuture<T> {
@@ -120,6 +123,7 @@ impl<T> fmt::Debug for StoreFuture<T> {
             Inner::Ready(Some(_)) => "ready",
             Inner::Ready(None) => "taken",
             Inner::Pending(_) => "pending",
+            Inner::Deferred(_) => "deferred",
         };
         f.debug_struct("StoreFuture").field("state", &state).finish()
     }
@@ -151,11 +155,19 @@ impl<T> StoreFuture<T> {
         (future, Completer { shared: Some(shared) })
     }
 
-    /// Whether the value is there (a poll would be ready).
+    /// A future the store made itself: `future` is polled in place of a completion (it may end
+    /// by awaiting one). What dropping it leaves is `future`'s to say.
+    pub fn deferred(future: impl Future<Output = T> + Send + Sync + 'static) -> Self {
+        StoreFuture { inner: Inner::Deferred(Box::pin(future)) }
+    }
+
+    /// Whether the value is there (a poll would be ready). A deferred future is not known to be
+    /// ready until it is polled.
     pub fn is_ready(&self) -> bool {
         match &self.inner {
             Inner::Ready(value) => value.is_some(),
             Inner::Pending(shared) => matches!(*shared.lock(), Slot::Done(_)),
+            Inner::Deferred(_) => false,
         }
     }
 
@@ -170,6 +182,7 @@ impl<T> StoreFuture<T> {
                 std::thread::park();
             },
             Inner::Pending(shared) => shared,
+            Inner::Deferred(future) => return wait_deferred(future),
         };
         // A caller that wrote its own group finds its value there: no handle on its thread is
         // taken for it.
@@ -201,7 +214,34 @@ impl<T> Future for StoreFuture<T> {
                 Some(value) => Poll::Ready(value),
                 None => Poll::Pending,
             },
+            Inner::Deferred(future) => future.as_mut().poll(cx),
         }
+    }
+}
+
+/// Wakes a thread blocked in [`StoreFuture::wait`] on a deferred future.
+struct Unpark(Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls a deferred future on the calling thread, parking between polls.
+fn wait_deferred<T>(mut future: Pin<Box<dyn Future<Output = T> + Send + Sync>>) -> T {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+        // A wake that came before the park makes it return at once: nothing is missed.
+        std::thread::park();
     }
 }
 

@@ -79,7 +79,10 @@ pub trait JournalStore: Send + Sync + 'static {
     /// durability asked for, with the same result `append` would give. No thread waits for it:
     /// await it from any executor, or [`wait`](StoreFuture::wait) on it.
     ///
-    /// Dropping the future does not withdraw the batch: it may still land.
+    /// Dropping the future does not withdraw the batch: it may still land. (A backend that
+    /// bounds its queue, as the file backend does with `max_queued_bytes`, checks and queues a
+    /// batch that found no room only once room is made: a future dropped while it waits for
+    /// room leaves nothing, and a conflict is then told when it enters.)
     ///
     /// The provided implementation appends synchronously and returns a ready future; the
     /// backends of this crate complete it from their committers instead.

@@ -214,9 +214,12 @@ fn contender(
     )
 }
 
-fn file_store(dir: &Path, name: &str) -> Result<Arc<FileStore>, String> {
-    Ok(Arc::new(FileStore::open(dir.join(name), FileOptions::new()).map_err(|e| e.to_string())?))
+fn file_store(dir: &Path, name: &str, options: FileOptions) -> Result<Arc<FileStore>, String> {
+    Ok(Arc::new(FileStore::open(dir.join(name), options).map_err(|e| e.to_string())?))
 }
+
+/// The committer's queue of the bounded `drive` row: a sixteenth of the default group.
+const BOUNDED_QUEUE: u64 = 256 << 10;
 
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     file_rows(work, table)?;
@@ -226,47 +229,73 @@ pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
 fn file_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     let dir = work.sub("drive-file")?;
     let sessions = work.drive_sessions();
-    let peak = Arc::new(Mutex::new(Peak::default()));
-    let file = file_store(&dir, "drive")?;
     let drive_key = format!("drive.file.{sessions}");
+    let bounded_key = format!("drive.file.{sessions}.queue-{}k", BOUNDED_QUEUE >> 10);
     let sync_key = "drive.sync-writer.file.64".to_owned();
-    let contenders = vec![
-        crate::writer::contender(&dir, Backend::File, 64, Mode::Writer)?.renamed(
+    // Each drive contender: its store and the peak process figures seen while it ran.
+    let drives = [
+        (drive_key.clone(), "drive", FileOptions::new(), "the default queue bound (16 MiB)"),
+        (
+            bounded_key.clone(),
+            "drive-bounded",
+            FileOptions::new().max_queued_bytes(BOUNDED_QUEUE),
+            "the committer's queue bounded to 256 KiB (max_queued_bytes)",
+        ),
+    ]
+    .into_iter()
+    .map(|(key, name, options, what)| {
+        let store = file_store(&dir, name, options)?;
+        Ok((key, store, what, Arc::new(Mutex::new(Peak::default()))))
+    })
+    .collect::<Result<Vec<_>, String>>()?;
+    let mut contenders =
+        vec![crate::writer::contender(&dir, Backend::File, 64, Mode::Writer)?
+        .renamed(
             sync_key.clone(),
             "session writer (sync), step of 4 calls, file, Synced, 64 threads, in turn with drive"
                 .to_owned(),
-        ),
-        contender(
-            file.clone(),
-            Some(file),
+        )];
+    for (key, store, what, peak) in &drives {
+        contenders.push(contender(
+            store.clone(),
+            Some(store.clone()),
             sessions,
             2,
-            drive_key.clone(),
-            format!("drive, step of 4 calls, file, Synced, {sessions} sessions on 2 tokio workers"),
+            key.clone(),
+            format!(
+                "drive, step of 4 calls, file, Synced, {sessions} sessions on 2 tokio workers, \
+                 {what}"
+            ),
             peak.clone(),
-        ),
-    ];
+        ));
+    }
     let turned = in_turns(work, contenders)?;
     let sync_rate =
         turned.iter().find(|t| t.key == sync_key).map_or(0.0, |t| t.measured.appends_per_sec());
-    let peak = *peak.lock().unwrap_or_else(|p| p.into_inner());
     for t in turned {
         let m = &t.measured;
         let appends = m.appends_per_sec() * APPENDS_PER_STEP as f64;
         let mut note = format!("{appends:.0} appends/s; {}", t.note);
-        if t.key == drive_key {
+        if let Some((_, store, _, peak)) = drives.iter().find(|(key, ..)| *key == t.key) {
+            let peak = *peak.lock().unwrap_or_else(|p| p.into_inner());
+            let stats = store.stats();
             note = format!(
                 "{:.2}x the sync writer's steps/s from 64 threads; peak {} threads, RSS {} MiB \
                  (high-water {} MiB, {} KiB per session, each after {:.1} steps on average) \
-                 while it ran; appends are async: the file backend's \
-                 committer thread writes and syncs them and completes their futures, no worker \
-                 blocks on one; {note}",
+                 while it ran; the committer's queue held at most {} KiB, {} of {} appends \
+                 waited for room in it, the largest group {} appends; appends are async: the \
+                 file backend's committer thread writes and syncs them and completes their \
+                 futures, no worker blocks on one; {note}",
                 if sync_rate > 0.0 { m.appends_per_sec() / sync_rate } else { 0.0 },
                 peak.threads,
                 peak.rss_kib >> 10,
                 peak.hwm_kib >> 10,
                 peak.rss_kib / sessions.max(1) as u64,
                 peak.steps as f64 / sessions.max(1) as f64,
+                stats.most_queued_bytes >> 10,
+                stats.waited_for_room,
+                stats.appends,
+                store.metrics().max_group,
             );
         }
         table.push(
@@ -284,6 +313,7 @@ fn file_rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
             .note(note),
         );
     }
+    drop(drives);
     work.clear(&dir);
     Ok(())
 }

@@ -439,6 +439,9 @@ fn a_text_file_named_like_the_only_segment_is_refused_not_deleted() {
     assert!(!report.is_clean(), "{:?}", report.findings);
 }
 
+#[path = "backend_file/room.rs"]
+mod room;
+
 mod committer {
     //! The completion-based path: async appends answered by the store's committer thread.
 

@@ -24,6 +24,7 @@ pub enum OnCorruption {
 pub struct FileOptions {
     pub(crate) segment_size: u64,
     pub(crate) max_group_bytes: u64,
+    pub(crate) max_queued_bytes: u64,
     pub(crate) preallocate: u64,
     pub(crate) on_corruption: OnCorruption,
     pub(crate) read_only: bool,
@@ -37,6 +38,7 @@ impl Default for FileOptions {
         FileOptions {
             segment_size: 64 << 20,
             max_group_bytes: 4 << 20,
+            max_queued_bytes: 16 << 20,
             preallocate: 1 << 20,
             on_corruption: OnCorruption::Refuse,
             read_only: false,
@@ -76,6 +78,19 @@ impl FileOptions {
     /// larger than this is written alone.
     pub fn max_group_bytes(mut self, bytes: u64) -> Self {
         self.max_group_bytes = bytes;
+        self
+    }
+
+    /// How many bytes of encoded batches may wait in the committer's queue besides the group
+    /// being written (default 16 MiB: four groups of the default size). An appender that finds
+    /// the queue full waits in line, in arrival order, before its batch is checked against the
+    /// session's tail, so a burst of appenders waits instead of growing the store's memory (and
+    /// every caller's wait) without limit; a batch larger than this goes alone into an empty
+    /// queue. An async append whose future is dropped while it waits leaves nothing; one
+    /// dropped after it entered the queue may still land, as any append may. `FileStats`
+    /// counts the appends that waited and the most bytes the queue held.
+    pub fn max_queued_bytes(mut self, bytes: u64) -> Self {
+        self.max_queued_bytes = bytes;
         self
     }
 
@@ -152,6 +167,9 @@ impl FileOptions {
                 self.max_group_bytes,
                 u32::MAX / 2
             ));
+        }
+        if self.max_queued_bytes == 0 {
+            return bad("max_queued_bytes must be at least 1".to_owned());
         }
         if !(1..=100).contains(&self.compact_when_dead) {
             return bad(format!(

@@ -1,9 +1,12 @@
 //! [`FileStore`]: the shared log behind the [`JournalStore`] trait.
 
+use std::future::Future;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 
 use stepjournal_codec::batch;
@@ -11,7 +14,8 @@ use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis
 
 use super::commit::group::{run_committer, submit};
 use super::commit::queue::{Request, RequestKind, never_unanswered};
-use super::commit::state::{Core, Pending, lock};
+use super::commit::room::{self, Ticket};
+use super::commit::state::{Core, Pending, State, lock};
 use super::format::torn::TornTail;
 use super::index::{BatchLoc, SessionLog};
 use super::io::{Io, RealIo};
@@ -54,6 +58,12 @@ pub struct FileStats {
     /// read as before; `stepjournal verify` names the damage, `stepjournal salvage` reads
     /// around it).
     pub segments_left_damaged: u64,
+    /// Appends that found the committer's queue full and waited in line for room
+    /// ([`FileOptions::max_queued_bytes`]).
+    pub waited_for_room: u64,
+    /// The most bytes of batches the committer's queue held at once (besides the group being
+    /// written).
+    pub most_queued_bytes: u64,
 }
 
 /// The file backend: one shared, segmented, append-only log for every session in a directory,
@@ -61,7 +71,7 @@ pub struct FileStats {
 #[derive(Debug)]
 pub struct FileStore {
     core: Arc<Core>,
-    /// The group committer, answer and reclaim threads (None when read-only): joined on drop,
+    /// The group committer and reclaim threads (None when read-only): joined on drop,
     /// before the lock goes.
     threads: Option<Threads>,
     /// The torn tail opening found.
@@ -176,6 +186,8 @@ impl FileStore {
             bytes: c.bytes.load(Ordering::Relaxed),
             reclaim_failures: c.reclaim_failures.load(Ordering::Relaxed),
             segments_left_damaged: c.damaged_segments.load(Ordering::Relaxed),
+            waited_for_room: c.waited_for_room.load(Ordering::Relaxed),
+            most_queued_bytes: lock(&self.core.state).line.most(),
         }
     }
 
@@ -244,7 +256,8 @@ impl FileStore {
     }
 
     /// Checks and encodes an append, and queues it unless it is refused at once. With
-    /// `may_lead` (the sync API) the caller writes the group itself when no one leads.
+    /// `may_lead` (the sync API) the caller writes the group itself when no one leads. When the
+    /// queue has no room, the future waits in line first ([`WaitForRoom`]).
     fn submit_append(
         &self,
         session: &SessionId,
@@ -268,61 +281,190 @@ impl FileStore {
             return StoreFuture::ready(Err(AppendError::Encode { session, source: Box::new(e) }));
         }
         self.core.frame_hint.store(frame.len().div_ceil(events.len()), Ordering::Relaxed);
-        let count = events.len() as u32;
-        let next = expected.add(u64::from(count));
-        let mut st = lock(&self.core.state);
+        let batch = Encoded {
+            expected,
+            frame,
+            count: events.len() as u32,
+            last_at: events.last().map_or(0, |e| e.at.get()),
+            durability,
+            may_lead,
+        };
+        let st = lock(&self.core.state);
         if let Err(e) = st.check_poison() {
             return StoreFuture::ready(Err(e.into()));
         }
-        let actual = Seq(st.pending_tail(session.as_str()));
-        if actual != expected {
-            return StoreFuture::ready(Err(AppendError::Conflict { expected, actual }));
+        let cap = self.core.options.max_queued_bytes;
+        if st.line.admits(batch.frame.len() as u64, cap) {
+            let touching = RunHead::touches(events).then_some(events);
+            return enqueue(&self.core, st, session, batch, touching);
         }
-        // A batch that moves the head carries the head it leaves, computed by the one rule from
-        // the head the batches before it leave.
-        let head = RunHead::touches(events).then(|| {
-            let mut head = st.pending_head(session.as_str());
-            head.advance_all(events);
-            head
-        });
-        // The name is made once, shared by the pending tail's entry and the request.
-        let queued = st.pending.get_key_value(session.as_str()).map(|(name, _)| Arc::clone(name));
-        let name: Arc<str> = match queued {
-            Some(name) => {
-                if let Some(p) = st.pending.get_mut(&name) {
-                    p.tail = next.get();
-                    if head.is_some() {
-                        p.head.clone_from(&head);
-                    }
+        // No room: a place in line (taken now, so the line's order is the order of the calls),
+        // holding what the head needs and nothing queued.
+        let touching = RunHead::touches(events)
+            .then(|| events.iter().filter(|e| RunHead::touches(std::slice::from_ref(e))))
+            .map(|kept| kept.cloned().collect());
+        let mut st = st;
+        let ticket = st.line.join(batch.frame.len() as u64, Waker::noop().clone());
+        drop(st);
+        self.core.counters.waited_for_room.fetch_add(1, Ordering::Relaxed);
+        let waiting = WaitForRoom {
+            core: Arc::clone(&self.core),
+            session: session.clone(),
+            ticket: Some(ticket),
+            batch: Some(batch),
+            touching,
+            then: None,
+        };
+        StoreFuture::deferred(waiting)
+    }
+}
+
+/// An append encoded and checked, not yet queued.
+#[derive(Debug)]
+struct Encoded {
+    expected: Seq,
+    frame: Vec<u8>,
+    count: u32,
+    /// When its last event was stamped (unix milliseconds).
+    last_at: u64,
+    durability: Durability,
+    may_lead: bool,
+}
+
+/// Queues an append the queue has room for: its compare-and-set against the session's pending
+/// tail, the head it leaves (from `touching`, the batch's events that move a head, when it has
+/// any), and the request. Returns the caller's future.
+fn enqueue(
+    core: &Core,
+    mut st: MutexGuard<'_, State>,
+    session: &SessionId,
+    batch: Encoded,
+    touching: Option<&[Stamped]>,
+) -> AppendFuture {
+    let Encoded { expected, frame, count, last_at, durability, may_lead } = batch;
+    let next = expected.add(u64::from(count));
+    let actual = Seq(st.pending_tail(session.as_str()));
+    if actual != expected {
+        return StoreFuture::ready(Err(AppendError::Conflict { expected, actual }));
+    }
+    // A batch that moves the head carries the head it leaves, computed by the one rule from
+    // the head the batches before it leave.
+    let head = touching.map(|events| {
+        let mut head = st.pending_head(session.as_str());
+        head.advance_all(events);
+        head
+    });
+    // The name is made once, shared by the pending tail's entry and the request.
+    let queued = st.pending.get_key_value(session.as_str()).map(|(name, _)| Arc::clone(name));
+    let name: Arc<str> = match queued {
+        Some(name) => {
+            if let Some(p) = st.pending.get_mut(&name) {
+                p.tail = next.get();
+                if head.is_some() {
+                    p.head.clone_from(&head);
                 }
-                name
             }
-            None => {
-                let name: Arc<str> = Arc::from(session.as_str());
-                let p = Pending { tail: next.get(), head: head.clone(), deleting: false };
-                st.pending.insert(Arc::clone(&name), p);
-                name
-            }
-        };
-        let ack = AppendAck { first: expected, next, durability };
-        let last_at = events.last().map_or(0, |e| e.at.get());
-        let kind = RequestKind::Events { first: expected.get(), count, last_at };
-        // A caller that writes its own group gets its answer back from it, no future between.
-        let (future, completer) = if may_lead && !st.leading {
-            (None, None)
-        } else {
-            let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
-            (Some(future), Some(completer))
-        };
-        let request = Request::append(name, kind, frame, head, ack, completer);
-        let answer = submit(&self.core, st, request, may_lead);
-        match future {
-            Some(future) => {
-                debug_assert!(answer.is_none(), "only an inline request is answered by its submit");
-                future
-            }
-            None => StoreFuture::ready(answer.unwrap_or_else(|| Err(never_unanswered().into()))),
+            name
         }
+        None => {
+            let name: Arc<str> = Arc::from(session.as_str());
+            let p = Pending { tail: next.get(), head: head.clone(), deleting: false };
+            st.pending.insert(Arc::clone(&name), p);
+            name
+        }
+    };
+    let ack = AppendAck { first: expected, next, durability };
+    let kind = RequestKind::Events { first: expected.get(), count, last_at };
+    // A caller that writes its own group gets its answer back from it, no future between.
+    let (future, completer) = if may_lead && !st.leading {
+        (None, None)
+    } else {
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered().into()));
+        (Some(future), Some(completer))
+    };
+    let request = Request::append(name, kind, frame, head, ack, completer);
+    let answer = submit(core, st, request, may_lead);
+    match future {
+        Some(future) => {
+            debug_assert!(answer.is_none(), "only an inline request is answered by its submit");
+            future
+        }
+        None => StoreFuture::ready(answer.unwrap_or_else(|| Err(never_unanswered().into()))),
+    }
+}
+
+/// An append waiting in line for room in the queue ([`room`](super::commit::room)), then for its
+/// group. Dropped while it waits, it leaves nothing: its batch was never queued nor counted in
+/// its session's tail (its place in line goes to those behind it). Once queued it is the
+/// completion's future, and dropping it leaves what dropping that leaves.
+struct WaitForRoom {
+    core: Arc<Core>,
+    session: SessionId,
+    /// Its place in line, until it enters the queue.
+    ticket: Option<Ticket>,
+    /// The batch, until it is queued.
+    batch: Option<Encoded>,
+    /// The batch's events that move a head, when it has any.
+    touching: Option<Vec<Stamped>>,
+    /// The completion, once queued.
+    then: Option<AppendFuture>,
+}
+
+impl Future for WaitForRoom {
+    type Output = Result<AppendAck, AppendError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // No field is pinned: `WaitForRoom` is `Unpin`.
+        let this = Pin::into_inner(self);
+        if let Some(then) = this.then.as_mut() {
+            return Pin::new(then).poll(cx);
+        }
+        let Some(batch) = this.batch.as_ref() else { return Poll::Pending };
+        let core = Arc::clone(&this.core);
+        let cap = core.options.max_queued_bytes;
+        let len = batch.frame.len() as u64;
+        let mut st = lock(&core.state);
+        let refused = match st.check_poison() {
+            Err(e) => Some(e),
+            Ok(()) if st.stopping => Some(StoreError::Io {
+                context: format!("appending to session {} in {}", this.session, core.dir.display()),
+                source: std::io::Error::other(
+                    "the store was closed while the batch waited for room in its queue; \
+                     nothing was written",
+                ),
+            }),
+            Ok(()) => None,
+        };
+        if let Some(e) = refused {
+            let called = this.ticket.take().map(|t| st.line.leave(t, cap)).unwrap_or_default();
+            drop(st);
+            room::wake(called);
+            this.batch = None;
+            return Poll::Ready(Err(e.into()));
+        }
+        let enters = match this.ticket {
+            Some(ticket) => st.line.enter(ticket, len, cap, cx.waker()),
+            None => st.line.admits(len, cap),
+        };
+        if !enters {
+            return Poll::Pending;
+        }
+        this.ticket = None;
+        let Some(batch) = this.batch.take() else { return Poll::Pending };
+        let mut then = enqueue(&core, st, &this.session, batch, this.touching.as_deref());
+        let first = Pin::new(&mut then).poll(cx);
+        this.then = Some(then);
+        first
+    }
+}
+
+impl Drop for WaitForRoom {
+    fn drop(&mut self) {
+        let Some(ticket) = self.ticket.take() else { return };
+        let mut st = lock(&self.core.state);
+        let called = st.line.leave(ticket, self.core.options.max_queued_bytes);
+        drop(st);
+        room::wake(called);
     }
 }
 
@@ -350,7 +492,13 @@ struct Threads {
 /// and the segment it compacted with it), the committer writes and answers what async callers
 /// queued, then ends. A thread that panicked failed what it held.
 fn stop(core: &Core, commit: JoinHandle<()>, reclaim: Option<JoinHandle<()>>) {
-    lock(&core.state).stopping = true;
+    let called = {
+        let mut st = lock(&core.state);
+        st.stopping = true;
+        // Appenders waiting for room are told the store closed.
+        st.line.call_all()
+    };
+    room::wake(called);
     core.reclaim_wake.notify_all();
     core.reclaim_idle.notify_all();
     core.wake.notify_one();

@@ -29,13 +29,16 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard, PoisonError};
+use std::task::Waker;
 use std::time::Instant;
 
 use super::queue::{GroupError, Request, RequestKind};
+use super::room;
 use super::segment::IoFailure;
 use super::state::{Core, State, lock};
 use super::write::write_frames;
 use crate::file::index::BatchLoc;
+use crate::file::options::FileOptions;
 use crate::{AppendAck, AppendError, StoreError};
 
 /// Who leads a group.
@@ -69,6 +72,7 @@ pub(crate) fn submit(
         "a request is queued counted in its session's pending tail: {:?}",
         request.kind
     );
+    st.line.pushed(request.frame.len() as u64);
     st.queue.push_back(request);
     if st.cohort.tracking() && st.cohort.arrival(Instant::now()) {
         core.cohort_back.notify_one();
@@ -110,13 +114,13 @@ pub(crate) fn run_committer(core: &Core) {
 }
 
 /// Takes the next group from the queue: the requests queued now, up to `max_group_bytes` (a
-/// single larger request goes alone).
-fn take_group(st: &mut State, max_bytes: u64) -> Vec<Request> {
+/// single larger request goes alone). Returns the group and the waiters for room it called.
+fn take_group(st: &mut State, options: &FileOptions) -> (Vec<Request>, Vec<Waker>) {
     let mut group = Vec::new();
     let mut bytes = 0u64;
     while let Some(r) = st.queue.front() {
         let len = r.frame.len() as u64;
-        if !group.is_empty() && bytes + len > max_bytes {
+        if !group.is_empty() && bytes + len > options.max_group_bytes {
             break;
         }
         bytes += len;
@@ -124,7 +128,8 @@ fn take_group(st: &mut State, max_bytes: u64) -> Vec<Request> {
             group.push(r);
         }
     }
-    group
+    let called = st.line.taken(bytes, options.max_queued_bytes);
+    (group, called)
 }
 
 /// Leads groups: a caller one, the committer until nothing is left. Returns the answer of the
@@ -139,7 +144,7 @@ fn lead(core: &Core, who: Leader) -> Option<Result<AppendAck, AppendError>> {
             if who == Leader::Committer {
                 st = await_cohort(core, st);
             }
-            let group = take_group(&mut st, core.options.max_group_bytes);
+            let (group, called) = take_group(&mut st, &core.options);
             if group.is_empty() {
                 // The store goes idle: whoever comes next is no returning cohort, and a lone
                 // appender is never waited for.
@@ -147,8 +152,13 @@ fn lead(core: &Core, who: Leader) -> Option<Result<AppendAck, AppendError>> {
                 st.leading = false;
                 st.committer = false;
                 st.check_leading();
+                let called = st.line.call_all();
+                drop(st);
+                room::wake(called);
                 break;
             }
+            drop(st);
+            room::wake(called);
             group
         };
         let (go_on, answer) = write_group(core, group, who);
@@ -164,8 +174,8 @@ fn lead(core: &Core, who: Leader) -> Option<Result<AppendAck, AppendError>> {
 /// Waits (the committer, holding the leadership) for the appenders of the last group to queue
 /// again, as long as the cohort rule says they are worth waiting for.
 fn await_cohort<'a>(core: &'a Core, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-    let queued: u64 = st.queue.iter().map(|r| r.frame.len() as u64).sum();
-    if queued >= core.options.max_group_bytes {
+    // A full group, or appenders waiting for room: nothing to wait for.
+    if st.line.queued() >= core.options.max_group_bytes || st.line.anyone_waiting() {
         return st;
     }
     while !st.stopping && st.poisoned.is_none() {
@@ -251,8 +261,11 @@ fn write_group(
     let mut refused = Vec::new();
     let mut hand_off = false;
     let more = !st.queue.is_empty() || st.cohort.expected();
+    let mut called = Vec::new();
     let go_on = if st.poisoned.is_some() {
         refused.extend(st.queue.drain(..));
+        st.line.emptied();
+        called = st.line.call_all();
         // The reclaim thread may have poisoned the store while this group was written.
         st.pending.clear();
         st.leading = false;
@@ -262,6 +275,7 @@ fn write_group(
         st.cohort.forget();
         st.leading = false;
         st.committer = false;
+        called = st.line.call_all();
         false
     } else if who == Leader::Caller {
         // The caller's own request is in this group: it returns, and the committer writes the
@@ -282,6 +296,7 @@ fn write_group(
     st.check_leading();
     let poison = st.check_poison().err();
     drop(st);
+    room::wake(called);
     if hand_off {
         core.wake.notify_one();
     }
@@ -345,9 +360,12 @@ impl Drop for LeadGuard<'_> {
         st.leading = false;
         st.committer = false;
         let refused: Vec<Request> = st.queue.drain(..).collect();
+        st.line.emptied();
+        let called = st.line.call_all();
         st.check_leading();
         let poison = st.check_poison().err();
         drop(st);
+        room::wake(called);
         fail_all(refused, poison.as_ref());
     }
 }

@@ -3,6 +3,7 @@
 //! those listed before it:
 //!
 //! - `queue`: the requests appenders queue, and how each is answered (its `Completion`);
+//! - `room`: the queue's bound, and the line of appenders waiting for room in it;
 //! - `cohort`: when the next group waits for the appenders of the last;
 //! - `segment`: creating a segment file, and the I/O failure every write path reports;
 //! - `state`: what callers share (`Core`: index, pending tails and queue under one lock, the
@@ -18,6 +19,7 @@
 pub(crate) mod cohort;
 pub(crate) mod group;
 pub(crate) mod queue;
+pub(crate) mod room;
 pub(crate) mod segment;
 pub(crate) mod state;
 pub(crate) mod write;

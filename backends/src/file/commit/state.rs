@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::cohort::Cohort;
 use super::queue::Request;
+use super::room::Line;
 use super::segment::IoFailure;
 use crate::file::files::SegmentFiles;
 use crate::file::format::layout::SegmentId;
@@ -31,6 +32,8 @@ pub(crate) struct Counters {
     /// The most requests one group held.
     pub max_group: AtomicU64,
     pub syncs: AtomicU64,
+    /// Appends that waited for room in the queue.
+    pub waited_for_room: AtomicU64,
     /// Time spent in `fdatasync` of segments, in microseconds.
     pub sync_micros: AtomicU64,
     pub bytes: AtomicU64,
@@ -113,6 +116,8 @@ pub(crate) struct State {
     pub pending: HashMap<Arc<str>, Pending, BuildHasherDefault<FastHasher>>,
     /// Requests waiting for the next group, in arrival order.
     pub queue: VecDeque<Request>,
+    /// The queue's room (its bytes), and the appenders waiting for room in it.
+    pub line: Line,
     /// Whether a leader is writing a group (or has been chosen to write the next): a caller of
     /// the sync API writing the group that holds its own request, or the committer thread.
     // Invariant: true while `queue` is not empty (a request is never queued without a leader to
