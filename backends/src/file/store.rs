@@ -565,7 +565,14 @@ impl JournalStore for FileStore {
                     return Ok(Vec::new());
                 };
                 let runs = log.overlapping(range.start, range.end);
-                if let Some(run) = runs.iter().find(|r| !st.index.segments.contains_key(&r.seg)) {
+                // A session's runs mostly lie in one segment: each is looked up once per stretch.
+                let mut seen = None;
+                let missing = runs.iter().find(|r| {
+                    let known = seen == Some(r.seg) || st.index.segments.contains_key(&r.seg);
+                    seen = Some(r.seg);
+                    !known
+                });
+                if let Some(run) = missing {
                     return Err(StoreError::Corrupt {
                         context: format!("session {session} seq {}", run.first),
                         source: DecodeError::Malformed {
@@ -575,7 +582,11 @@ impl JournalStore for FileStore {
                 }
                 runs.to_vec()
             };
-            let mut out = Vec::new();
+            let events: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
+            let wanted = events.min(range.end.saturating_sub(range.start));
+            // Sized once: the records the runs hold within the range (a damaged journal may
+            // claim more than it holds: at most 4096 ahead).
+            let mut out = Vec::with_capacity(usize::try_from(wanted.min(4096)).unwrap_or(0));
             let read = read_batches(
                 &self.core.dir,
                 &self.core.files,

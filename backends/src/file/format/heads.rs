@@ -98,6 +98,9 @@ impl BatchHead {
 
     /// The batch head a sidecar index stored (see [`BatchHead::stored_of_frame`]).
     pub(crate) fn of_stored(last_at: UnixMillis, stored: &[Stored<'_>], limits: &Limits) -> Self {
+        if stored.is_empty() {
+            return BatchHead { last_at, events: None };
+        }
         let events: Vec<HeadEvent> = stored
             .iter()
             .map(|s| match s {

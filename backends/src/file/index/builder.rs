@@ -3,8 +3,8 @@
 //! compaction makes, the latest wins) and checked to be dense from seq 0. Opening refuses on a
 //! batch that does not fit; verify reports every one.
 
-use std::collections::{BTreeMap, HashMap};
-
+pub(crate) use super::names::SessionNo;
+use super::names::{Numbers, by_name};
 use super::{BatchLoc, Index, SessionLog};
 use crate::file::format::heads::BatchHead;
 use crate::file::format::layout::SegmentId;
@@ -60,8 +60,9 @@ pub(crate) struct Ordered {
 /// What a replay found: each session's batches in order, and every batch that does not fit.
 #[derive(Debug, Default)]
 pub(crate) struct Built {
-    /// The sessions with at least one batch.
-    pub sessions: BTreeMap<String, Ordered>,
+    /// The sessions with at least one batch, in order of their names.
+    // Invariant: sorted by name, each name once.
+    sessions: Vec<(String, Ordered)>,
     /// Every misfit, in the order of the segments and offsets.
     pub misfits: Vec<Misfit>,
     /// The segments, without sessions.
@@ -69,6 +70,17 @@ pub(crate) struct Built {
 }
 
 impl Built {
+    /// The names of the sessions with at least one batch, in order.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.sessions.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The session's batches, if it has any.
+    pub(crate) fn session(&self, name: &str) -> Option<&Ordered> {
+        let k = self.sessions.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok()?;
+        self.sessions.get(k).map(|(_, ordered)| ordered)
+    }
+
     /// The index, once every session is dense from 0. Otherwise the earliest (in log order) of
     /// the sessions' first misfits.
     pub(crate) fn into_index(self) -> Result<Index, Misfit> {
@@ -76,27 +88,81 @@ impl Built {
         if let Some(m) = misfits.into_iter().filter(|m| m.first).min_by_key(|m| (m.seg, m.offset)) {
             return Err(m);
         }
+        // Each segment's live batches and bytes, counted in a list beside the segments' ids
+        // (a session's batches mostly lie in one segment: the last one found is tried first).
+        let ids: Vec<SegmentId> = index.segments.keys().copied().collect();
+        let mut live = vec![(0u64, 0u64); ids.len()];
+        let mut near = 0;
+        let mut logs = Vec::with_capacity(sessions.len());
         for (name, ordered) in sessions {
             for run in &ordered.log.runs {
-                index.count_live(run, true);
+                if ids.get(near) != Some(&run.seg) {
+                    match ids.binary_search(&run.seg) {
+                        Ok(k) => near = k,
+                        // A segment dropped whole counts nothing.
+                        Err(_) => continue,
+                    }
+                }
+                if let Some((n, bytes)) = live.get_mut(near) {
+                    *n += 1;
+                    *bytes += u64::from(run.len);
+                }
             }
             if !ordered.log.runs.is_empty() {
                 // With no misfit, every session's batches run from seq 0 without a gap.
                 debug_assert!(ordered.log.is_dense() && ordered.after_gap == 0, "{name}");
-                index.sessions.insert(name, ordered.log);
+                logs.push((name, ordered.log));
             }
         }
+        for ((_, seg), (n, bytes)) in index.segments.iter_mut().zip(live) {
+            seg.live += n;
+            seg.live_bytes += bytes;
+        }
+        // In order of their names already: the map is built in one pass.
+        debug_assert!(index.sessions.is_empty(), "the builder adds no session to its index");
+        index.sessions = logs.into_iter().collect();
         Ok(index)
     }
 }
 
 /// Builds the index from the frames of a scan, in log order.
+///
+/// Each session is a number, its name stored once; its batches go straight into the list the
+/// index keeps (a sidecar tells how many a segment holds: `reserve`), and the few batches that
+/// tell of the session's head into one list for all sessions. `finish` sorts a session's list
+/// only when it is out of order (compaction's copies), and moves it into the index.
 #[derive(Debug, Default)]
 pub(crate) struct IndexBuilder {
-    /// Each session's runs since its last deletion, in log order, with what each tells of the
-    /// session's head.
-    sessions: HashMap<String, Vec<(BatchLoc, BatchHead)>>,
+    /// Each session's number, by name.
+    numbers: Numbers,
+    /// Each session's batches and what they tell, by number.
+    sessions: Vec<Collected>,
+    /// The batches that change their session's head, in log order (most change nothing).
+    heads: Vec<HeadAt>,
     index: Index,
+}
+
+/// One session's batches since its last deletion.
+#[derive(Debug, Default)]
+struct Collected {
+    /// In log order.
+    runs: Vec<BatchLoc>,
+    /// The highest first sequence number among `runs` (the first met among copies), and when
+    /// that batch's last event was appended: the session's `last_at` once its batches are dense.
+    top: Option<(u64, u64)>,
+    /// How many deletion frames of the session were met: a head recorded before the last one is
+    /// dropped.
+    deletions: u64,
+}
+
+/// A batch that tells of its session's head.
+#[derive(Debug)]
+struct HeadAt {
+    session: SessionNo,
+    /// Its session's deletions before it.
+    deletions: u64,
+    first: u64,
+    head: BatchHead,
 }
 
 impl IndexBuilder {
@@ -109,85 +175,191 @@ impl IndexBuilder {
         self.index.segments.remove(&id);
     }
 
+    /// The number of `session`, given it at its first call.
+    pub(crate) fn session(&mut self, session: &str) -> SessionNo {
+        let no = self.numbers.number(session);
+        if self.sessions.len() <= no.0 as usize {
+            self.sessions.push(Collected::default());
+        }
+        debug_assert_eq!(self.sessions.len(), self.numbers.len());
+        no
+    }
+
+    /// Makes room for `n` more sessions (a sidecar tells how many a segment holds; some may be
+    /// numbered already), so that the map of names grows in few steps.
+    pub(crate) fn reserve_sessions(&mut self, n: usize) {
+        self.numbers.reserve(n);
+        self.sessions.reserve(n);
+    }
+
+    /// Makes room for `n` more batches of `session` (a sidecar tells how many a segment holds):
+    /// exactly for a session met first, as most are in one segment or two; otherwise as a list
+    /// grows (room for `n` exactly, segment after segment, would copy a session that spans
+    /// thousands of segments at each of them).
+    pub(crate) fn reserve(&mut self, session: SessionNo, n: usize) {
+        if let Some(c) = self.sessions.get_mut(session.0 as usize) {
+            if c.runs.is_empty() {
+                c.runs.reserve_exact(n);
+            } else {
+                c.runs.reserve(n);
+            }
+        }
+    }
+
     /// A batch of `session`, and what it tells of the session's head (verify, which keeps no
     /// heads, gives the default).
     pub(crate) fn events(&mut self, session: &str, run: BatchLoc, head: BatchHead) {
-        match self.sessions.get_mut(session) {
-            Some(runs) => runs.push((run, head)),
-            None => {
-                self.sessions.insert(session.to_owned(), vec![(run, head)]);
-            }
+        let no = self.session(session);
+        self.events_of(no, run, head);
+    }
+
+    /// [`events`](Self::events) of a session already numbered.
+    pub(crate) fn events_of(&mut self, session: SessionNo, run: BatchLoc, head: BatchHead) {
+        let Some(c) = self.sessions.get_mut(session.0 as usize) else {
+            debug_assert!(false, "session {session:?} was numbered by this builder");
+            return;
+        };
+        c.runs.push(run);
+        if c.top.is_none_or(|(first, _)| run.first > first) {
+            c.top = Some((run.first, head.last_at.get()));
+        }
+        if head.events.is_some() {
+            let deletions = c.deletions;
+            self.heads.push(HeadAt { session, deletions, first: run.first, head });
         }
     }
 
     /// The session's last batch so far, in log order.
     pub(crate) fn last(&self, session: &str) -> Option<&BatchLoc> {
-        self.sessions.get(session).and_then(|runs| runs.last()).map(|(run, _)| run)
+        let no = self.numbers.get(session)?;
+        self.sessions.get(no.0 as usize)?.runs.last()
     }
 
     pub(crate) fn delete(&mut self, session: &str, at: SegmentId) {
-        if let Some(runs) = self.sessions.remove(session) {
-            self.index.guard(at, runs.iter().map(|(r, _)| r.seg));
+        if let Some(no) = self.numbers.get(session) {
+            self.delete_of(no, at);
         }
+    }
+
+    /// [`delete`](Self::delete) of a session already numbered.
+    pub(crate) fn delete_of(&mut self, session: SessionNo, at: SegmentId) {
+        let Some(c) = self.sessions.get_mut(session.0 as usize) else { return };
+        if c.runs.is_empty() {
+            return;
+        }
+        let runs = std::mem::take(&mut c.runs);
+        c.top = None;
+        c.deletions += 1;
+        self.index.guard(at, runs.iter().map(|r| r.seg));
     }
 
     /// Puts each session's runs in order (a stable sort: among copies of one batch, the latest
     /// stays last and wins) and checks that they continue each other from seq 0.
     pub(crate) fn finish(self) -> Built {
-        let IndexBuilder { sessions, index } = self;
-        let mut out = Built { index, ..Built::default() };
-        for (name, mut runs) in sessions {
-            runs.sort_by_key(|(r, _)| r.first);
-            let mut ordered = Ordered::default();
-            let mut kept: Vec<(BatchLoc, BatchHead)> = Vec::with_capacity(runs.len());
-            for (run, head) in runs {
-                match kept.last_mut() {
-                    Some((last, _)) if last.first == run.first && last.count == run.count => {
-                        ordered.log.shadows.insert(last.seg);
-                        *last = run;
-                    }
-                    _ => kept.push((run, head)),
-                }
+        let IndexBuilder { numbers, sessions: collected, mut heads, index } = self;
+        let names = numbers.into_names();
+        // Each session's heads together, in sequence order (stable: among copies of a batch,
+        // the first met).
+        heads.sort_by_key(|h| (h.session, h.first));
+        let mut heads = heads.iter().peekable();
+        let mut misfits = Vec::new();
+        let mut sessions = Vec::with_capacity(collected.len());
+        for ((k, name), c) in names.into_iter().enumerate().zip(collected) {
+            let no = SessionNo(k as u32);
+            let mine = std::iter::from_fn(|| heads.next_if(|h| h.session <= no))
+                .filter(|h| h.session == no && h.deletions == c.deletions);
+            if c.runs.is_empty() {
+                mine.for_each(drop);
+                continue;
             }
+            let mut ordered = Ordered::default();
+            let mut runs = c.runs;
+            if !runs.is_sorted_by_key(|r| r.first) {
+                runs.sort_by_key(|r| r.first);
+            }
+            let shadows = &mut ordered.log.shadows;
+            runs.dedup_by(|later, kept| {
+                let copy = later.first == kept.first && later.count == kept.count;
+                if copy {
+                    shadows.insert(kept.seg);
+                    *kept = *later;
+                }
+                copy
+            });
             let mut tail = 0u64;
-            let mut gap = false;
-            let mut first = true;
-            for (run, head) in kept {
-                let misfit = |kind| Misfit {
-                    session: name.clone(),
-                    seg: run.seg,
-                    offset: run.offset,
-                    len: run.len,
-                    kind,
-                    first,
-                };
-                if run.first < tail {
-                    let kind = MisfitKind::Overlap { first: run.first, count: run.count, tail };
-                    out.misfits.push(misfit(kind));
-                    first = false;
-                    continue;
+            let dense = runs.iter().all(|r| {
+                let fits = r.first == tail;
+                tail = r.end();
+                fits
+            });
+            if dense {
+                let mut applied = None;
+                for h in mine {
+                    // A copy of a batch tells the same.
+                    if applied != Some(h.first) {
+                        h.head.apply(&mut ordered.log.head);
+                        applied = Some(h.first);
+                    }
                 }
-                if run.first > tail {
-                    out.misfits.push(misfit(MisfitKind::Gap { from: tail, to: run.first }));
-                    first = false;
-                    gap = true;
-                }
-                if gap {
-                    ordered.after_gap = ordered.after_gap.saturating_add(u64::from(run.count));
-                } else {
-                    ordered.log.runs.push(run);
-                    head.apply(&mut ordered.log.head);
-                    ordered.log.last_at = head.last_at.get();
-                }
-                tail = run.end();
+                ordered.log.last_at = c.top.map_or(0, |(_, at)| at);
+                ordered.log.runs = runs;
+            } else {
+                // Misfits make the index refuse: its head is not worked out.
+                mine.for_each(drop);
+                ordered.log.runs = misfit(&name, runs, &mut ordered.after_gap, &mut misfits);
             }
             let log = &mut ordered.log;
-            log.shadows.retain(|s| log.runs.iter().all(|r| r.seg != *s));
-            out.sessions.insert(name, ordered);
+            if !log.shadows.is_empty() {
+                log.shadows.retain(|s| log.runs.iter().all(|r| r.seg != *s));
+            }
+            sessions.push((name, ordered));
         }
-        out.misfits.sort_by_key(|m| (m.seg, m.offset));
-        out
+        misfits.sort_by_key(|m| (m.seg, m.offset));
+        Built { sessions: by_name(sessions), misfits, index }
     }
+}
+
+/// The runs of session `name` (sorted, without copies) that continue each other from seq 0, up
+/// to the first gap; the events after it are counted in `after_gap`, and each run that does not
+/// fit is added to `misfits`.
+fn misfit(
+    name: &str,
+    runs: Vec<BatchLoc>,
+    after_gap: &mut u64,
+    misfits: &mut Vec<Misfit>,
+) -> Vec<BatchLoc> {
+    let mut kept = Vec::with_capacity(runs.len());
+    let mut tail = 0u64;
+    let mut gap = false;
+    let mut first = true;
+    for run in runs {
+        let misfit = |kind| Misfit {
+            session: name.to_owned(),
+            seg: run.seg,
+            offset: run.offset,
+            len: run.len,
+            kind,
+            first,
+        };
+        if run.first < tail {
+            let kind = MisfitKind::Overlap { first: run.first, count: run.count, tail };
+            misfits.push(misfit(kind));
+            first = false;
+            continue;
+        }
+        if run.first > tail {
+            misfits.push(misfit(MisfitKind::Gap { from: tail, to: run.first }));
+            first = false;
+            gap = true;
+        }
+        if gap {
+            *after_gap = after_gap.saturating_add(u64::from(run.count));
+        } else {
+            kept.push(run);
+        }
+        tail = run.end();
+    }
+    kept
 }
 
 #[cfg(test)]
@@ -234,5 +406,71 @@ mod tests {
         let m = r.finish().into_index().unwrap_err();
         assert_eq!((m.seg, m.offset), (SegmentId(1), 33), "{m:?}");
         assert!(m.reason().contains("session b"), "{m:?}");
+    }
+
+    #[test]
+    fn sessions_come_out_in_order_of_their_names_whatever_they_share_and_however_they_tie() {
+        // Names that share a prefix, and names alike in the 8 bytes after it (the sort's key),
+        // one a prefix of another.
+        let names = [
+            "s-0000000000b",
+            "s-0000000000a",
+            "s-1",
+            "s-00000000",
+            "s-0000000",
+            "s-",
+            "s-00000000\u{0}",
+        ];
+        let mut r = IndexBuilder::default();
+        r.add_segment(SegmentId(1));
+        for (k, name) in names.iter().enumerate() {
+            r.events(name, run(0, 1, 1), BatchHead::default());
+            assert_eq!(r.last(name).map(|b| b.offset), Some(32), "{k}");
+        }
+        let built = r.finish();
+        let mut sorted = names.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(built.names().collect::<Vec<_>>(), sorted);
+        assert!(built.session("s-1").is_some() && built.session("s-2").is_none());
+        assert_eq!(built.into_index().unwrap().sessions.keys().collect::<Vec<_>>(), sorted);
+    }
+
+    #[test]
+    fn a_deletion_drops_the_heads_before_it_and_the_latest_batch_gives_the_last_time() {
+        use stepjournal_codec::UnixMillis;
+
+        use crate::file::format::heads::HeadEvent;
+        let started = |run: &str, at: u64| BatchHead {
+            last_at: UnixMillis(at),
+            events: Some(
+                vec![HeadEvent::Event(stepjournal_codec::Event::RunStarted(
+                    stepjournal_codec::RunStarted {
+                        run: stepjournal_codec::RunId::new(run),
+                        entry: stepjournal_codec::Entry::Wake,
+                    },
+                ))]
+                .into_boxed_slice(),
+            ),
+        };
+        let plain = |at: u64| BatchHead { last_at: UnixMillis(at), events: None };
+        let mut r = IndexBuilder::default();
+        r.add_segment(SegmentId(1));
+        r.add_segment(SegmentId(2));
+        r.events("s", run(0, 1, 1), started("old", 5));
+        r.delete("s", SegmentId(2));
+        r.events("s", run(1, 1, 2), plain(30));
+        r.events("s", run(0, 1, 2), started("new", 20));
+        r.events("t", run(0, 1, 1), started("t", 7));
+        r.delete("t", SegmentId(2));
+        let ix = r.finish().into_index().unwrap();
+        let s = &ix.sessions["s"];
+        assert_eq!(s.runs.iter().map(|r| r.first).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(s.last_at, 30);
+        assert!(
+            matches!(&s.head.run, crate::RunState::Open { run } if run.as_str() == "new"),
+            "{:?}",
+            s.head
+        );
+        assert!(!ix.sessions.contains_key("t"));
     }
 }

@@ -13,8 +13,11 @@
 //! The builder lives here, beside what it builds, rather than with opening: opening scans into
 //! it, and so do the sidecar indexes (`space`) opening reads and the check of a directory
 //! (`verify`), so it comes before all three.
+//!
+//! `names` numbers the sessions' names for the builder and puts them in order at the end.
 
 pub(crate) mod builder;
+mod names;
 
 use std::collections::{BTreeMap, BTreeSet};
 

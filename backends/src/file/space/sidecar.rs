@@ -25,7 +25,7 @@ use crate::file::format::layout::{
 use crate::file::format::names;
 use crate::file::format::walk::{Damage, Flow, FrameKindInfo, GroupView, Visit, walk_segment};
 use crate::file::index::BatchLoc;
-use crate::file::index::builder::IndexBuilder;
+use crate::file::index::builder::{IndexBuilder, SessionNo};
 use crate::file::io::{Io, IoFile};
 
 const MAGIC: &[u8; 4] = b"SJIX";
@@ -55,13 +55,16 @@ pub(crate) enum Loaded {
 }
 
 /// A sidecar checked whole: its frames are decoded again as they are handed to the builder,
-/// with nothing kept per frame in between.
+/// with nothing kept per frame in between (a frame takes a few bytes here and would take dozens
+/// decoded: keeping them costs more than decoding them again).
 pub(crate) struct Frames {
     /// The segment's length (where its data ends).
     pub len: u64,
     id: SegmentId,
     bytes: Vec<u8>,
     limits: Limits,
+    /// How many events frames each session has here, by its number in the sidecar.
+    counts: Vec<usize>,
 }
 
 /// One frame, as a pass over a sidecar hands it on.
@@ -74,11 +77,29 @@ impl Frames {
     /// Hands the frames to `builder`, as the scan of the segment would.
     pub(crate) fn feed(self, builder: &mut IndexBuilder, seg: SegmentId) {
         let limits = self.limits;
-        let fed = frames(&self.bytes, self.id, self.len, &mut |name, out| match out {
-            Out::Events { run, at, stored } => {
-                builder.events(name, run, BatchHead::of_stored(at, stored, &limits));
+        let counts = &self.counts;
+        // The builder's number of each of the sidecar's sessions, looked up once per segment,
+        // with room made for the session's batches in it.
+        let mut numbers: Vec<Option<SessionNo>> = vec![None; counts.len()];
+        builder.reserve_sessions(counts.len());
+        let fed = frames(&self.bytes, self.id, self.len, &mut |name, k, out| {
+            let no = match numbers.get_mut(k) {
+                Some(Some(no)) => *no,
+                slot => {
+                    let no = builder.session(name);
+                    builder.reserve(no, counts.get(k).copied().unwrap_or(0));
+                    if let Some(slot) = slot {
+                        *slot = Some(no);
+                    }
+                    no
+                }
+            };
+            match out {
+                Out::Events { run, at, stored } => {
+                    builder.events_of(no, run, BatchHead::of_stored(at, stored, &limits));
+                }
+                Out::Delete { .. } => builder.delete_of(no, seg),
             }
-            Out::Delete { .. } => builder.delete(name, seg),
         });
         // The same bytes were checked by `load`.
         debug_assert!(fed.is_some(), "a sidecar that loaded decodes");
@@ -101,7 +122,7 @@ impl Frames {
     pub(crate) fn entries(&self) -> Vec<Entry> {
         let limits = self.limits;
         let mut out = Vec::new();
-        frames(&self.bytes, self.id, self.len, &mut |name, o| {
+        frames(&self.bytes, self.id, self.len, &mut |name, _, o| {
             out.push(match o {
                 Out::Events { run, at, stored } => Entry {
                     session: name.to_owned(),
@@ -155,7 +176,20 @@ pub(crate) fn load(
     if side.read_exact_at(&mut bytes, 0).is_err() {
         return Loaded::Stale;
     }
-    if frames(&bytes, id, seg_len, &mut |_, _| {}).is_none() {
+    // Each session's events frames in the segment, by its number in the sidecar.
+    let mut counts: Vec<usize> = Vec::new();
+    let checked = frames(&bytes, id, seg_len, &mut |_, k, out| {
+        if let Out::Events { .. } = out {
+            if counts.len() <= k {
+                // `k` numbers one of the sessions the sidecar names, each in its bytes.
+                counts.resize(k + 1, 0);
+            }
+            if let Some(n) = counts.get_mut(k) {
+                *n += 1;
+            }
+        }
+    });
+    if checked.is_none() {
         return Loaded::Stale;
     }
     // The segment's header is its own: a sidecar never stands for a header that changed (one of
@@ -166,7 +200,7 @@ pub(crate) fn load(
     }
     match (u32_at(&bytes, 24), tail_crc(file, seg_len)) {
         (Some(want), Ok(got)) if want == got => {
-            Loaded::Frames(Frames { len: seg_len, id, bytes, limits: *limits })
+            Loaded::Frames(Frames { len: seg_len, id, bytes, limits: *limits, counts })
         }
         _ => Loaded::Stale,
     }
@@ -229,12 +263,13 @@ impl<'a> Reader<'a> {
 }
 
 /// Checks a sidecar's bytes for segment `id` of `seg_len` bytes and hands each frame, with its
-/// session's name, to `each`; `None` if anything is wrong (`each` may have been handed some).
+/// session's name and number in the sidecar, to `each`; `None` if anything is wrong (`each` may
+/// have been handed some).
 fn frames<'a>(
     bytes: &'a [u8],
     id: SegmentId,
     seg_len: u64,
-    each: &mut dyn FnMut(&'a str, Out<'a, '_>),
+    each: &mut dyn FnMut(&'a str, usize, Out<'a, '_>),
 ) -> Option<()> {
     let body_end = bytes.len().checked_sub(4)?;
     let (body, crc) = (bytes.get(..body_end)?, u32_at(bytes, body_end)?);
@@ -278,7 +313,7 @@ fn frames<'a>(
             return None;
         }
         if flags & DELETE != 0 {
-            each(name, Out::Delete { offset, len });
+            each(name, session, Out::Delete { offset, len });
             continue;
         }
         let tail = tails.get_mut(session)?;
@@ -309,7 +344,7 @@ fn frames<'a>(
             });
         }
         let run = BatchLoc { first, count, len, seg: id, offset };
-        each(name, Out::Events { run, at, stored: &stored });
+        each(name, session, Out::Events { run, at, stored: &stored });
     }
     // The last frame ends where the segment does.
     (r.at == body.len() && end == seg_len).then_some(())

@@ -93,13 +93,13 @@ impl VerifyReport {
 
     /// The sessions with at least one intact batch, by id.
     pub fn sessions(&self) -> impl Iterator<Item = SessionId> + '_ {
-        self.built.sessions.keys().map(|s| SessionId::from_stored(s.as_str()))
+        self.built.names().map(SessionId::from_stored)
     }
 
     /// How many events of the session can be read in order from seq 0 (up to its first gap), and
     /// how many intact events come after that gap.
     pub fn session_events(&self, session: &SessionId) -> (u64, u64) {
-        self.built.sessions.get(session.as_str()).map_or((0, 0), |s| (s.log.tail(), s.after_gap))
+        self.built.session(session.as_str()).map_or((0, 0), |s| (s.log.tail(), s.after_gap))
     }
 
     /// Reads the session's events from seq 0 up to its first gap, each with its place on disk.
@@ -110,7 +110,7 @@ impl VerifyReport {
     /// `Interrupted` I/O error saying it moved (or that the writer deleted the session), never
     /// as damage.
     pub fn read_session(&self, session: &SessionId) -> Result<Vec<LocatedRecord>, StoreError> {
-        let Some(ordered) = self.built.sessions.get(session.as_str()) else {
+        let Some(ordered) = self.built.session(session.as_str()) else {
             return Ok(Vec::new());
         };
         let mut runs = ordered.log.runs.clone();
