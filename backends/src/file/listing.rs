@@ -110,9 +110,9 @@ fn listed(
 }
 
 /// Whether an entry named like segment `id` is in `dir`, of whatever kind (what it is, is
-/// looked at before it is opened).
+/// looked at before it is opened): one lookup per id.
 fn exists(io: &dyn Io, dir: &Path, id: SegmentId) -> bool {
-    matches!(io.entry_kind(&dir.join(id.file_name())), Ok(Some(_)))
+    matches!(io.entry_exists(&dir.join(id.file_name())), Ok(true))
 }
 
 #[cfg(test)]

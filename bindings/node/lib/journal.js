@@ -81,7 +81,13 @@ export class Journal {
     const thrown = new Map();
     const hand = async ([nativeRun, outcomeJson]) => {
       const run = new Run(this, nativeRun);
-      const outcome = parse(outcomeJson);
+      let outcome;
+      try {
+        outcome = parse(outcomeJson);
+      } catch (error) {
+        thrown.set(run.sessionId, error);
+        return;
+      }
       runs.set(run.sessionId, { run, outcome });
       try {
         if (onRecovered) await onRecovered(run, outcome);
@@ -93,7 +99,15 @@ export class Journal {
     const recovered = [];
     const failed = report.failed.map(({ session, error }) => ({ session, error: toError(new Error(error)) }));
     for (const session of report.recovered) {
-      const { run, outcome } = runs.get(session);
+      const handed = runs.get(session);
+      if (handed === undefined) {
+        // Recovered by the engine, but its run never reached this side (its hand-over threw
+        // before the run was kept): reported, not dropped.
+        const error = thrown.get(session) ?? new Error(`session ${JSON.stringify(session)} was recovered but its run was not handed over`);
+        failed.push({ session, error: toError(error) });
+        continue;
+      }
+      const { run, outcome } = handed;
       if (thrown.has(session)) failed.push({ session, run, outcome, error: thrown.get(session) });
       else recovered.push({ session, run, outcome });
     }

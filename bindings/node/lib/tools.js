@@ -147,7 +147,9 @@ function body(tool, fn = tool.execute, takesArgs = true) {
         let args = argsJson;
         if (takesArgs) {
           args = JSON.parse(argsJson);
-          if (zodSchema !== undefined) args = zodSchema.parse(args);
+          // Async rules (`.refine(async …)`) were checked before the reply was saved; the body
+          // gets the parsed value (transforms and defaults applied) through the same parse.
+          if (zodSchema !== undefined) args = await zodSchema.parseAsync(args);
         }
         result = await fn(args, ctx);
       } catch (e) {

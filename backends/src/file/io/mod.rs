@@ -119,6 +119,13 @@ pub trait Io: Send + Sync + Debug + 'static {
     /// named pipe would wait for a writer); `Ok(None)` when there is no such entry.
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
 
+    /// Whether there is an entry at `path`, of any kind (a dangling link included), not
+    /// following links: one lookup, where [`entry_kind`](Self::entry_kind) of a missing entry
+    /// takes two.
+    fn entry_exists(&self, path: &Path) -> io::Result<bool> {
+        Ok(self.entry_kind(path)?.is_some())
+    }
+
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
 

@@ -89,6 +89,14 @@ impl Io for RealIo {
         Ok(Arc::new(RealFile(f)))
     }
 
+    fn entry_exists(&self, path: &Path) -> io::Result<bool> {
+        match again(|| std::fs::symlink_metadata(path)) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn entry_kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
         let kind = match again(|| std::fs::metadata(path)) {
             Ok(meta) => meta.file_type(),
