@@ -182,7 +182,7 @@ impl<T> StoreFuture<T> {
                 std::thread::park();
             },
             Inner::Pending(shared) => shared,
-            Inner::Deferred(future) => return wait_deferred(future),
+            Inner::Deferred(future) => return block_on(future),
         };
         // A caller that wrote its own group finds its value there: no handle on its thread is
         // taken for it.
@@ -219,7 +219,7 @@ impl<T> Future for StoreFuture<T> {
     }
 }
 
-/// Wakes a thread blocked in [`StoreFuture::wait`] on a deferred future.
+/// Wakes a parked thread.
 struct Unpark(Thread);
 
 impl std::task::Wake for Unpark {
@@ -232,15 +232,25 @@ impl std::task::Wake for Unpark {
     }
 }
 
-/// Polls a deferred future on the calling thread, parking between polls.
-fn wait_deferred<T>(mut future: Pin<Box<dyn Future<Output = T> + Send + Sync>>) -> T {
+/// Runs `future` to its end on the calling thread, parking it between polls: the wait of a
+/// deferred [`StoreFuture`], and the one under every sync method of the journal's writer, for
+/// callers with no executor (a command-line tool, a thread of a sync program).
+///
+/// Written here rather than taken from an executor crate because it must nest: a tool handler
+/// the runtime drives with its own executor may call the sync API, and an executor's
+/// `block_on` refuses (panics) to run inside another. This one only parks the calling thread.
+/// Do not call it from an async task: it blocks the executor's thread until the future
+/// completes.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
     loop {
-        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-            return value;
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
         }
-        // A wake that came before the park makes it return at once: nothing is missed.
+        // A wake that came before the park, or a spurious unpark, only makes the loop poll
+        // again.
         std::thread::park();
     }
 }

@@ -32,7 +32,7 @@ mod store;
 mod url;
 
 pub use ack::{AppendAck, Durability};
-pub use completion::{AppendFuture, Completer, StoreFuture};
+pub use completion::{AppendFuture, Completer, StoreFuture, block_on};
 pub use error::{AppendError, OpenError, StoreError};
 pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead, StoreMetrics};
 pub use identity::StoreIdentity;

@@ -461,7 +461,8 @@ mod committer {
         [Stamped::at(UnixMillis(q), crash_event(s, q))]
     }
 
-    struct CountingWaker(AtomicUsize);
+    /// A waker that counts its wakes (the room tests use it too).
+    pub(super) struct CountingWaker(pub(super) AtomicUsize);
 
     impl Wake for CountingWaker {
         fn wake(self: Arc<Self>) {

@@ -1,48 +1,9 @@
 //! The sync API's wait: polls one of the writer's futures on the calling thread, parking it
-//! between polls until the future's waker unparks it.
-//!
-//! Written here rather than taken from an executor crate because it must nest: a tool handler
-//! the runtime drives with its own executor may call the writer's sync API, and an executor's
-//! `block_on` refuses (panics) to run inside another. This one only parks the calling thread,
-//! as [`StoreFuture::wait`](stepjournal_backends::StoreFuture::wait) does.
+//! between polls until the future's waker unparks it. It is the store's own
+//! ([`stepjournal_backends::block_on`]), which a deferred
+//! [`StoreFuture`](stepjournal_backends::StoreFuture) is waited on with: one wait for both.
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
-
-/// Wakes a parked thread.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Runs `future` to its end on the calling thread, parking it between polls: the wait under
-/// every sync method of the writer, for callers with no executor (a command-line tool, a
-/// thread of a sync program). It nests: a future it runs may call it again (a tool handler
-/// calling the sync API), which an executor's own `block_on` refuses. Do not call it from an
-/// async task: it blocks the executor's thread until the future completes.
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        // A wake that came before the park, or a spurious unpark, only makes the loop poll
-        // again.
-        std::thread::park();
-    }
-}
+pub use stepjournal_backends::block_on;
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,8 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::AtomicUsize;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use stepjournal_backends::file::FileOptions;
@@ -16,16 +16,10 @@ use stepjournal_tests::file_fixture::{
 };
 use stepjournal_tests::watchdog::Watchdog;
 
+use super::committer::CountingWaker;
+
 fn one(s: usize, q: u64) -> [Stamped; 1] {
     [Stamped::at(UnixMillis(q), crash_event(s, q))]
-}
-
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 fn poll(future: &mut AppendFuture) -> Poll<Result<AppendAck, AppendError>> {
