@@ -287,13 +287,14 @@ impl<T> Drop for Completer<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Wake;
 
     use super::*;
 
-    struct CountingWaker(AtomicUsize);
+    /// A waker that counts its wakes (the file backend's line tests use it too).
+    pub(crate) struct CountingWaker(pub(crate) AtomicUsize);
 
     impl Wake for CountingWaker {
         fn wake(self: Arc<Self>) {

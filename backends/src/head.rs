@@ -160,15 +160,19 @@ impl RunHead {
 
     /// Whether a batch could change a head: it holds an event [`advance`](Self::advance) reads.
     pub fn touches(events: &[Stamped]) -> bool {
-        events.iter().any(|e| {
-            matches!(
-                e.event,
-                Event::RunStarted(_)
-                    | Event::RunEnded(_)
-                    | Event::ClientAnswer(_)
-                    | Event::ApprovalDecided(_)
-            )
-        })
+        events.iter().any(|e| Self::moves(&e.event))
+    }
+
+    /// Whether [`advance`](Self::advance) reads `event` (every other event leaves a head as it
+    /// is).
+    pub fn moves(event: &Event) -> bool {
+        matches!(
+            event,
+            Event::RunStarted(_)
+                | Event::RunEnded(_)
+                | Event::ClientAnswer(_)
+                | Event::ApprovalDecided(_)
+        )
     }
 }
 

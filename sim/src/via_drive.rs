@@ -1,7 +1,6 @@
 //! The simulation's steps run by the tool executor (`Step::drive`): the runtime a
 //! `stepjournal` user builds on `Tools` and `drive`, under the same faults and checks.
 
-use std::future::Future;
 
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -9,6 +8,7 @@ use std::time::Duration;
 
 use stepjournal::{DriveError, DriveOptions, Journal, Reply, Run, Step, StepOutcome};
 use stepjournal::{RunStatus, WriteError};
+use stepjournal_backends::block_on;
 use stepjournal_codec::{CallKind, Entry, Event, RawJson, RunOutcome, ToolResult};
 
 use super::check::FencedWrite;
@@ -236,18 +236,5 @@ impl Sim<'_> {
                 Err(Halt::Broken)
             }
         }
-    }
-}
-
-/// Waits on `future` on this thread (an answer's write).
-fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::park();
     }
 }

@@ -300,9 +300,9 @@ impl FileStore {
         }
         // No room: a place in line (taken now, so the line's order is the order of the calls),
         // holding what the head needs and nothing queued.
-        let touching = RunHead::touches(events)
-            .then(|| events.iter().filter(|e| RunHead::touches(std::slice::from_ref(e))))
-            .map(|kept| kept.cloned().collect());
+        let touching: Vec<Stamped> =
+            events.iter().filter(|e| RunHead::moves(&e.event)).cloned().collect();
+        let touching = (!touching.is_empty()).then_some(touching);
         let mut st = st;
         let ticket = st.line.join(batch.frame.len() as u64, Waker::noop().clone());
         drop(st);

@@ -113,6 +113,17 @@ pub(crate) fn run_committer(core: &Core) {
     }
 }
 
+/// Gives up the leadership (with `state` held): nothing is left to write, and whoever comes
+/// next is no returning cohort (a lone appender is never waited for). Everyone waiting for room
+/// is called (the queue is empty), returned to be woken once the lock is let go.
+fn go_idle(st: &mut State) -> Vec<Waker> {
+    st.cohort.forget();
+    st.leading = false;
+    st.committer = false;
+    st.check_leading();
+    st.line.call_all()
+}
+
 /// Takes the next group from the queue: the requests queued now, up to `max_group_bytes` (a
 /// single larger request goes alone). Returns the group and the waiters for room it called.
 fn take_group(st: &mut State, options: &FileOptions) -> (Vec<Request>, Vec<Waker>) {
@@ -146,15 +157,10 @@ fn lead(core: &Core, who: Leader) -> Option<Result<AppendAck, AppendError>> {
             }
             let (group, called) = take_group(&mut st, &core.options);
             if group.is_empty() {
-                // The store goes idle: whoever comes next is no returning cohort, and a lone
-                // appender is never waited for.
-                st.cohort.forget();
-                st.leading = false;
-                st.committer = false;
-                st.check_leading();
-                let called = st.line.call_all();
+                let everyone = go_idle(&mut st);
                 drop(st);
                 room::wake(called);
+                room::wake(everyone);
                 break;
             }
             drop(st);
@@ -272,10 +278,7 @@ fn write_group(
         st.committer = false;
         false
     } else if !more {
-        st.cohort.forget();
-        st.leading = false;
-        st.committer = false;
-        called = st.line.call_all();
+        called = go_idle(&mut st);
         false
     } else if who == Leader::Caller {
         // The caller's own request is in this group: it returns, and the committer writes the

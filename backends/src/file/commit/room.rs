@@ -177,20 +177,12 @@ pub(crate) fn wake(wakers: Vec<Waker>) {
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
 
     use super::*;
+    use crate::completion::tests::CountingWaker;
 
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn waker() -> (Arc<Count>, Waker) {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+    fn waker() -> (Arc<CountingWaker>, Waker) {
+        let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
         (Arc::clone(&count), Waker::from(count))
     }
 
