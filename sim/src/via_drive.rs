@@ -1,7 +1,6 @@
 //! The simulation's steps run by the tool executor (`Step::drive`): the runtime a
 //! `stepjournal` user builds on `Tools` and `drive`, under the same faults and checks.
 
-
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
