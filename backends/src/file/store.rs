@@ -294,7 +294,7 @@ impl FileStore {
             return StoreFuture::ready(Err(e.into()));
         }
         let cap = self.core.options.max_queued_bytes;
-        if st.line.admits(batch.frame.len() as u64, cap) {
+        if st.line.admits(session.as_str(), batch.frame.len() as u64, cap) {
             let touching = RunHead::touches(events).then_some(events);
             return enqueue(&self.core, st, session, batch, touching);
         }
@@ -304,7 +304,8 @@ impl FileStore {
             events.iter().filter(|e| RunHead::moves(&e.event)).cloned().collect();
         let touching = (!touching.is_empty()).then_some(touching);
         let mut st = st;
-        let ticket = st.line.join(batch.frame.len() as u64, Waker::noop().clone());
+        let ticket =
+            st.line.join(session.as_str(), batch.frame.len() as u64, Waker::noop().clone());
         drop(st);
         self.core.counters.waited_for_room.fetch_add(1, Ordering::Relaxed);
         let waiting = WaitForRoom {
@@ -345,6 +346,11 @@ fn enqueue(
     let next = expected.add(u64::from(count));
     let actual = Seq(st.pending_tail(session.as_str()));
     if actual != expected {
+        // A waiter that entered and queued nothing: the room it was promised, and its place
+        // ahead of its session's later appends, go to those in line.
+        let called = st.line.call(core.options.max_queued_bytes);
+        drop(st);
+        room::wake(called);
         return StoreFuture::ready(Err(AppendError::Conflict { expected, actual }));
     }
     // A batch that moves the head carries the head it leaves, computed by the one rule from
@@ -444,7 +450,7 @@ impl Future for WaitForRoom {
         }
         let enters = match this.ticket {
             Some(ticket) => st.line.enter(ticket, len, cap, cx.waker()),
-            None => st.line.admits(len, cap),
+            None => st.line.admits(this.session.as_str(), len, cap),
         };
         if !enters {
             return Poll::Pending;

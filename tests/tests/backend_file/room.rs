@@ -151,6 +151,50 @@ fn a_waiter_is_checked_against_its_sessions_tail_when_it_enters_not_when_it_arri
 }
 
 #[test]
+fn a_later_append_of_a_session_waits_behind_its_earlier_one_called_but_not_polled() {
+    let _watchdog = Watchdog::start("a session's appends in line", Duration::from_secs(60));
+    let disk = SimDisk::new();
+    let (store, futures) = store_with_full_queue(&disk, 1);
+    // Session 9's first append waits in line and is never polled before the next is made.
+    let first = store.append_async(&crash_session(9), Seq(0), &one(9, 0), Durability::Synced);
+    disk.release_syncs();
+    // Once the queued batches are answered the leader has taken them and called the line: the
+    // queue is empty and no one waits uncalled.
+    for f in futures {
+        f.wait().unwrap();
+    }
+    assert_eq!(store.queued(), 0);
+    // The next append of session 9 comes after the first, though the first has not entered.
+    let second = store.append_async(&crash_session(9), Seq(1), &one(9, 1), Durability::Synced);
+    assert_eq!(store.stats().waited_for_room, 2, "the second waits behind the first");
+    assert_eq!(first.wait().unwrap().next, Seq(1));
+    assert_eq!(second.wait().unwrap().next, Seq(2));
+    assert_eq!(check_prefix(&store, 9, 2, 2), 2);
+}
+
+#[test]
+fn a_waiter_that_loses_its_compare_and_set_calls_the_line_behind_it() {
+    let _watchdog = Watchdog::start("a refused waiter", Duration::from_secs(60));
+    let disk = SimDisk::new();
+    let (store, futures) = store_with_full_queue(&disk, 1);
+    // Session 1 already has a batch queued at seq 0: this one, expecting seq 0 too, loses.
+    let loser = store.append_async(&crash_session(1), Seq(0), &one(1, 0), Durability::Synced);
+    disk.release_syncs();
+    for f in futures {
+        f.wait().unwrap();
+    }
+    // Made after the loser was called, a later append of session 1 waits behind it.
+    let later = store.append_async(&crash_session(1), Seq(1), &one(1, 1), Durability::Synced);
+    assert!(matches!(
+        loser.wait(),
+        Err(AppendError::Conflict { expected: Seq(0), actual: Seq(1) })
+    ));
+    // The loser queued nothing: nothing leads, yet the later one is called.
+    assert_eq!(later.wait().unwrap().next, Seq(2));
+    assert_eq!(check_prefix(&store, 1, 2, 2), 2);
+}
+
+#[test]
 fn a_thread_of_the_sync_api_waits_in_line_too() {
     let _watchdog = Watchdog::start("a sync waiter", Duration::from_secs(60));
     let disk = SimDisk::new();

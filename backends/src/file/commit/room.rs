@@ -9,16 +9,20 @@
 //! waiters at the front whose frames fit are called (woken, their bytes promised to them); when
 //! the leader goes idle, or the store is poisoned or stopped, everyone is. A called waiter
 //! enters when the queue is empty or its frame fits; one that finds the room taken after all
-//! goes back to the front. A newcomer enters only when no one waits uncalled. No one waits
+//! goes back to the front. A newcomer enters only when no one waits uncalled and no append of
+//! its own session waits at all (called or not): its batch comes after theirs, so appends of
+//! one session made in turn (each future created after the one before) enter in that order
+//! even when the earlier ones wait for room. No one waits
 //! without a leader to call them: a newcomer waits only behind a queue with a leader, or behind
 //! waiters, and a leader calls the whole line before it goes idle; a called waiter enters an
 //! empty queue whatever was promised to others. So a waiter whose task is not polled (its
 //! executor blocked, say, by a thread waiting in line through the sync API) holds no one up
 //! for longer than the queue takes to empty.
 //!
-//! Appends of one session enter in the order they are polled once called: a caller that
-//! appends to a session again before its earlier append is answered awaits them in order (the
-//! journal's writers append one batch at a time).
+//! Called waiters of one session enter in the order they are polled: a caller that appends to a
+//! session again before its earlier append is answered awaits them in order (the journal's
+//! writers append one batch at a time). A waiter holds up newcomers of its own session until it
+//! enters or leaves, whether or not it is polled: their batches cannot land before its own.
 //!
 //! Everything here is changed under the store's state lock; the wakers it returns are woken
 //! after that lock is let go.
@@ -33,7 +37,15 @@ pub(crate) type Ticket = u64;
 #[derive(Debug)]
 struct Seat {
     len: u64,
+    session: Box<str>,
     waker: Waker,
+}
+
+/// A waiter called and not back yet.
+#[derive(Debug)]
+struct Called {
+    len: u64,
+    session: Box<str>,
 }
 
 /// The queue's room and the line of appenders waiting for it.
@@ -47,8 +59,10 @@ pub(crate) struct Line {
     promised: u64,
     /// Waiters not called yet, by ticket (so in arrival order).
     waiting: BTreeMap<Ticket, Seat>,
-    /// Waiters called and not back yet: their frames' lengths.
-    called: HashMap<Ticket, u64>,
+    /// Waiters called and not back yet.
+    called: HashMap<Ticket, Called>,
+    /// How many waiters (called or not) each session has in line.
+    sessions: HashMap<Box<str>, usize>,
     next: Ticket,
 }
 
@@ -68,10 +82,13 @@ impl Line {
         !self.waiting.is_empty() || !self.called.is_empty()
     }
 
-    /// Whether a newcomer's frame of `len` bytes enters now: no one waits uncalled before it,
-    /// and the queue is empty or the frame fits beside what is queued and promised.
-    pub(crate) fn admits(&self, len: u64, cap: u64) -> bool {
-        self.waiting.is_empty() && (self.queued == 0 || self.fits(len, cap))
+    /// Whether a newcomer's frame of `len` bytes for `session` enters now: no one waits
+    /// uncalled before it, no append of its session waits, and the queue is empty or the frame
+    /// fits beside what is queued and promised.
+    pub(crate) fn admits(&self, session: &str, len: u64, cap: u64) -> bool {
+        self.waiting.is_empty()
+            && !self.sessions.contains_key(session)
+            && (self.queued == 0 || self.fits(len, cap))
     }
 
     fn fits(&self, len: u64, cap: u64) -> bool {
@@ -80,11 +97,22 @@ impl Line {
 
     /// Puts a newcomer that was not admitted at the back of the line; `waker` is replaced when
     /// it looks again.
-    pub(crate) fn join(&mut self, len: u64, waker: Waker) -> Ticket {
+    pub(crate) fn join(&mut self, session: &str, len: u64, waker: Waker) -> Ticket {
         let ticket = self.next;
         self.next += 1;
-        self.waiting.insert(ticket, Seat { len, waker });
+        *self.sessions.entry(session.into()).or_default() += 1;
+        self.waiting.insert(ticket, Seat { len, session: session.into(), waker });
         ticket
+    }
+
+    /// A waiter of `session` is out of line (it entered or left).
+    fn out(&mut self, session: &str) {
+        if let Some(count) = self.sessions.get_mut(session) {
+            *count -= 1;
+            if *count == 0 {
+                self.sessions.remove(session);
+            }
+        }
     }
 
     /// A waiter looks again: whether it enters now (it then holds no place in line). A waiter
@@ -96,23 +124,27 @@ impl Line {
             seat.waker.clone_from(waker);
             return false;
         }
-        if let Some(promised) = self.called.remove(&ticket) {
-            self.promised = self.promised.saturating_sub(promised);
-        }
+        let Some(Called { len: promised, session }) = self.called.remove(&ticket) else {
+            // Not in line (the store forgets a ticket once it entered).
+            return true;
+        };
+        self.promised = self.promised.saturating_sub(promised);
         if self.queued == 0 || self.fits(len, cap) {
+            self.out(&session);
             return true;
         }
-        self.waiting.insert(ticket, Seat { len, waker: waker.clone() });
+        self.waiting.insert(ticket, Seat { len, session, waker: waker.clone() });
         false
     }
 
     /// A waiter gives up (its future was dropped): its place, or what was promised to it, goes
     /// to those behind it.
     pub(crate) fn leave(&mut self, ticket: Ticket, cap: u64) -> Vec<Waker> {
-        if let Some(promised) = self.called.remove(&ticket) {
-            self.promised = self.promised.saturating_sub(promised);
-        } else {
-            self.waiting.remove(&ticket);
+        if let Some(Called { len, session }) = self.called.remove(&ticket) {
+            self.promised = self.promised.saturating_sub(len);
+            self.out(&session);
+        } else if let Some(seat) = self.waiting.remove(&ticket) {
+            self.out(&seat.session);
         }
         self.call(cap)
     }
@@ -137,17 +169,19 @@ impl Line {
 
     /// Calls the front of the line while its frames fit (the first one always, if nothing is
     /// queued or promised: a frame larger than the room goes alone).
-    fn call(&mut self, cap: u64) -> Vec<Waker> {
+    pub(crate) fn call(&mut self, cap: u64) -> Vec<Waker> {
         let mut wakers = Vec::new();
         while let Some(len) = self.waiting.first_key_value().map(|(_, seat)| seat.len) {
             let alone = self.queued == 0 && self.promised == 0;
             if !alone && !self.fits(len, cap) {
                 break;
             }
-            let Some((ticket, seat)) = self.waiting.pop_first() else { break };
-            self.called.insert(ticket, len);
+            let Some((ticket, Seat { len, session, waker })) = self.waiting.pop_first() else {
+                break;
+            };
+            self.called.insert(ticket, Called { len, session });
             self.promised = self.promised.saturating_add(len);
-            wakers.push(seat.waker);
+            wakers.push(waker);
         }
         wakers
     }
@@ -157,10 +191,10 @@ impl Line {
     pub(crate) fn call_all(&mut self) -> Vec<Waker> {
         let waiting = std::mem::take(&mut self.waiting);
         let mut wakers = Vec::with_capacity(waiting.len());
-        for (ticket, seat) in waiting {
-            self.called.insert(ticket, seat.len);
-            self.promised = self.promised.saturating_add(seat.len);
-            wakers.push(seat.waker);
+        for (ticket, Seat { len, session, waker }) in waiting {
+            self.called.insert(ticket, Called { len, session });
+            self.promised = self.promised.saturating_add(len);
+            wakers.push(waker);
         }
         wakers
     }
@@ -189,9 +223,9 @@ mod tests {
     #[test]
     fn an_empty_queue_admits_any_frame_and_a_full_one_none() {
         let mut line = Line::default();
-        assert!(line.admits(1_000, 100), "a frame larger than the room goes alone");
+        assert!(line.admits("s", 1_000, 100), "a frame larger than the room goes alone");
         line.pushed(1_000);
-        assert!(!line.admits(1, 100));
+        assert!(!line.admits("s", 1, 100));
         assert_eq!(line.most(), 1_000);
     }
 
@@ -201,9 +235,9 @@ mod tests {
         line.pushed(100);
         let (a_count, a) = waker();
         let (b_count, b) = waker();
-        let first = line.join(60, a.clone());
-        let second = line.join(60, b.clone());
-        assert!(!line.admits(1, 100), "a newcomer waits behind the line");
+        let first = line.join("s", 60, a.clone());
+        let second = line.join("s", 60, b.clone());
+        assert!(!line.admits("s", 1, 100), "a newcomer waits behind the line");
         // Taking the group empties the queue: 100 bytes of room, the first waiter fits, the
         // second does not beside it.
         wake(line.taken(100, 100));
@@ -219,13 +253,32 @@ mod tests {
     }
 
     #[test]
+    fn a_newcomer_waits_behind_a_called_waiter_of_its_session_only() {
+        let mut line = Line::default();
+        line.pushed(100);
+        let (_, a) = waker();
+        let first = line.join("a", 10, a.clone());
+        wake(line.taken(100, 100));
+        assert!(line.waiting.is_empty(), "called");
+        assert!(line.admits("b", 10, 100), "another session's newcomer passes");
+        assert!(!line.admits("a", 10, 100), "its own session's waits behind it");
+        let (_, b) = waker();
+        let later = line.join("a", 10, b.clone());
+        assert!(line.enter(first, 10, 100, &a));
+        assert!(!line.admits("a", 10, 100), "the later one still waits");
+        wake(line.leave(later, 100));
+        assert!(line.admits("a", 10, 100));
+        assert!(!line.anyone_waiting());
+    }
+
+    #[test]
     fn a_waiter_that_leaves_hands_its_room_on() {
         let mut line = Line::default();
         line.pushed(100);
         let (_, a) = waker();
         let (b_count, b) = waker();
-        let first = line.join(80, a);
-        let _second = line.join(80, b);
+        let first = line.join("s", 80, a);
+        let _second = line.join("s", 80, b);
         wake(line.taken(100, 100));
         assert_eq!(b_count.0.load(Ordering::SeqCst), 0, "only the first fits");
         wake(line.leave(first, 100));
@@ -237,13 +290,13 @@ mod tests {
         let mut line = Line::default();
         line.pushed(50);
         let (_, a) = waker();
-        let first = line.join(60, a.clone());
+        let first = line.join("s", 60, a.clone());
         wake(line.call_all());
         // Someone filled the queue before the called waiter looked.
         line.pushed(50);
         assert!(!line.enter(first, 60, 100, &a));
         let (_, b) = waker();
-        let later = line.join(10, b);
+        let later = line.join("s", 10, b);
         assert_eq!(line.waiting.keys().copied().collect::<Vec<_>>(), vec![first, later]);
     }
 }
