@@ -112,6 +112,19 @@ pub enum EncodeError {
         /// The version being written.
         version: u8,
     },
+    /// The event's type is newer than the format version being written (a `snapshot` in a
+    /// version-2 record); nothing is written.
+    #[error(
+        "a {kind} event cannot be written in format version {version}: it needs version {since}"
+    )]
+    KindNotInVersion {
+        /// The event's type.
+        kind: &'static str,
+        /// The version being written.
+        version: u8,
+        /// The first version that holds it.
+        since: u8,
+    },
     /// The batch holds no event. An events frame holds at least one record (a reader refuses
     /// an empty one), so none is written.
     #[error("a batch must hold at least one event; an empty one is not written")]
@@ -229,6 +242,7 @@ impl Coded for EncodeError {
         match self {
             EncodeError::RecordTooLarge { .. }
             | EncodeError::NotInVersion { .. }
+            | EncodeError::KindNotInVersion { .. }
             | EncodeError::EmptyBatch
             | EncodeError::BatchTooLarge { .. }
             | EncodeError::Payload { .. } => ErrorCode::Encode,

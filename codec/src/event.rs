@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Attempt, Call, CallId, CheckpointId, DispatchId, Entry, RawJson, RunId, SessionId, StepNo,
+    Attempt, Call, CallId, CheckpointId, DispatchId, Entry, RawJson, RunId, RunOutcome, SessionId,
+    Snapshot, StepNo,
 };
 
 /// Who wrote a message.
@@ -50,32 +51,6 @@ impl PairReason {
             }
             PairReason::NotStarted => "The tool did not run.",
             PairReason::RunStopped => "The run was stopped before the tool finished.",
-        }
-    }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunOutcome {
-    /// The run finished its work.
-    Completed,
-    /// The run failed (a store error after the save, for example).
-    Failed,
-    /// The run was stopped.
-    Stopped,
-    /// The run suspended waiting for client or approval answers.
-    Suspended,
-}
-
-impl RunOutcome {
-    /// The outcome's name in the JSON form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunOutcome::Completed => "completed",
-            RunOutcome::Failed => "failed",
-            RunOutcome::Stopped => "stopped",
-            RunOutcome::Suspended => "suspended",
         }
     }
 }
@@ -370,6 +345,7 @@ events! {
     RunEnded(RunEnded) = 14, "run_ended";
     Rewound(Rewound) = 15, "rewound";
     ModelAborted(ModelAborted) = 16, "model_aborted";
+    Snapshot(Snapshot) = 17, "snapshot";
 }
 
 /// Something that can take any payload struct (postcard, JSON).

@@ -20,9 +20,11 @@ mod entry;
 mod error;
 mod event;
 mod ids;
+mod outcome;
 pub mod json;
 mod raw;
 pub mod record;
+mod snapshot;
 mod wire;
 
 pub use call::{Call, CallKind, Replay};
@@ -32,12 +34,14 @@ pub use error::{DecodeError, EncodeError, FormatPart, JsonError};
 pub use event::{
     ApprovalDecided, AttemptStarted, ChildAttached, ClientAnswer, DispatchMinted, Event, EventKind,
     Message, ModelAborted, OutputChunk, PairReason, Paired, ReplyCommitted, Rewound, Role,
-    RunEnded, RunOutcome, RunStarted, StepCommit, Suspended, ToolResult,
+    RunEnded, RunStarted, StepCommit, Suspended, ToolResult,
 };
 pub use ids::{
     Attempt, CallId, CheckpointId, DispatchId, IdError, RunId, Seq, SessionId, StepNo, ToolName,
     UnixMillis, acts_on_text,
 };
+pub use outcome::RunOutcome;
 pub use raw::RawJson;
 pub use record::{Limits, Record, Stamped};
+pub use snapshot::{Snapshot, SnapshotRun, SnapshotRunEnd, SnapshotStep, StepRange};
 pub use wire::FormatVersion;

@@ -28,8 +28,8 @@ use crate::{
 };
 
 /// The record format version this build writes by default ([`FormatVersion::default`]); it
-/// reads versions 1 and 2.
-pub const VERSION: u8 = 2;
+/// reads versions 1, 2 and 3.
+pub const VERSION: u8 = 3;
 /// Bytes before the body: `crc` and `len`.
 pub const PREFIX_LEN: usize = size_of::<u32>() + size_of::<u32>();
 /// Bytes of the body before the session id: `version`, `kind`, `sid_len`, `seq`, `at`.
@@ -39,22 +39,23 @@ pub const BODY_FIXED_LEN: usize =
 pub const MIN_RECORD_LEN: usize = PREFIX_LEN + BODY_FIXED_LEN + 1;
 
 /// What the codec is told: size bounds, checked on encode and decode, and the format version
-/// encoders write. Defaults: records up to 16 MiB, batches up to 64 MiB, version 2.
+/// encoders write. Defaults: records up to 16 MiB, batches up to 64 MiB, version 3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// The largest record, prefix included, in bytes. Default 16 MiB.
     pub max_record: u32,
     /// The largest batch frame, header included, in bytes. Default 64 MiB.
     pub max_batch: u32,
-    /// The record format version written. Default [`FormatVersion::V2`]; version 1 for a
-    /// rolling deploy whose readers are not all upgraded yet (`docs/format.md`). Decoding reads
-    /// every version whatever this says.
+    /// The record format version written. Default [`FormatVersion::V3`]; an older one for a
+    /// rolling deploy whose readers are not all upgraded yet (`docs/format.md`): version 2
+    /// writes no `snapshot`, version 1 no metadata either. Decoding reads every version
+    /// whatever this says.
     pub write_version: FormatVersion,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_record: 16 << 20, max_batch: 64 << 20, write_version: FormatVersion::V2 }
+        Limits { max_record: 16 << 20, max_batch: 64 << 20, write_version: FormatVersion::V3 }
     }
 }
 
@@ -293,6 +294,15 @@ impl<'a> RecordRef<'a> {
         })?;
         let code = body.get(1).copied().unwrap_or(0);
         let kind = EventKind::from_code(code).ok_or(DecodeError::UnknownKind { code })?;
+        if kind.since() > version {
+            return Err(DecodeError::Malformed {
+                reason: format!(
+                    "a {kind} record in format version {}: the type needs version {}",
+                    version.code(),
+                    kind.since().code()
+                ),
+            });
+        }
         let malformed = |reason: &str| DecodeError::Malformed { reason: reason.to_owned() };
         let sid_len = usize::from(read_u16(body, 2).ok_or_else(|| malformed("no session length"))?);
         let seq = Seq(read_u64(body, 4).ok_or_else(|| malformed("no sequence number"))?);

@@ -2,7 +2,9 @@
 //!
 //! postcard has no field tags: a payload is its members in order. Version 2 adds one member at
 //! the end of three kinds' payloads (`paired.rule`, `reply_committed.metadata`,
-//! `tool_result.metadata`); every other kind is the same in both versions. These three are
+//! `tool_result.metadata`); every other kind is the same in both versions. Version 3 adds the
+//! `snapshot` kind and lays every other kind out as version 2 does; a kind is never written in
+//! a version older than the one that introduced it ([`EventKind::since`]). These three are
 //! written and read here as tuples of their members (postcard lays a tuple out exactly as a
 //! struct with the same members), one tuple per version; the rest through the payload structs.
 
@@ -17,16 +19,19 @@ use crate::{
 pub enum FormatVersion {
     /// Version 1: the first format. Readers of version 1 refuse version-2 records.
     V1 = 1,
-    /// Version 2 (written by default): `paired.rule`, `reply_committed.metadata`,
-    /// `tool_result.metadata`.
-    #[default]
+    /// Version 2: `paired.rule`, `reply_committed.metadata`, `tool_result.metadata`. Readers
+    /// of version 2 refuse version-3 records.
     V2 = 2,
+    /// Version 3 (written by default): the `snapshot` event. Every other kind is laid out as in
+    /// version 2.
+    #[default]
+    V3 = 3,
 }
 
 impl FormatVersion {
     /// The newest version this build reads: a record of a higher version was written by a newer
     /// stepjournal ([`DecodeError::NewerVersion`](crate::DecodeError::NewerVersion)).
-    pub const NEWEST: FormatVersion = FormatVersion::V2;
+    pub const NEWEST: FormatVersion = FormatVersion::V3;
 
     /// The version's byte in a record.
     pub fn code(self) -> u8 {
@@ -38,6 +43,7 @@ impl FormatVersion {
         match code {
             1 => Some(FormatVersion::V1),
             2 => Some(FormatVersion::V2),
+            3 => Some(FormatVersion::V3),
             _ => None,
         }
     }
@@ -49,7 +55,15 @@ pub(crate) fn encode<E: PayloadEncoder>(
     version: FormatVersion,
     encoder: E,
 ) -> Result<E::Output, EncodeError> {
-    use FormatVersion::{V1, V2};
+    use FormatVersion::{V1, V2, V3};
+    let kind = event.kind();
+    if kind.since() > version {
+        return Err(EncodeError::KindNotInVersion {
+            kind: kind.name(),
+            version: version.code(),
+            since: kind.since().code(),
+        });
+    }
     let not_in_v1 = |member| EncodeError::NotInVersion {
         kind: event.kind().name(),
         member,
@@ -57,7 +71,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
     };
     Ok(match (event, version) {
         (Event::Paired(p), V1) => encoder.encode(&(&p.call, p.reason, &p.message, &p.partial)),
-        (Event::Paired(p), V2) => {
+        (Event::Paired(p), V2 | V3) => {
             encoder.encode(&(&p.call, p.reason, &p.message, &p.partial, &p.rule))
         }
         (Event::ReplyCommitted(r), V1) => {
@@ -66,7 +80,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls))
         }
-        (Event::ReplyCommitted(r), V2) => {
+        (Event::ReplyCommitted(r), V2 | V3) => {
             encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls, &r.metadata))
         }
         (Event::ToolResult(t), V1) => {
@@ -75,7 +89,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error))
         }
-        (Event::ToolResult(t), V2) => {
+        (Event::ToolResult(t), V2 | V3) => {
             encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error, &t.metadata))
         }
         _ => encode_payload(event, encoder),
@@ -88,14 +102,14 @@ pub(crate) fn decode<D: PayloadDecoder>(
     version: FormatVersion,
     decoder: D,
 ) -> Result<Event, D::Error> {
-    use FormatVersion::{V1, V2};
+    use FormatVersion::{V1, V2, V3};
     Ok(match (kind, version) {
         (EventKind::Paired, V1) => {
             let (call, reason, message, partial) =
                 decoder.decode::<(CallId, PairReason, String, String)>()?;
             Event::Paired(Paired { call, reason, message, partial, rule: None })
         }
-        (EventKind::Paired, V2) => {
+        (EventKind::Paired, V2 | V3) => {
             let (call, reason, message, partial, rule) =
                 decoder.decode::<(CallId, PairReason, String, String, Option<String>)>()?;
             Event::Paired(Paired { call, reason, message, partial, rule })
@@ -105,7 +119,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
                 decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>)>()?;
             Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata: None })
         }
-        (EventKind::ReplyCommitted, V2) => {
+        (EventKind::ReplyCommitted, V2 | V3) => {
             let (step, checkpoint, text, calls, metadata) =
                 decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>, Option<RawJson>)>()?;
             Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata })
@@ -115,11 +129,27 @@ pub(crate) fn decode<D: PayloadDecoder>(
                 decoder.decode::<(CallId, Attempt, RawJson, bool)>()?;
             Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata: None })
         }
-        (EventKind::ToolResult, V2) => {
+        (EventKind::ToolResult, V2 | V3) => {
             let (call, attempt, output, is_error, metadata) =
                 decoder.decode::<(CallId, Attempt, RawJson, bool, Option<RawJson>)>()?;
             Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata })
         }
         _ => decode_payload(kind, decoder)?,
     })
+}
+
+impl EventKind {
+    /// The first record format version that holds this type.
+    pub fn since(self) -> FormatVersion {
+        match self {
+            EventKind::Snapshot => FormatVersion::V3,
+            _ => FormatVersion::V1,
+        }
+    }
+
+    /// Whether the type changes no plan: a reader that folds the whole log skips it
+    /// (`snapshot`).
+    pub fn changes_no_plan(self) -> bool {
+        matches!(self, EventKind::Snapshot)
+    }
 }

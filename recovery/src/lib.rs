@@ -40,6 +40,7 @@
     allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
 )]
 
+mod agree;
 mod config;
 pub mod order;
 mod plan;
@@ -54,6 +55,7 @@ mod verify;
 #[cfg(test)]
 mod testlog;
 
+pub use agree::{Agreement, snapshots_agree};
 pub use config::{Config, ConfigError};
 pub use plan::{Action, CallPlan, NewRun, Plan, Rule, ValidationError, plan};
 pub use registry::{ArgsCheck, MemoryRegistry, ToolRegistry};

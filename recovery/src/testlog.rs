@@ -61,6 +61,15 @@ impl Log {
         self
     }
 
+    /// The snapshot of the log so far.
+    pub fn snapshot(self) -> Self {
+        let snapshot = crate::fold(&self.events).snapshot();
+        match snapshot {
+            Some(s) => self.push(Event::Snapshot(s)),
+            None => panic!("no snapshot: the log has a saved step"),
+        }
+    }
+
     pub fn run(self, run: &str, entry: Entry) -> Self {
         self.push(Event::RunStarted(RunStarted { run: RunId::new(run), entry }))
     }

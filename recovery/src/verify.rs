@@ -122,11 +122,19 @@ pub enum Problem {
         /// How that one ended it.
         outcome: RunOutcome,
     },
+    /// A `snapshot` that is not the fold of the log before it: a fold starting there would
+    /// plan otherwise than a fold of the whole log.
+    #[error("the snapshot {why}")]
+    SnapshotDisagrees {
+        /// How it differs.
+        why: String,
+    },
 }
 
 /// Checks a log against the protocol: dispatch ids minted once per call, attempts dense from 1,
 /// results, pairings and answers only for calls of a reply, nothing resolved twice unless a
-/// `rewound` voided the first, steps committed in order. An empty list means none was broken.
+/// `rewound` voided the first, steps committed in order, every `snapshot` the fold of the log
+/// before it. An empty list means none was broken.
 pub fn verify(events: &[Event]) -> Vec<Finding> {
     let mut state = SessionState::default();
     let mut findings = Vec::new();
@@ -167,6 +175,17 @@ fn resolves(event: &Event) -> bool {
 }
 
 fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
+    if let Event::Snapshot(snapshot) = event {
+        let why = match state.snapshot() {
+            None => Some("is not at a committed step boundary (the last reply has no step_commit)"),
+            Some(ours) if &ours != snapshot => Some("disagrees with the fold of the log before it"),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            found(Problem::SnapshotDisagrees { why: why.to_owned() });
+        }
+        return;
+    }
     if let Event::RunEnded(e) = event {
         let ended = state
             .run_ends()

@@ -4,11 +4,13 @@ use stepjournal_codec::{
     ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
     ClientAnswer, DispatchId, DispatchMinted, Entry, Event, Message, ModelAborted, OutputChunk,
     PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode, Rewound, Role, RunEnded,
-    RunId, RunOutcome, RunStarted, SessionId, Stamped, StepCommit, StepNo, Suspended, ToolName,
-    ToolResult, UnixMillis,
+    RunId, RunOutcome, RunStarted, Seq, SessionId, Snapshot, SnapshotRun, SnapshotRunEnd,
+    SnapshotStep, Stamped, StepCommit, StepNo, StepRange, Suspended, ToolName, ToolResult,
+    UnixMillis, FormatVersion,
 };
 
-/// One event of every type, with every optional member both present and absent somewhere.
+/// One event of every type, with every optional member both present and absent somewhere (a
+/// `snapshot` last: [`holdable_in`] leaves it out for format versions 1 and 2).
 pub fn every_event_type() -> Vec<Event> {
     let c1 = CallId::from("c1");
     vec![
@@ -86,7 +88,38 @@ pub fn every_event_type() -> Vec<Event> {
         RunEnded { run: RunId::from("r2"), outcome: RunOutcome::Completed, error: None }.into(),
         Rewound { to: CheckpointId::from("cp-1") }.into(),
         ModelAborted { partial: "half an ans".into() }.into(),
+        Snapshot {
+            len: 19,
+            run: Some(SnapshotRun {
+                seq: Seq(1),
+                run: RunId::from("r2"),
+                entry: Entry::Resume(ResumeMode::Continue),
+            }),
+            run_end: Some(SnapshotRunEnd {
+                seq: Seq(16),
+                run: RunId::from("r2"),
+                outcome: RunOutcome::Completed,
+                error: None,
+            }),
+            reply: Some(SnapshotStep {
+                seq: Seq(3),
+                step: StepNo(1),
+                checkpoint: CheckpointId::from("cp-1"),
+            }),
+            commit: Some(SnapshotStep {
+                seq: Seq(14),
+                step: StepNo(1),
+                checkpoint: CheckpointId::from("cp-1-commit"),
+            }),
+            committed: vec![StepRange { first: StepNo(1), last: StepNo(1) }],
+        }
+        .into(),
     ]
+}
+
+/// The events of `events` a record of format `version` can hold (a `snapshot` needs version 3).
+pub fn holdable_in(events: Vec<Event>, version: FormatVersion) -> Vec<Event> {
+    events.into_iter().filter(|e| e.kind().since() <= version).collect()
 }
 
 /// [`every_event_type`] with the members format version 2 added, each present once and absent

@@ -208,7 +208,7 @@ fn an_unknown_kind_and_an_unknown_version_are_told_apart() {
         DecodeError::NewerVersion {
             part: stepjournal_codec::FormatPart::Record,
             version: 9,
-            newest: 2
+            newest: u16::from(stepjournal_codec::FormatVersion::NEWEST.code())
         }
     );
     buf[8] = 0;

@@ -398,6 +398,14 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                 line.depth = 1;
                 format!("model answer cut off: partial {}", quoted(&e.partial))
             }
+            Event::Snapshot(e) => {
+                line.depth = 0;
+                let mut t = format!("snapshot of the {} events before it", e.len);
+                if let Some(commit) = &e.commit {
+                    t.push_str(&format!(", after step {} committed", commit.step));
+                }
+                style.paint(Paint::Dim, &t)
+            }
             Event::DispatchMinted(e) => {
                 format!("{} dispatch {}", id(style, e.call.as_str()), Shown(&e.dispatch))
             }

@@ -67,6 +67,8 @@ macro_rules! fold_event {
             Event::ModelAborted(e) => {
                 $state.aborts.push(AbortRecord { seq: $seq, partial: $take!(e.partial) })
             }
+            // Changes no plan: a fold of the whole log skips it.
+            Event::Snapshot(_) => {}
         }
     };
 }
@@ -358,6 +360,7 @@ impl SessionState {
                 end.voided_by.get_or_insert(seq);
             }
         }
+        self.note_rewind_target(seq, reply);
         self.rewinds.push(RewindRecord { seq, to, reply });
     }
 }

@@ -4,6 +4,7 @@ mod apply;
 mod call;
 mod index;
 mod records;
+mod snapshot;
 
 use stepjournal_codec::{CallId, CheckpointId, RunOutcome, Seq, StepNo};
 
@@ -51,6 +52,8 @@ pub struct SessionState {
     suspensions: Vec<SuspensionRecord>,
     /// Events that named a call no reply holds (see [`crate::verify`]).
     unbound: Vec<Seq>,
+    /// Set when the fold started at a snapshot (see [`SessionState::from_snapshot`]).
+    base: Option<Box<snapshot::Base>>,
 }
 
 /// The id of the call in slot `i`.
@@ -164,6 +167,7 @@ impl SessionState {
     /// Whether the log holds a `step_commit` for `step`.
     pub fn is_committed(&self, step: StepNo) -> bool {
         self.commits.iter().rev().any(|c| c.step == step)
+            || self.base.as_ref().is_some_and(|b| b.is_committed(step))
     }
 
     /// The saved step: the last reply, when its step has no `step_commit`.

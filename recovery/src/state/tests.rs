@@ -58,6 +58,7 @@ fn every_kind() -> Log {
         .rewound("cp-1")
         .push(Event::ModelAborted(ModelAborted { partial: "Let me".into() }))
         .commit(1, "cp-1-commit")
+        .snapshot()
 }
 
 #[test]

@@ -9,8 +9,12 @@ use stepjournal_backends::file::sim::SimDisk;
 use stepjournal_backends::file::{FileOptions, FileStore};
 use stepjournal_backends::{Durability, JournalStore};
 use stepjournal_codec::json::{record_from_export_line, record_to_export_line};
-use stepjournal_codec::{CheckpointId, Entry, Record, ResumeMode, RunId, Seq, SessionId, Stamped};
-use stepjournal_recovery::{Config, NewRun, Plan, SessionState, ToolRegistry, plan};
+use stepjournal_codec::{
+    CheckpointId, Entry, Event, Record, ResumeMode, RunId, Seq, SessionId, Stamped,
+};
+use stepjournal_recovery::{
+    Config, NewRun, Plan, SessionState, ToolRegistry, plan, snapshots_agree,
+};
 
 /// Where the copies of a log differ, or could not be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,5 +192,14 @@ pub(crate) fn compare(
             }
         }
     }
+    // A fold that starts at a snapshot, at committed step boundaries of the log, plans every
+    // entry at every later prefix as the whole fold does.
+    let events: Vec<Event> = log.iter().map(|r| r.event.clone()).collect();
+    let runs: Vec<NewRun> = entries(&fold(log)).into_iter().map(next_run).collect();
+    snapshots_agree(&events, &runs, registry, config, SNAPSHOT_BOUNDARIES)
+        .map_err(|e| Mismatch { what: format!("a fold from a snapshot: {e}") })?;
     Ok(())
 }
+
+/// How many committed step boundaries of each log a snapshot is taken at.
+const SNAPSHOT_BOUNDARIES: usize = 4;

@@ -16,7 +16,7 @@ use super::{ensure, le_u32, put_u32};
 pub const SMALL_LIMITS: Limits = Limits {
     max_record: 4096,
     max_batch: 16384,
-    write_version: stepjournal_codec::FormatVersion::V2,
+    write_version: stepjournal_codec::FormatVersion::V3,
 };
 
 fn both_limits() -> [Limits; 2] {

@@ -9,7 +9,8 @@ use stepjournal_codec::{
     RunId, RunOutcome, RunStarted, SessionId, StepCommit, StepNo, Suspended, ToolName, ToolResult,
 };
 use stepjournal_recovery::{
-    Config, MemoryRegistry, NewRun, SessionState, fold, fold_owned, plan, transcript, verify,
+    Agreement, Config, MemoryRegistry, NewRun, SessionState, fold, fold_owned, plan, snapshots_agree,
+    transcript, verify,
 };
 
 use super::{check_plan, ensure};
@@ -372,6 +373,7 @@ pub fn check_fold_and_plan(input: &FoldInput) -> Result<(), String> {
     ensure!(resumed == state, "folding in two parts differs from folding at once");
     let _ = verify(&events);
     let _ = transcript(&state);
+    snapshot_fold_agrees(input, &events, &registry, &config)?;
 
     let mut closed: Vec<CallId> = Vec::new();
     let ids_unique = call_ids_unique(&events);
@@ -404,4 +406,34 @@ pub fn check_fold_and_plan(input: &FoldInput) -> Result<(), String> {
         events.extend(p.appends.iter().cloned());
     }
     Ok(())
+}
+
+/// How many committed step boundaries of a log a snapshot is taken at.
+const SNAPSHOT_BOUNDARIES: usize = 3;
+
+/// The snapshot property over the input's log: at up to [`SNAPSHOT_BOUNDARIES`] committed step
+/// boundaries, a fold from the snapshot plans every entry as the whole fold does, at every
+/// longer prefix (the input's entries, and one of each kind naming the log's checkpoints).
+pub fn snapshot_fold_agrees(
+    input: &FoldInput,
+    events: &[Event],
+    registry: &MemoryRegistry,
+    config: &Config,
+) -> Result<Agreement, String> {
+    let kinds = [
+        EntrySpec::Wake,
+        EntrySpec::Stop,
+        EntrySpec::Retry { checkpoint: None, message: false },
+        EntrySpec::FromCheckpoint(0),
+        EntrySpec::FromCheckpoint(3),
+        EntrySpec::Retry { checkpoint: Some(1), message: true },
+    ];
+    let entries: Vec<NewRun> = std::iter::once(input.entry)
+        .chain(input.later.iter().copied().take(MAX_LATER))
+        .chain(kinds)
+        .enumerate()
+        .map(|(n, spec)| new_run(spec.entry(), n))
+        .collect();
+    snapshots_agree(events, &entries, registry, config, SNAPSHOT_BOUNDARIES)
+        .map_err(|e| format!("a fold from a snapshot plans otherwise: {e}"))
 }

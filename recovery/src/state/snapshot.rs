@@ -1,0 +1,168 @@
+//! Folding from a `snapshot`: [`SessionState::snapshot`] takes one at a committed step
+//! boundary, [`SessionState::from_snapshot`] starts a fold there, and
+//! [`SessionState::needs_history`] says when an entry reads further back than the snapshot
+//! keeps, so the caller folds the whole log instead.
+//!
+//! A state folded from a snapshot plans every entry as the fold of the whole log would, except
+//! where it says it needs the history: after a `rewound` whose target is not a reply after the
+//! snapshot (it voids pairings and run ends the snapshot does not keep), and for an entry naming
+//! a checkpoint that neither the suffix nor the snapshot's last reply and commit name (whether
+//! some older event names it decides between two refusals). Other views of the state (every
+//! reply, every call, the transcript) hold only what came after the snapshot.
+
+use stepjournal_codec::{
+    Entry, ResumeMode, Seq, Snapshot, SnapshotRun, SnapshotRunEnd, SnapshotStep, StepNo, StepRange,
+};
+
+use super::SessionState;
+use super::records::{CommitRecord, ReplyRecord, RunEndRecord, RunRecord};
+
+/// What a state folded from a snapshot knows of the log before it, beyond its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Base {
+    /// Where the snapshot is.
+    pub(crate) seq: Seq,
+    /// The step numbers committed before it (the snapshot's ranges).
+    pub(crate) committed: Vec<StepRange>,
+    /// The first `rewound` after it whose target is not a reply after it.
+    pub(crate) reaches_back: Option<Seq>,
+}
+
+impl Base {
+    pub(crate) fn is_committed(&self, step: StepNo) -> bool {
+        let i = self.committed.partition_point(|r| r.last < step);
+        self.committed.get(i).is_some_and(|r| r.first <= step)
+    }
+}
+
+impl SessionState {
+    /// The snapshot of this state, to be appended as the next event: `None` unless the state is
+    /// at a committed step boundary (no saved step), and unless it was folded from a snapshot
+    /// and a `rewound` since reached before it.
+    pub fn snapshot(&self) -> Option<Snapshot> {
+        if self.saved_step().is_some() {
+            return None;
+        }
+        let mut committed = Vec::new();
+        if let Some(base) = &self.base {
+            if base.reaches_back.is_some() {
+                return None;
+            }
+            committed.clone_from(&base.committed);
+        }
+        let mut snapshot = Snapshot {
+            len: self.len,
+            run: self.last_run().map(|r| SnapshotRun {
+                seq: r.seq,
+                run: r.run.clone(),
+                entry: r.entry.clone(),
+            }),
+            run_end: self.last_counting_run_end().map(|e| SnapshotRunEnd {
+                seq: e.seq,
+                run: e.run.clone(),
+                outcome: e.outcome,
+                error: e.error.clone(),
+            }),
+            reply: self.last_reply().map(|r| SnapshotStep {
+                seq: r.seq,
+                step: r.step,
+                checkpoint: r.checkpoint.clone(),
+            }),
+            commit: self.last_commit().map(|c| SnapshotStep {
+                seq: c.seq,
+                step: c.step,
+                checkpoint: c.checkpoint.clone(),
+            }),
+            committed,
+        };
+        for commit in &self.commits {
+            snapshot.commit_step(commit.step);
+        }
+        Some(snapshot)
+    }
+
+    /// A state folded up to and including `snapshot`, the event at `seq`: fold the events after
+    /// it into it. `Err` says why the snapshot cannot stand there (it is damaged): fold the
+    /// whole log instead.
+    pub fn from_snapshot(seq: Seq, snapshot: &Snapshot) -> Result<SessionState, String> {
+        if let Some(flaw) = snapshot.flaw(seq) {
+            return Err(flaw);
+        }
+        if let Some(reply) = &snapshot.reply
+            && !snapshot.is_committed(reply.step)
+        {
+            return Err(format!(
+                "its last reply's step {} has no commit: it is not at a committed step boundary",
+                reply.step
+            ));
+        }
+        let mut state = SessionState { len: seq.get().saturating_add(1), ..Default::default() };
+        if let Some(r) = &snapshot.run {
+            state.runs.push(RunRecord { seq: r.seq, run: r.run.clone(), entry: r.entry.clone() });
+        }
+        if let Some(e) = &snapshot.run_end {
+            state.run_ends.push(RunEndRecord {
+                seq: e.seq,
+                run: e.run.clone(),
+                outcome: e.outcome,
+                error: e.error.clone(),
+                voided_by: None,
+            });
+        }
+        if let Some(r) = &snapshot.reply {
+            state.replies.push(ReplyRecord {
+                seq: r.seq,
+                step: r.step,
+                checkpoint: r.checkpoint.clone(),
+                text: String::new(),
+                repeated_call: None,
+                calls: Vec::new(),
+                first: 0,
+            });
+        }
+        if let Some(c) = &snapshot.commit {
+            state.commits.push(CommitRecord {
+                seq: c.seq,
+                step: c.step,
+                checkpoint: c.checkpoint.clone(),
+            });
+        }
+        state.base = Some(Box::new(Base {
+            seq,
+            committed: snapshot.committed.clone(),
+            reaches_back: None,
+        }));
+        Ok(state)
+    }
+
+    /// Where the snapshot this state was folded from is, if it was.
+    pub fn snapshot_seq(&self) -> Option<Seq> {
+        self.base.as_ref().map(|b| b.seq)
+    }
+
+    /// Whether planning `entry` over this state needs the log before the snapshot it was folded
+    /// from: fold the whole log and plan over that instead. Never for a state folded from the
+    /// first event.
+    pub fn needs_history(&self, entry: &Entry) -> bool {
+        let Some(base) = &self.base else { return false };
+        if base.reaches_back.is_some() {
+            return true;
+        }
+        let checkpoint = match entry {
+            Entry::Resume(ResumeMode::FromCheckpoint { checkpoint }) => Some(checkpoint),
+            Entry::Retry { checkpoint, .. } => checkpoint.as_ref(),
+            _ => None,
+        };
+        checkpoint.is_some_and(|c| !self.names_checkpoint(c))
+    }
+
+    /// A `rewound` at `seq` found its target reply at `reply` (or none): when the state was
+    /// folded from a snapshot and the target is not after it, the state now needs the history.
+    pub(super) fn note_rewind_target(&mut self, seq: Seq, reply: Option<Seq>) {
+        if let Some(base) = &mut self.base
+            && reply.is_none_or(|r| r < base.seq)
+        {
+            base.reaches_back.get_or_insert(seq);
+        }
+    }
+}
