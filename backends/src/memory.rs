@@ -4,9 +4,11 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
-use stepjournal_codec::{Limits, Record, Seq, SessionId, Stamped, batch};
+use stepjournal_codec::{EventKind, Limits, Record, Seq, SessionId, Stamped, batch};
 
-use crate::{AppendAck, AppendError, Durability, JournalStore, RunHead, SessionHead, StoreError};
+use crate::{
+    AppendAck, AppendError, Durability, JournalStore, RunHead, SessionHead, StoreError, StoreFuture,
+};
 
 /// One session's events and its head, kept as batches land.
 #[derive(Debug, Default)]
@@ -94,6 +96,23 @@ impl JournalStore for MemoryStore {
         let start = range.start.get().min(len) as usize;
         let end = range.end.get().min(len).max(range.start.get().min(len)) as usize;
         Ok(log.get(start..end).map(<[Record]>::to_vec).unwrap_or_default())
+    }
+
+    fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+        let sessions = self.lock();
+        let Some(log) = sessions.get(session).map(|l| &l.records) else {
+            return Ok(Vec::new());
+        };
+        let start =
+            log.iter().rposition(|r| r.event.kind() == EventKind::Snapshot).unwrap_or_default();
+        Ok(log.get(start..).map(<[Record]>::to_vec).unwrap_or_default())
+    }
+
+    fn read_from_snapshot_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        StoreFuture::ready(self.read_from_snapshot(session))
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {

@@ -3,7 +3,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use stepjournal_codec::{Record, RunId, Seq, SessionId, Stamped};
+use stepjournal_codec::{EventKind, Record, RunId, Seq, SessionId, Stamped};
 
 use crate::head::{LeaseTaken, OwnerId, RunHead, SessionHead, StoreMetrics};
 use crate::identity::StoreIdentity;
@@ -107,6 +107,42 @@ pub trait JournalStore: Send + Sync + 'static {
         StoreFuture::ready(self.read(session, range))
     }
 
+    /// The session's log from its newest `snapshot` on (the snapshot its first record), or the
+    /// whole log when it holds none: what a fold needs to plan (a fold from the snapshot, as
+    /// `stepjournal-recovery`'s `SessionState::from_snapshot` starts one). A caller that finds
+    /// the snapshot damaged reads the whole log instead.
+    ///
+    /// The provided implementation reads the whole log and keeps what follows its last
+    /// snapshot (correct, and as slow as reading everything); the backends of this crate know
+    /// where the newest snapshot lies and read from it.
+    fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+        let mut records = self.read_all(session)?;
+        from_last_snapshot(&mut records);
+        Ok(records)
+    }
+
+    /// [`read_from_snapshot`](Self::read_from_snapshot) as a future; see
+    /// [`read_async`](Self::read_async). The provided implementation reads the whole log
+    /// through `read_async` and keeps what follows its last snapshot.
+    fn read_from_snapshot_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        let whole = self.read_async(session, Seq(0)..Seq(u64::MAX));
+        if whole.is_ready() {
+            let mut records = whole.wait();
+            if let Ok(records) = &mut records {
+                from_last_snapshot(records);
+            }
+            return StoreFuture::ready(records);
+        }
+        StoreFuture::deferred(async move {
+            let mut records = whole.await?;
+            from_last_snapshot(&mut records);
+            Ok(records)
+        })
+    }
+
     /// [`tail`](Self::tail) as a future; see [`read_async`](Self::read_async).
     fn tail_async(&self, session: &SessionId) -> StoreFuture<Result<Seq, StoreError>> {
         StoreFuture::ready(self.tail(session))
@@ -199,5 +235,12 @@ pub trait JournalStore: Send + Sync + 'static {
     /// The store's figures since it was opened. The provided implementation measures nothing.
     fn metrics(&self) -> StoreMetrics {
         StoreMetrics::default()
+    }
+}
+
+/// Drops the records before the last `snapshot` of `records` (none when it holds no snapshot).
+pub fn from_last_snapshot(records: &mut Vec<Record>) {
+    if let Some(at) = records.iter().rposition(|r| r.event.kind() == EventKind::Snapshot) {
+        records.drain(..at);
     }
 }

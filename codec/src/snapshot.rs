@@ -109,7 +109,10 @@ impl Snapshot {
     /// is damaged, and a reader folds the log before it instead.
     pub fn flaw(&self, seq: Seq) -> Option<String> {
         if self.len != seq.get() {
-            return Some(format!("it says it stands for {} events, but it is at seq {seq}", self.len));
+            return Some(format!(
+                "it says it stands for {} events, but it is at seq {seq}",
+                self.len
+            ));
         }
         let seqs = [
             self.run.as_ref().map(|r| r.seq),
@@ -131,7 +134,10 @@ impl Snapshot {
         if let Some(commit) = &self.commit
             && !self.is_committed(commit.step)
         {
-            return Some(format!("its last commit's step {} is not among its committed steps", commit.step));
+            return Some(format!(
+                "its last commit's step {} is not among its committed steps",
+                commit.step
+            ));
         }
         None
     }
@@ -173,10 +179,10 @@ mod tests {
         assert!(s.flaw(Seq(4)).unwrap().contains("at seq 4"));
         s.commit = Some(SnapshotStep { seq: Seq(2), step: StepNo(1), checkpoint: "cp".into() });
         assert!(s.flaw(Seq(3)).unwrap().contains("not among"));
-        s.committed = vec![StepRange { first: StepNo(2), last: StepNo(3) }, StepRange {
-            first: StepNo(1),
-            last: StepNo(1),
-        }];
+        s.committed = vec![
+            StepRange { first: StepNo(2), last: StepNo(3) },
+            StepRange { first: StepNo(1), last: StepNo(1) },
+        ];
         assert!(s.flaw(Seq(3)).unwrap().contains("ascending"));
         s.committed = vec![StepRange { first: StepNo(1), last: StepNo(1) }];
         assert_eq!(s.flaw(Seq(3)), None);

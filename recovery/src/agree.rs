@@ -174,8 +174,8 @@ mod tests {
             .commit(2, "cp-2-commit")
             .reply(3, "cp-3", vec![call("c1", "safe_tool").safe()])
             .rewound("cp-1");
-        let got = snapshots_agree(&log.events, &entries(), &registry(), &Config::default(), 8)
-            .unwrap();
+        let got =
+            snapshots_agree(&log.events, &entries(), &registry(), &Config::default(), 8).unwrap();
         assert!(got.snapshots >= 3, "{got:?}");
         assert!(got.plans > 100, "{got:?}");
         assert!(got.needed_history > 0, "the rewound to cp-1 reaches back: {got:?}");
@@ -191,8 +191,8 @@ mod tests {
             .commit(1, "cp-1-commit");
         let state = crate::fold(&log.events);
         let snapshot = state.snapshot().unwrap();
-        let mut based = SessionState::from_snapshot(Seq(log.events.len() as u64), &snapshot)
-            .unwrap();
+        let mut based =
+            SessionState::from_snapshot(Seq(log.events.len() as u64), &snapshot).unwrap();
         assert!(!based.needs_history(&Entry::Wake));
         assert!(based.needs_history(&from_checkpoint("cp-0")), "a checkpoint it cannot place");
         assert!(!based.needs_history(&from_checkpoint("cp-1-commit")));
@@ -228,8 +228,14 @@ mod tests {
         let at = Seq(log.events.len() as u64);
         let based = SessionState::from_snapshot(at, &snapshot).unwrap();
         whole.apply(&Event::Snapshot(snapshot));
-        let err = compare(&whole, &based, &entries(), &registry(), &Config::default(), &mut
-            Agreement::default())
+        let err = compare(
+            &whole,
+            &based,
+            &entries(),
+            &registry(),
+            &Config::default(),
+            &mut Agreement::default(),
+        )
         .unwrap_err();
         assert!(err.contains("Retry"), "{err}");
     }

@@ -387,6 +387,54 @@ pub fn heads_agree_with_a_fold_of_every_session(store: &dyn JournalStore) {
     assert_eq!(store.head(&sid("head-never")).unwrap(), None);
 }
 
+/// A `snapshot` event (its members are not the store's to check).
+fn snapshot_event() -> Event {
+    every_event_type()
+        .into_iter()
+        .find(|e| e.kind() == stepjournal_codec::EventKind::Snapshot)
+        .unwrap_or_else(|| numbered(0))
+}
+
+/// `read_from_snapshot` (and its async form) gives the log from the newest snapshot on,
+/// whether the snapshot came alone, in a batch, or two in one batch; the whole log when there
+/// is none; nothing for a missing session; and forgets a deleted session's snapshot.
+pub fn reads_from_the_newest_snapshot(store: &dyn JournalStore) {
+    let both = |s: &SessionId| {
+        let sync = store.read_from_snapshot(s).unwrap();
+        let async_ = store.read_from_snapshot_async(s).wait().unwrap();
+        assert_eq!(sync, async_, "the async form reads the same");
+        sync
+    };
+    let at = |i: u64, e: Event| Stamped::at(UnixMillis(1_700_000_000_000 + i), e);
+    let none = sid("snap-none");
+    store.append(&none, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
+    assert_eq!(both(&none), store.read_all(&none).unwrap());
+    assert!(both(&sid("snap-missing")).is_empty());
+
+    let s = sid("snap-two");
+    let mut tail = Seq(0);
+    let mut put = |events: Vec<Stamped>| {
+        let ack = store.append(&s, tail, &events, Durability::Synced).unwrap();
+        tail = ack.next;
+    };
+    put(stamped_numbered(0, 3));
+    put(vec![at(3, snapshot_event())]);
+    assert_eq!(both(&s), store.read(&s, Seq(3)..Seq(u64::MAX)).unwrap(), "alone");
+    put(vec![at(4, numbered(4)), at(5, snapshot_event()), at(6, numbered(6))]);
+    assert_eq!(both(&s), store.read(&s, Seq(5)..Seq(u64::MAX)).unwrap(), "in a batch");
+    put(vec![at(7, snapshot_event()), at(8, numbered(8)), at(9, snapshot_event())]);
+    put(stamped_numbered(10, 2));
+    let got = both(&s);
+    assert_eq!(got, store.read(&s, Seq(9)..Seq(u64::MAX)).unwrap(), "the last of two");
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0].seq, Seq(9));
+
+    assert!(store.delete(&s).unwrap());
+    assert!(both(&s).is_empty(), "a deleted session reads as empty");
+    store.append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
+    assert_eq!(both(&s), store.read_all(&s).unwrap(), "its old snapshot is forgotten");
+}
+
 /// Instantiates every conformance test for one backend. `$make` is an expression that evaluates to
 /// a closure returning a fresh, empty store, or a value that derefs to one. Attributes before it
 /// are put on every test (for example a `cfg_attr(..., ignore = "why")`).
@@ -416,6 +464,7 @@ macro_rules! backend_conformance {
             many_small_batches_read_back_in_order,
             heads_agree_with_a_fold_of_every_session,
             heads_equal_a_fold_of_the_log_after_every_kind_of_batch,
+            reads_from_the_newest_snapshot,
         );
     };
     (@tests $attrs:tt $make:expr; $($name:ident,)*) => {

@@ -2,11 +2,11 @@
 
 use stepjournal_codec::{
     ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
-    ClientAnswer, DispatchId, DispatchMinted, Entry, Event, Message, ModelAborted, OutputChunk,
-    PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode, Rewound, Role, RunEnded,
-    RunId, RunOutcome, RunStarted, Seq, SessionId, Snapshot, SnapshotRun, SnapshotRunEnd,
+    ClientAnswer, DispatchId, DispatchMinted, Entry, Event, FormatVersion, Message, ModelAborted,
+    OutputChunk, PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode, Rewound, Role,
+    RunEnded, RunId, RunOutcome, RunStarted, Seq, SessionId, Snapshot, SnapshotRun, SnapshotRunEnd,
     SnapshotStep, Stamped, StepCommit, StepNo, StepRange, Suspended, ToolName, ToolResult,
-    UnixMillis, FormatVersion,
+    UnixMillis,
 };
 
 /// One event of every type, with every optional member both present and absent somewhere (a

@@ -127,11 +127,8 @@ impl SessionState {
                 checkpoint: c.checkpoint.clone(),
             });
         }
-        state.base = Some(Box::new(Base {
-            seq,
-            committed: snapshot.committed.clone(),
-            reaches_back: None,
-        }));
+        state.base =
+            Some(Box::new(Base { seq, committed: snapshot.committed.clone(), reaches_back: None }));
         Ok(state)
     }
 

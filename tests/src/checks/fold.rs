@@ -9,8 +9,8 @@ use stepjournal_codec::{
     RunId, RunOutcome, RunStarted, SessionId, StepCommit, StepNo, Suspended, ToolName, ToolResult,
 };
 use stepjournal_recovery::{
-    Agreement, Config, MemoryRegistry, NewRun, SessionState, fold, fold_owned, plan, snapshots_agree,
-    transcript, verify,
+    Agreement, Config, MemoryRegistry, NewRun, SessionState, fold, fold_owned, plan,
+    snapshots_agree, transcript, verify,
 };
 
 use super::{check_plan, ensure};
