@@ -73,6 +73,15 @@ impl JournalStore for SeparateProcess {
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
         self.0.read_async(session, range)
     }
+    fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+        self.0.read_from_snapshot(session)
+    }
+    fn read_from_snapshot_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        self.0.read_from_snapshot_async(session)
+    }
     fn tail_async(&self, session: &SessionId) -> StoreFuture<Result<Seq, StoreError>> {
         self.0.tail_async(session)
     }

@@ -158,7 +158,8 @@ export class Run {
   readonly status: RunStatus;
   /** The step the run has open (a recovered step), or null. */
   readonly step: Step | null;
-  transcript(): TranscriptItem[];
+  /** What the model is shown up to the run's tail, read from the store; with `since`, only the items whose events lie at or after that seq (what is new since a turn). */
+  transcript(since?: number): Promise<TranscriptItem[]>;
   commitReply(reply: ReplyIn): Promise<Step>;
   /** Drives the recovered step; null when the run has none. */
   drive(): Promise<StepOutcome | null>;

@@ -161,7 +161,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     run.end(RunOutcome::Completed)?;
 
     println!("what the model is shown for turn 2:");
-    let shown = run.transcript();
+    let shown = run.transcript()?;
     let turn_two =
         shown.iter().rposition(|t| matches!(t, TranscriptItem::Message { .. })).unwrap_or(0);
     for item in shown.iter().skip(turn_two) {

@@ -102,7 +102,7 @@ fn a_cut_off_model_request_is_recorded_with_its_partial_answer_between_steps() {
             .unwrap();
     let run = journal.begin_run(&session(), new_turn()).unwrap();
     run.model_aborted("I will look that up and").unwrap();
-    let shown = run.transcript();
+    let shown = run.transcript().unwrap();
     assert!(
         shown.iter().any(|item| matches!(item, TranscriptItem::Aborted { partial, .. } if partial == "I will look that up and")),
         "{shown:?}"

@@ -121,7 +121,7 @@ fn spread(at: &[usize], n: usize) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use stepjournal_codec::{CheckpointId, Entry, PairReason, RunId, RunOutcome};
+    use stepjournal_codec::{CheckpointId, Entry, PairReason, RunId, RunOutcome, StepNo};
 
     use super::*;
     use crate::testlog::*;
@@ -238,6 +238,26 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("Retry"), "{err}");
+    }
+
+    #[test]
+    fn the_snapshot_after_a_commit_is_the_one_taken_once_the_commit_is_folded() {
+        let log = Log::new()
+            .run("r1", wake())
+            .reply(1, "cp-1", vec![])
+            .commit(1, "cp-1-commit")
+            .reply(2, "cp-2", vec![call("c1", "safe_tool").safe()])
+            .result("c1", 1);
+        let mut state = crate::fold(&log.events);
+        assert_eq!(state.snapshot(), None, "step 2 is saved");
+        let commit =
+            stepjournal_codec::StepCommit { step: StepNo(2), checkpoint: "cp-2-commit".into() };
+        let other =
+            stepjournal_codec::StepCommit { step: StepNo(7), checkpoint: "cp-7-commit".into() };
+        assert_eq!(state.snapshot_after_commit(&other), None, "step 2 would still be saved");
+        let ahead = state.snapshot_after_commit(&commit).unwrap();
+        state.apply(&Event::StepCommit(commit));
+        assert_eq!(Some(ahead), state.snapshot());
     }
 
     #[test]

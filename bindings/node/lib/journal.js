@@ -199,8 +199,9 @@ export class Run {
     return step ? new Step(this.#journal, step) : null;
   }
 
-  transcript() {
-    return JSON.parse(this.#native.transcript());
+  /** What the model is shown up to the run's tail; with `since`, only items at or after that seq. */
+  async transcript(since) {
+    return JSON.parse(await wrap(this.#native.transcript(since ?? null)));
   }
 
   /** Commits the model's reply `{text, calls: [{call, tool, args, group?, sequential?}]}`: the step. */

@@ -1,6 +1,7 @@
 //! `NativeRun`: one pass of the runtime over a session, with its entry's plan.
 
 use napi_derive::napi;
+use stepjournal::codec::Seq;
 use stepjournal::{DriveOptions, Journal, Run, Tools};
 
 use crate::convert;
@@ -72,10 +73,13 @@ impl NativeRun {
         convert::status(&self.run.status())
     }
 
-    /// What the model is shown, as the run sees the session, as a JSON array's text.
+    /// What the model is shown, up to the run's tail, as a JSON array's text; with `since`,
+    /// only the items whose events lie at or after that seq (what is new since a turn).
     #[napi]
-    pub fn transcript(&self) -> String {
-        convert::items(&self.run.transcript())
+    pub async fn transcript(&self, since: Option<i64>) -> napi::Result<String> {
+        let since = Seq(since.and_then(|s| u64::try_from(s).ok()).unwrap_or(0));
+        let items = self.run.transcript_since_async(since).await.map_err(thrown)?;
+        Ok(convert::items(&items))
     }
 
     /// The step the run has open (a recovered step), if any.

@@ -11,6 +11,7 @@ use stepjournal_recovery::{
 
 use super::cancel::CancelSignal;
 use super::hub::Counters;
+use super::load::Loaded;
 use super::owner::{Ownership, Took};
 use super::shared::{Inner, OpenStep, Shared, fence_of};
 use super::trace::run_span;
@@ -212,8 +213,13 @@ impl Journal {
         let mut unknown: Option<(Seq, Plan, AppendError)> = None;
         let mut round = 0;
         loop {
-            let records = match self.store.read_async(session, Seq(0)..Seq(u64::MAX)).await {
-                Ok(records) => records,
+            let read = match &unknown {
+                // The unknown batch is checked where it was to land, whatever was written since.
+                Some((at, _, _)) => Loaded::read_covering(&*self.store, session, *at).await,
+                None => Loaded::read(&*self.store, session, &new_run.entry).await,
+            };
+            let (mut loaded, mut state) = match read {
+                Ok(read) => read,
                 // A store that cannot be read cannot tell whether the unknown batch landed.
                 Err(e) => {
                     return Err(match unknown.take() {
@@ -226,28 +232,27 @@ impl Journal {
             };
             if let Some((at, plan, error)) = unknown.take() {
                 let batch: Vec<Event> = plan.appends.iter().chain(with).cloned().collect();
-                if holds_at(&records, at, &batch) {
-                    return Ok(self.started(session, new_run, plan, with.len(), &records, at));
+                if holds_at(loaded.from(at), &batch) {
+                    return Ok(self.started(session, new_run, plan, with.len(), &loaded, at));
                 }
                 if round == self.options.begin_attempts {
                     return Err(BeginError::Append { session: session.clone(), source: error });
                 }
+                // Not landed: plan again over what is there, read as any entry reads.
+                let read = Loaded::read(&*self.store, session, &new_run.entry).await;
+                (loaded, state) = read.map_err(read_error)?;
             }
             if let Some(read) = at
-                && read.get() != records.len() as u64
+                && read != loaded.tail()
             {
-                let found = Seq(records.len() as u64);
+                let found = loaded.tail();
                 return Err(BeginError::Changed { session: session.clone(), read, found });
             }
             if round == self.options.begin_attempts {
                 return Err(BeginError::Contended { session: session.clone(), attempts: round });
             }
             round += 1;
-            let mut state = SessionState::default();
-            for record in &records {
-                state.apply(&record.event);
-            }
-            let tail = Seq(records.len() as u64);
+            let tail = loaded.tail();
             // A stop of a run that already ended (but suspended) would end it a second time:
             // it writes nothing, whether it finds so now or after another writer's append.
             if matches!(new_run.entry, Entry::Stop)
@@ -268,14 +273,13 @@ impl Journal {
                 self.store.append_async(session, tail, &stamped, self.options.durability).await;
             match answer {
                 Ok(_) => {
-                    let mut records = records;
-                    records.extend(stamped.into_iter().enumerate().map(|(i, s)| Record {
+                    loaded.extend(stamped.into_iter().enumerate().map(|(i, s)| Record {
                         session: session.clone(),
                         seq: tail.add(i as u64),
                         at: s.at,
                         event: s.event,
                     }));
-                    return Ok(self.started(session, new_run, plan, with.len(), &records, tail));
+                    return Ok(self.started(session, new_run, plan, with.len(), &loaded, tail));
                 }
                 Err(AppendError::Conflict { .. }) => {}
                 Err(e @ AppendError::OutcomeUnknown { .. }) => unknown = Some((tail, plan, e)),
@@ -303,7 +307,8 @@ impl Journal {
     }
 
     /// The run whose entry's batch (`plan.appends`, then `with` more events) landed at `at` in
-    /// `records` (the session's log as read, the batch included). Events after the batch,
+    /// `loaded` (the session's log as read, from its newest snapshot or whole, the batch
+    /// included). Events after the batch,
     /// written by other writers before the run could see them, are folded as any append of the
     /// run would fold them: a `run_started` or `run_ended` among them fences the run at once.
     fn started(
@@ -312,13 +317,16 @@ impl Journal {
         new_run: NewRun,
         plan: Plan,
         with: usize,
-        records: &[Record],
+        loaded: &Loaded,
         at: Seq,
     ) -> Run {
         let stopped = matches!(new_run.entry, Entry::Stop);
         let end = at.add((plan.appends.len() + with) as u64);
-        let mut state = SessionState::default();
-        let mut tail = Seq(0);
+        let start = loaded.start();
+        debug_assert!(start.is_some(), "an entry reads from an intact snapshot or the first event");
+        let mut state = start.unwrap_or_default();
+        let records = loaded.from(state.len().into());
+        let mut tail = Seq(state.len());
         for record in records.iter().take_while(|r| r.seq < end) {
             state.apply(&record.event);
             tail = record.seq.next();
@@ -372,6 +380,7 @@ impl Journal {
             ids: self.options.ids.clone(),
             clock: self.options.clock.clone(),
             append_attempts: self.options.append_attempts,
+            snapshot_every: self.options.snapshot_every,
             turn: futures_util::lock::Mutex::new(()),
             view: Mutex::new(Inner { tail, state, status, step }),
             cancel: CancelSignal::new(),
@@ -424,12 +433,9 @@ impl Drop for OrphanIfDropped<'_> {
     }
 }
 
-/// Whether `records` hold `events` from `at` on.
-fn holds_at(records: &[Record], at: Seq, events: &[Event]) -> bool {
-    let start = usize::try_from(at.get()).unwrap_or(usize::MAX);
-    records.get(start..).is_some_and(|rest| {
-        rest.len() >= events.len() && rest.iter().zip(events).all(|(r, e)| &r.event == e)
-    })
+/// Whether `rest` (the records from where `events` were to land) starts with `events`.
+fn holds_at(rest: &[Record], events: &[Event]) -> bool {
+    rest.len() >= events.len() && rest.iter().zip(events).all(|(r, e)| &r.event == e)
 }
 
 /// The session's whole log folded.

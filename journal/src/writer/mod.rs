@@ -59,6 +59,7 @@ pub(crate) mod error;
 mod hub;
 mod ids;
 mod journal;
+mod load;
 mod options;
 mod owner;
 mod refuse;

@@ -23,6 +23,7 @@ use super::owner::default_owner;
 /// | [`owner`](Self::owner) | `host:pid:random` |
 /// | [`lease_ttl`](Self::lease_ttl) | 30 s |
 /// | [`lease_keeper`](Self::lease_keeper) | on: a thread keeps the leases |
+/// | [`snapshot_every`](Self::snapshot_every) | 32 steps |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     pub(crate) durability: Durability,
@@ -34,6 +35,7 @@ pub struct JournalOptions {
     pub(crate) owner: OwnerId,
     pub(crate) lease_ttl: Duration,
     pub(crate) lease_keeper: bool,
+    pub(crate) snapshot_every: u32,
 }
 
 impl JournalOptions {
@@ -48,6 +50,9 @@ impl JournalOptions {
     /// The default time a run's lease lasts unless renewed.
     pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
+    /// The default number of committed steps between two snapshots.
+    pub const DEFAULT_SNAPSHOT_EVERY: u32 = 32;
+
     /// The defaults (see the table above).
     pub fn new() -> Self {
         JournalOptions {
@@ -60,6 +65,7 @@ impl JournalOptions {
             owner: default_owner(),
             lease_ttl: Self::DEFAULT_LEASE_TTL,
             lease_keeper: true,
+            snapshot_every: Self::DEFAULT_SNAPSHOT_EVERY,
         }
     }
 
@@ -126,6 +132,17 @@ impl JournalOptions {
 }
 
 impl JournalOptions {
+    /// How many committed steps lie between two `snapshot`s a run writes: the step commit that
+    /// makes `steps` since the last snapshot carries one in its batch, so an entry folds at
+    /// most that many steps' events after the snapshot, however long the session (a run also
+    /// writes one when asked, [`Run::snapshot`](super::Run::snapshot)). Default 32; 0 writes
+    /// none by policy. A store writing record format version 2 (a rolling deploy whose readers
+    /// do not all read version 3) cannot hold a snapshot: set 0 there.
+    pub fn snapshot_every(mut self, steps: u32) -> Self {
+        self.snapshot_every = steps;
+        self
+    }
+
     /// Whether the journal starts its lease keeper, a thread that renews the leases of its
     /// runs every third of [`lease_ttl`](Self::lease_ttl) and releases those of runs that
     /// ended (on stores that keep leases). Default on. Off, nothing renews or releases them

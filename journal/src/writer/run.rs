@@ -9,6 +9,8 @@ use stepjournal_codec::{
 };
 use stepjournal_recovery::{Plan, SessionState, TranscriptItem, transcript};
 
+use stepjournal_backends::StoreError;
+
 use super::shared::{OpenStep, Shared};
 use super::wait::block_on;
 use super::{CancelSignal, Interruption, Refusal, RunStatus, Span, Step, WriteError};
@@ -178,16 +180,96 @@ impl Run {
         inner.step.as_ref().map(|s| Step::new(self.shared.clone(), s.number, s.checkpoint.clone()))
     }
 
-    /// Runs `f` on the session as the run sees it (folded up to [`tail`](Self::tail)).
+    /// Runs `f` on the session as the run sees it: folded up to [`tail`](Self::tail), from the
+    /// newest snapshot the run read or wrote (so its replies, calls and messages are those
+    /// after that snapshot; what the recovery rules read of the rest, the snapshot keeps).
     ///
     /// The run's view is locked while `f` runs: `f` must not call the run's handles.
     pub fn with_state<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
         f(&self.shared.view().state)
     }
 
-    /// What the model is shown now, as the run sees the session.
-    pub fn transcript(&self) -> Vec<TranscriptItem> {
-        transcript(&self.shared.view().state)
+    /// What the model is shown now: the session's whole log up to the run's
+    /// [`tail`](Self::tail), read from the store and folded (the run keeps no past steps).
+    pub fn transcript(&self) -> Result<Vec<TranscriptItem>, StoreError> {
+        block_on(self.transcript_async())
+    }
+
+    /// [`transcript`](Self::transcript), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written; nothing is left.
+    pub async fn transcript_async(&self) -> Result<Vec<TranscriptItem>, StoreError> {
+        self.transcript_since_async(Seq(0)).await
+    }
+
+    /// The items of [`transcript`](Self::transcript) whose events lie at or after `seq`: what
+    /// is new since a runtime last showed the model the session (pass the [`tail`](Self::tail)
+    /// it saw then). A reply's item is new when its `reply_committed` is; an answer's when the
+    /// event that answered is.
+    pub fn transcript_since(&self, seq: Seq) -> Result<Vec<TranscriptItem>, StoreError> {
+        block_on(self.transcript_since_async(seq))
+    }
+
+    /// [`transcript_since`](Self::transcript_since), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written; nothing is left.
+    pub async fn transcript_since_async(
+        &self,
+        seq: Seq,
+    ) -> Result<Vec<TranscriptItem>, StoreError> {
+        let tail = self.tail();
+        let records = self.shared.store.read_async(&self.shared.session, Seq(0)..tail).await?;
+        let mut state = SessionState::default();
+        for record in &records {
+            state.apply(&record.event);
+        }
+        let mut items = transcript(&state);
+        items.retain(|item| item.seq() >= seq);
+        Ok(items)
+    }
+
+    /// Appends a `snapshot` of the session as the run sees it (the policy writes one every
+    /// [`snapshot_every`](crate::JournalOptions::snapshot_every) steps; this writes one now,
+    /// before a long pause, say). Returns where it landed. Refused while a step is open
+    /// ([`Refusal::StepOpen`]): a snapshot stands at a committed step boundary. `None`, and
+    /// nothing written, when the run's view cannot make one (a `rewound` another writer
+    /// appended reached before the snapshot it was folded from).
+    pub fn snapshot(&self) -> Result<Option<Seq>, WriteError> {
+        block_on(self.snapshot_async())
+    }
+
+    /// [`snapshot`](Self::snapshot), awaited.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)), as for every
+    /// append of a run.
+    pub async fn snapshot_async(&self) -> Result<Option<Seq>, WriteError> {
+        let made = {
+            let inner = self.shared.view();
+            if let Some(open) = &inner.step {
+                return Err(Refusal::StepOpen { step: open.number }.into());
+            }
+            inner.state.snapshot().is_some()
+        };
+        if !made {
+            return Ok(None);
+        }
+        let mut writer = self.shared.write().await;
+        let at = writer
+            .append(|inner| {
+                if let Some(open) = &inner.step {
+                    return Err(Refusal::StepOpen { step: open.number });
+                }
+                match inner.state.snapshot() {
+                    Some(snapshot) => Ok((vec![Event::Snapshot(snapshot)], inner.tail)),
+                    None => Err(Refusal::StepOpen {
+                        step: inner.state.saved_step().map(|r| r.step).unwrap_or_default(),
+                    }),
+                }
+            })
+            .await?;
+        Ok(Some(at))
     }
 
     /// Commits the model's reply: appends `reply_committed` (the step's append checkpoint) and

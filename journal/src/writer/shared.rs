@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) ids: Arc<dyn IdSource>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) append_attempts: u32,
+    /// Committed steps between two snapshots (0: none by policy).
+    pub(crate) snapshot_every: u32,
     /// The run's turn to write: held by the handle that appends, from the build of its batch
     /// through the store's answer to the change of the view that follows, so the run's writes
     /// are serialized. An async lock: it is held across the store's `.await`, and a task waiting
@@ -180,12 +182,20 @@ pub(crate) fn fence_of(record: &Record) -> Option<Fence> {
     }
 }
 
-/// Folds a batch that landed at the run's tail.
+/// Folds a batch that landed at the run's tail. A batch that ends with a snapshot leaves the
+/// run's state folded from it: what the rules read, not every past step (the run's memory stays
+/// bounded however long the session grows).
 pub(crate) fn apply(inner: &mut Inner, batch: &[Stamped]) {
     for stamped in batch {
         inner.state.apply(&stamped.event);
     }
     inner.tail = inner.tail.add(batch.len() as u64);
+    if let Some(Stamped { event: Event::Snapshot(snapshot), .. }) = batch.last()
+        && let Some(seq) = inner.tail.get().checked_sub(1)
+        && let Ok(state) = SessionState::from_snapshot(Seq(seq), snapshot)
+    {
+        inner.state = state;
+    }
     inner.debug_check();
 }
 

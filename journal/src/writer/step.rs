@@ -477,7 +477,8 @@ impl Step {
     }
 
     /// Commits the step (`step_commit`, a new commit checkpoint, returned): every call of the
-    /// step has its answer. Refused while a call is unresolved ([`Refusal::OpenCalls`]). After
+    /// step has its answer. Every [`snapshot_every`](crate::JournalOptions::snapshot_every)
+    /// steps the same batch carries a `snapshot` of the session after the commit. Refused while a call is unresolved ([`Refusal::OpenCalls`]). After
     /// it, the step's handles refuse everything ([`Refusal::StepClosed`]) and the run may commit
     /// its next reply.
     pub fn commit(&self) -> Result<CheckpointId, WriteError> {
@@ -502,8 +503,16 @@ impl Step {
                 if !calls.is_empty() {
                     return Err(Refusal::OpenCalls { step: number, calls });
                 }
-                let event = StepCommit { step: number, checkpoint: checkpoint.clone() };
-                Ok((vec![Event::StepCommit(event)], ()))
+                let commit = StepCommit { step: number, checkpoint: checkpoint.clone() };
+                // The policy's snapshot goes in the same batch, right after the commit.
+                let every = self.shared.snapshot_every as usize;
+                let snapshot = (every > 0
+                    && inner.state.commits_since_snapshot().saturating_add(1) >= every)
+                    .then(|| inner.state.snapshot_after_commit(&commit))
+                    .flatten();
+                let mut events = vec![Event::StepCommit(commit)];
+                events.extend(snapshot.map(Event::Snapshot));
+                Ok((events, ()))
             })
             .await?;
         writer.view().step = None;

@@ -278,6 +278,6 @@ pub fn refused_without_writing<T: std::fmt::Debug>(
 
 /// `store` as another process holds it: each journal of the test stands for a process of its
 /// own over the one store.
-fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
+pub fn separate(store: Arc<dyn JournalStore>) -> Arc<dyn JournalStore> {
     Arc::new(stepjournal::backends::SeparateProcess(store))
 }

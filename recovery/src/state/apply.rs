@@ -67,8 +67,8 @@ macro_rules! fold_event {
             Event::ModelAborted(e) => {
                 $state.aborts.push(AbortRecord { seq: $seq, partial: $take!(e.partial) })
             }
-            // Changes no plan: a fold of the whole log skips it.
-            Event::Snapshot(_) => {}
+            // Changes no plan: a fold of the whole log notes where it is, and skips it.
+            Event::Snapshot(_) => $state.last_snapshot = Some($seq),
         }
     };
 }

@@ -54,6 +54,8 @@ pub struct SessionState {
     unbound: Vec<Seq>,
     /// Set when the fold started at a snapshot (see [`SessionState::from_snapshot`]).
     base: Option<Box<snapshot::Base>>,
+    /// Where the last `snapshot` folded (or started from) is.
+    last_snapshot: Option<Seq>,
 }
 
 /// The id of the call in slot `i`.

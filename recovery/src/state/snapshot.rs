@@ -11,7 +11,8 @@
 //! reply, every call, the transcript) hold only what came after the snapshot.
 
 use stepjournal_codec::{
-    Entry, ResumeMode, Seq, Snapshot, SnapshotRun, SnapshotRunEnd, SnapshotStep, StepNo, StepRange,
+    Entry, ResumeMode, Seq, Snapshot, SnapshotRun, SnapshotRunEnd, SnapshotStep, StepCommit,
+    StepNo, StepRange,
 };
 
 use super::SessionState;
@@ -43,6 +44,31 @@ impl SessionState {
         if self.saved_step().is_some() {
             return None;
         }
+        self.snapshot_of_records()
+    }
+
+    /// The snapshot this state gives once `commit` is folded as its next event: what a writer
+    /// appends in the same batch, right after the `step_commit` that closes its saved step.
+    /// `None` when a step would still be saved after it (the commit is not the saved step's),
+    /// as for [`snapshot`](Self::snapshot).
+    pub fn snapshot_after_commit(&self, commit: &StepCommit) -> Option<Snapshot> {
+        let saved_after = self.saved_step().filter(|r| r.step != commit.step);
+        if saved_after.is_some() {
+            return None;
+        }
+        let mut snapshot = self.snapshot_of_records()?;
+        snapshot.len = self.len.saturating_add(1);
+        snapshot.commit = Some(SnapshotStep {
+            seq: Seq(self.len),
+            step: commit.step,
+            checkpoint: commit.checkpoint.clone(),
+        });
+        snapshot.commit_step(commit.step);
+        Some(snapshot)
+    }
+
+    /// The snapshot of what the state's records say, whether or not a step is saved.
+    fn snapshot_of_records(&self) -> Option<Snapshot> {
         let mut committed = Vec::new();
         if let Some(base) = &self.base {
             if base.reaches_back.is_some() {
@@ -127,9 +153,23 @@ impl SessionState {
                 checkpoint: c.checkpoint.clone(),
             });
         }
+        state.last_snapshot = Some(seq);
         state.base =
             Some(Box::new(Base { seq, committed: snapshot.committed.clone(), reaches_back: None }));
         Ok(state)
+    }
+
+    /// Where the last snapshot of the state's log is: the one it was folded from, or a later
+    /// one folded since.
+    pub fn last_snapshot(&self) -> Option<Seq> {
+        self.last_snapshot
+    }
+
+    /// How many `step_commit`s came after the last snapshot (after the first event when there
+    /// is none): what a snapshot policy counts.
+    pub fn commits_since_snapshot(&self) -> usize {
+        let since = self.last_snapshot;
+        self.commits.iter().rev().take_while(|c| since.is_none_or(|s| c.seq > s)).count()
     }
 
     /// Where the snapshot this state was folded from is, if it was.

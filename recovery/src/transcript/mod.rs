@@ -78,6 +78,22 @@ pub enum TranscriptItem {
     },
 }
 
+impl TranscriptItem {
+    /// Where the item's event is in the log (for a reply, the `reply_committed`; for an
+    /// answer, the event that answered).
+    pub fn seq(&self) -> Seq {
+        match self {
+            TranscriptItem::Message { seq, .. }
+            | TranscriptItem::Reply { seq, .. }
+            | TranscriptItem::ToolResult { seq, .. }
+            | TranscriptItem::ClientAnswer { seq, .. }
+            | TranscriptItem::ApprovalDenied { seq, .. }
+            | TranscriptItem::Paired { seq, .. }
+            | TranscriptItem::Aborted { seq, .. } => *seq,
+        }
+    }
+}
+
 /// The answers the model is shown for `reply`'s calls, in reply order: each call's result,
 /// client answer, denial or counting pairing (a call with nothing that resolves it shows
 /// nothing). The items [`transcript`] shows after the reply.

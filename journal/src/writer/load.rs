@@ -1,0 +1,109 @@
+//! A session's log as an entry reads it: from its newest snapshot on, or whole when it holds
+//! none, when the snapshot is damaged, or when the entry reads further back than the snapshot
+//! keeps ([`SessionState::needs_history`]).
+
+use stepjournal_backends::{JournalStore, StoreError};
+use stepjournal_codec::{Entry, Event, Record, Seq, SessionId};
+use stepjournal_recovery::SessionState;
+
+/// The records an entry folds: the session's log from `first` on, where `first` is its newest
+/// intact snapshot's position (or 0).
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    /// The records read, oldest first.
+    pub(crate) records: Vec<Record>,
+}
+
+impl Loaded {
+    /// Reads `session` for `entry`: from its newest snapshot when that snapshot is intact and
+    /// the entry reads nothing before it, else the whole log. Returns the records and the
+    /// session folded up to their tail.
+    pub(crate) async fn read(
+        store: &dyn JournalStore,
+        session: &SessionId,
+        entry: &Entry,
+    ) -> Result<(Loaded, SessionState), StoreError> {
+        let loaded = Loaded { records: store.read_from_snapshot_async(session).await? };
+        if let Some(state) = loaded.fold_until(loaded.tail())
+            && !state.needs_history(entry)
+        {
+            return Ok((loaded, state));
+        }
+        Loaded::whole(store, session).await
+    }
+
+    /// Reads `session` from its newest snapshot when that lies at or before `at` (where a batch
+    /// whose outcome was unknown was to land), else whole: the records cover `at`.
+    pub(crate) async fn read_covering(
+        store: &dyn JournalStore,
+        session: &SessionId,
+        at: Seq,
+    ) -> Result<(Loaded, SessionState), StoreError> {
+        let loaded = Loaded { records: store.read_from_snapshot_async(session).await? };
+        if loaded.first() <= at
+            && let Some(state) = loaded.fold_until(loaded.tail())
+        {
+            return Ok((loaded, state));
+        }
+        Loaded::whole(store, session).await
+    }
+
+    /// Reads `session`'s whole log; returns it and the session folded.
+    pub(crate) async fn whole(
+        store: &dyn JournalStore,
+        session: &SessionId,
+    ) -> Result<(Loaded, SessionState), StoreError> {
+        let loaded = Loaded { records: store.read_async(session, Seq(0)..Seq(u64::MAX)).await? };
+        let mut state = SessionState::default();
+        for record in &loaded.records {
+            state.apply(&record.event);
+        }
+        Ok((loaded, state))
+    }
+
+    /// Where the records start.
+    pub(crate) fn first(&self) -> Seq {
+        self.records.first().map_or(Seq(0), |r| r.seq)
+    }
+
+    /// The session's tail as read.
+    pub(crate) fn tail(&self) -> Seq {
+        self.first().add(self.records.len() as u64)
+    }
+
+    /// The records from `at` on (none when `at` is past the tail or before the first).
+    pub(crate) fn from(&self, at: Seq) -> &[Record] {
+        let Some(skip) = at.get().checked_sub(self.first().get()) else { return &[] };
+        self.records.get(usize::try_from(skip).unwrap_or(usize::MAX)..).unwrap_or_default()
+    }
+
+    /// The session folded up to `end` (exclusive): from the snapshot when the records start at
+    /// one, else from the first event. `None` when the records start at a snapshot that
+    /// cannot stand there (damaged).
+    pub(crate) fn fold_until(&self, end: Seq) -> Option<SessionState> {
+        let mut state = self.start()?;
+        for record in self.records.iter().skip(usize::from(self.first().get() > 0)) {
+            if record.seq >= end {
+                break;
+            }
+            state.apply(&record.event);
+        }
+        Some(state)
+    }
+
+    /// The state the records start from: folded from the snapshot that opens them, or empty.
+    pub(crate) fn start(&self) -> Option<SessionState> {
+        match self.records.first() {
+            Some(Record { seq, event: Event::Snapshot(snapshot), .. }) if seq.get() > 0 => {
+                SessionState::from_snapshot(*seq, snapshot).ok()
+            }
+            _ if self.first().get() > 0 => None,
+            _ => Some(SessionState::default()),
+        }
+    }
+
+    /// The records after those read, once an append of the entry's landed.
+    pub(crate) fn extend(&mut self, more: impl IntoIterator<Item = Record>) {
+        self.records.extend(more);
+    }
+}
