@@ -199,3 +199,72 @@ fn sessions_of_a_schema_written_before_heads_read_as_unknown_until_a_run_event()
     assert_eq!((head.tail, head.run), (Seq(5), RunState::Open { run: RunId::new("r") }));
     assert_eq!(store.heads().unwrap().len(), 1);
 }
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn a_schema_at_version_3_gets_the_snapshot_index_on_open() {
+    use stepjournal_backends::postgres::SCHEMA_VERSION;
+    use stepjournal_codec::{EventKind, Stamped, UnixMillis};
+    use stepjournal_tests::sample::every_event_type;
+    let snapshot = every_event_type().into_iter().find(|e| e.kind() == EventKind::Snapshot);
+    let snapshot = Stamped::at(UnixMillis(1_700_000_000_003), snapshot.unwrap());
+    let first = PgFixture::new("presnap");
+    let s = SessionId::new("old").unwrap();
+    let mut log = stamped_numbered(0, 6);
+    log[3] = snapshot.clone();
+    first.append(&s, Seq(0), &log, Durability::Synced).unwrap();
+    // The schema as version 3 left it: no index of snapshots.
+    let mut c = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
+    let schema = first.schema().to_owned();
+    c.batch_execute(&format!(
+        "DROP INDEX \"{schema}\".events_snapshots;
+         DELETE FROM \"{schema}\".schema_version WHERE version > 3;"
+    ))
+    .unwrap();
+    let mut read_only = PostgresOptions::default();
+    read_only.read_only = true;
+    let url = pg::with_param(&pg::url(), "schema", &schema);
+    let err = PostgresStore::connect(&url, read_only.clone()).map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("is at version 3, older than this build's 4"), "{err}");
+
+    let store = PgFixture::guest(&pg::url(), &schema, PostgresOptions::default());
+    let versions: Vec<i32> = c
+        .query(&format!("SELECT version FROM \"{schema}\".schema_version ORDER BY version"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!((versions, SCHEMA_VERSION), (vec![1, 2, 3, 4], 4));
+    let index: String = c
+        .query_one(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'events_snapshots'",
+            &[&schema],
+        )
+        .unwrap()
+        .get(0);
+    assert!(index.ends_with("(session, seq) WHERE (kind = 17)"), "{index}");
+    // The plan of the read (the statement's text as the store prepares it) finds the snapshot
+    // in its index. Sequential scans are off: on a table this small one would cost less.
+    c.batch_execute("SET enable_seqscan = off").unwrap();
+    let explain = format!(
+        "EXPLAIN SELECT seq, record FROM \"{schema}\".events
+         WHERE session = $1 AND seq >= coalesce(
+             (SELECT max(seq) FROM \"{schema}\".events WHERE session = $1 AND kind = 17), 0)
+         ORDER BY seq"
+    );
+    let plan: Vec<String> =
+        c.query(&explain, &[&"old"]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("using events_snapshots")), "{plan:#?}");
+    let got = store.read_from_snapshot(&s).unwrap();
+    assert_eq!(got, store.read(&s, Seq(3)..Seq(6)).unwrap(), "the rows written before the index");
+    store.append(&s, Seq(6), &[snapshot], Durability::Synced).unwrap();
+    let got = support::exec::block_on(store.read_from_snapshot_async(&s)).unwrap();
+    assert_eq!(got.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![Seq(6)]);
+    // Opened again, read-only too, the index is the store's own.
+    let reader = PostgresStore::connect(&url, read_only).unwrap();
+    assert_eq!(reader.read_from_snapshot(&s).unwrap(), got);
+    drop(PgFixture::guest(&pg::url(), &schema, PostgresOptions::default()));
+}

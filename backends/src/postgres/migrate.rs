@@ -60,12 +60,19 @@ const MIGRATIONS: &[&str] = &[
         ADD COLUMN IF NOT EXISTS lease_expires BIGINT;
     UPDATE {s}.sessions AS h SET last_at = e.at FROM {s}.events AS e
         WHERE e.session = h.session AND e.seq = h.next_seq - 1 AND h.last_at IS NULL;"#,
+    // 4: the `snapshot` rows (kind 17) indexed by place, so that a read from a session's newest
+    // snapshot finds it as the last entry of the session's in this index, whatever the length
+    // of its history. The condition names the literal kind, as the read does (a partial index
+    // serves only a query whose condition implies its own). Built in the migration's
+    // transaction, which holds off appends meanwhile. `IF NOT EXISTS` as for 3.
+    r#"CREATE INDEX IF NOT EXISTS events_snapshots ON {s}.events (session, seq) WHERE kind = 17;"#,
 ];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
-/// The relations of a journal store's schema.
+/// The tables of a journal store's schema (its index, `events_snapshots`, is no table: the
+/// check for foreign relations does not see it).
 const OURS: [&str; 4] = ["sessions", "events", "schema_version", "schema_lock"];
 
 /// How many times the guard's creation is run again after colliding with a racing creator.
@@ -264,4 +271,17 @@ pub(crate) async fn check(
         .and_then(|row| row.try_get(0))
         .map_err(|e| Driver("reading the schema version", e))?;
     Ok(Some(current.unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_snapshot_index_names_the_snapshot_kind() {
+        let condition = format!("WHERE kind = {};", stepjournal_codec::EventKind::Snapshot.code());
+        assert!(
+            MIGRATIONS.iter().any(|m| m.contains("events_snapshots") && m.ends_with(&condition))
+        );
+    }
 }

@@ -29,6 +29,9 @@
 //!   is retried (the compare-and-set makes a retry safe). Past the batch's end with another
 //!   token (another writer appended since), or the database not reachable within the resolve
 //!   timeout: [`AppendError::OutcomeUnknown`](crate::AppendError::OutcomeUnknown).
+//! - A partial index of the `snapshot` rows, `events_snapshots (session, seq) WHERE kind = 17`
+//!   (schema version 4), lets a read from a session's newest snapshot be one statement that
+//!   finds it in the index and reads the rows from it on by the primary key.
 //! - The head row also holds the session's head (the state of its last run, moved by each
 //!   append from what its batch does, computed in Rust with
 //!   [`RunHead::advance`](crate::RunHead::advance); rows written before schema version 3 read
@@ -303,6 +306,23 @@ impl JournalStore for PostgresStore {
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
         let (shared, session) = (Arc::clone(&self.shared), session.clone());
         self.spawn("reading", async move { ops::read(&shared, &session, range).await })
+    }
+
+    fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+        self.read_from_snapshot_async(session).wait()
+    }
+
+    /// One statement on the store's runtime, as [`read_async`](JournalStore::read_async): the
+    /// newest snapshot's place from the partial index `events_snapshots`, and the rows from it
+    /// on by the primary key; never a scan of the session's history.
+    fn read_from_snapshot_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        let (shared, session) = (Arc::clone(&self.shared), session.clone());
+        self.spawn("reading from the newest snapshot", async move {
+            ops::read_from_snapshot(&shared, &session).await
+        })
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {

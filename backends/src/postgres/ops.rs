@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use stepjournal_codec::{Record, Seq, SessionId};
+use tokio_postgres::Row;
 
 use super::failure::{PgError, store_error};
 use super::shared::{Param, Shared, with_retries};
@@ -20,6 +21,33 @@ pub(super) async fn read(
         let rows = c.client.query(&c.stmts.read, &[&s as &Param<'_>, &start, &end]).await;
         rows.map_err(|e| PgError::new("selecting events", e))
     })?;
+    let out = records(shared, session, rows)?;
+    sql::check_dense(&shared.location, session, range.start.get(), &out)?;
+    Ok(out)
+}
+
+/// The session's events from its newest snapshot on, in one statement (see
+/// [`Statements::read_from_snapshot`](super::schema::Statements::read_from_snapshot)).
+pub(super) async fn read_from_snapshot(
+    shared: &Shared,
+    session: &SessionId,
+) -> Result<Vec<Record>, StoreError> {
+    let s = session.as_str();
+    let rows = with_retries!(shared, &format!("reading {session}"), |c| {
+        let rows = c.client.query(&c.stmts.read_from_snapshot, &[&s as &Param<'_>]).await;
+        rows.map_err(|e| PgError::new("selecting events from the newest snapshot", e))
+    })?;
+    let out = records(shared, session, rows)?;
+    sql::check_from_snapshot(&shared.location, session, &out)?;
+    Ok(out)
+}
+
+/// Decodes `(seq, record)` rows of `session`, checking that each holds the record of its place.
+fn records(
+    shared: &Shared,
+    session: &SessionId,
+    rows: Vec<Row>,
+) -> Result<Vec<Record>, StoreError> {
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         let (seq, bytes): (i64, &[u8]) =
@@ -28,7 +56,6 @@ pub(super) async fn read(
             })?;
         out.push(sql::decode_row(&shared.location, session, seq, bytes, &shared.options.limits)?);
     }
-    sql::check_dense(&shared.location, session, range.start.get(), &out)?;
     Ok(out)
 }
 

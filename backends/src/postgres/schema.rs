@@ -26,6 +26,9 @@ pub(crate) struct Statements {
     pub tail: Statement,
     /// `$1` session, `$2` start, `$3` end: `(seq, record)` in order.
     pub read: Statement,
+    /// `$1` session: `(seq, record)` from its newest snapshot on, in order (from seq 0 when it
+    /// has none); see [`from_snapshot_sql`].
+    pub read_from_snapshot: Statement,
     /// Every session with events, sorted.
     pub sessions: Statement,
     /// `$1` session: `(next_seq, token)` of its head row, locked (waiting for a writer that
@@ -67,6 +70,19 @@ pub(crate) const HEAD_COLUMNS: &str = "session, next_seq, last_at, run_state, ru
 
 /// The server's clock in unix milliseconds (the transaction's start: one time per statement).
 const NOW_MS: &str = "(extract(epoch FROM now()) * 1000)::int8";
+
+/// The read from a session's newest snapshot (see [`Statements::read_from_snapshot`]): one
+/// statement, so the snapshot found and the rows read agree. The subquery finds the snapshot in
+/// the partial index `events_snapshots` (the last entry of the session's, whose condition names
+/// the same literal kind); the rows are a range of the primary key.
+pub(super) fn from_snapshot_sql(s: &str) -> String {
+    format!(
+        "SELECT seq, record FROM {s}.events
+         WHERE session = $1 AND seq >= coalesce(
+             (SELECT max(seq) FROM {s}.events WHERE session = $1 AND kind = 17), 0)
+         ORDER BY seq"
+    )
+}
 
 /// The append of a batch after seq 0 (see [`Statements::append`]).
 fn append_sql(s: &str) -> String {
@@ -157,6 +173,7 @@ impl Statements {
                 &[Type::TEXT, Type::INT8, Type::INT8],
             )
             .await?,
+            read_from_snapshot: p(from_snapshot_sql(s), TEXT).await?,
             sessions: p(
                 format!("SELECT session FROM {s}.sessions WHERE next_seq > 0 ORDER BY session"),
                 &[],
@@ -255,6 +272,12 @@ mod tests {
             .iter()
             .map(|verb| sql.matches(&format!("{verb} {s}.{t}")).count())
             .sum()
+    }
+
+    #[test]
+    fn the_read_from_a_snapshot_names_the_snapshot_kind() {
+        let condition = format!("kind = {})", stepjournal_codec::EventKind::Snapshot.code());
+        assert!(from_snapshot_sql("\"j\"").contains(&condition));
     }
 
     #[test]

@@ -11,7 +11,9 @@ pub(crate) mod metrics;
 
 use std::ops::Range;
 
-use stepjournal_codec::{DecodeError, Limits, Record, Seq, SessionId, Stamped, batch, record};
+use stepjournal_codec::{
+    DecodeError, EventKind, Limits, Record, Seq, SessionId, Stamped, batch, record,
+};
 
 use crate::{AppendError, StoreError};
 use head::HeadChange;
@@ -160,6 +162,31 @@ pub(crate) fn check_dense(
     Ok(())
 }
 
+/// Checks rows read from the session's newest snapshot on: the first is a snapshot, or seq 0
+/// (a session with none), and the rest are dense after it. A first row of another kind past 0
+/// means rows were lost before it, or its `kind` column disagrees with its record.
+pub(crate) fn check_from_snapshot(
+    location: &str,
+    session: &SessionId,
+    records: &[Record],
+) -> Result<(), StoreError> {
+    let Some(first) = records.first() else { return Ok(()) };
+    if first.seq != Seq(0) && first.event.kind() != EventKind::Snapshot {
+        return Err(StoreError::Corrupt {
+            context: format!("{location}, session {session}, seq {}", first.seq),
+            source: DecodeError::Malformed {
+                reason: format!(
+                    "the read from the newest snapshot starts at seq {} with a `{}` record: its \
+                     `kind` column says snapshot, or the rows before it are missing",
+                    first.seq,
+                    first.event.kind().name()
+                ),
+            },
+        });
+    }
+    check_dense(location, session, first.seq.get(), records)
+}
+
 /// A read range as `i64` bounds, clipped to what a column can hold.
 pub(crate) fn range_bounds(range: &Range<Seq>) -> (i64, i64) {
     let clip = |s: Seq| i64::try_from(s.get()).unwrap_or(i64::MAX);
@@ -266,6 +293,37 @@ mod tests {
         let holed = vec![recs[0].clone(), recs[2].clone()];
         let err = check_dense("db", &s, 0, &holed).unwrap_err();
         assert!(err.to_string().contains("seq 1 is missing"), "{err}");
+    }
+
+    #[test]
+    fn a_read_from_a_snapshot_starts_at_a_snapshot_or_at_zero() {
+        use stepjournal_codec::Snapshot;
+        let s = SessionId::from_stored("s");
+        let limits = Limits::default();
+        let snapshot = |len| Snapshot {
+            len,
+            run: None,
+            run_end: None,
+            reply: None,
+            commit: None,
+            committed: vec![],
+        };
+        let mut batch = events(4);
+        batch[2] = Stamped::at(UnixMillis(7), snapshot(2));
+        let (b, _) = encode_batch(&s, Seq(0), &batch, &limits).unwrap();
+        let recs: Vec<Record> = b
+            .rows
+            .iter()
+            .map(|r| decode_row("db", &s, r.seq, b.record(r), &limits).unwrap())
+            .collect();
+        check_from_snapshot("db", &s, &recs).unwrap();
+        check_from_snapshot("db", &s, &recs[2..]).unwrap();
+        check_from_snapshot("db", &s, &[]).unwrap();
+        let err = check_from_snapshot("db", &s, &recs[1..]).unwrap_err();
+        assert!(err.to_string().contains("starts at seq 1 with a `message` record"), "{err}");
+        let holed = vec![recs[2].clone(), recs[3].clone(), recs[3].clone()];
+        let err = check_from_snapshot("db", &s, &holed).unwrap_err();
+        assert!(err.to_string().contains("seq 4 is missing"), "{err}");
     }
 
     #[cfg(feature = "postgres")]

@@ -5,6 +5,9 @@
 //! - Appends are written in `BEGIN IMMEDIATE` transactions that read each batch's session tail
 //!   and insert the batch only if the tail is the expected one: the write lock makes the check
 //!   and the insert one step, across threads and across processes sharing the file.
+//! - Index `events_snapshots`: the `snapshot` rows by `(session, seq)` (a partial index), so that
+//!   a read from a session's newest snapshot is one statement that finds it in the index and
+//!   reads the rows from it on by the primary key, never a scan of the session's history.
 //! - Table `sessions`: a head row per session, holding its tail (which the append's
 //!   compare-and-set reads), its last append time, the state of its last run (moved by each
 //!   append from what its batch does, by [`RunHead::advance`](crate::RunHead::advance)) and the
@@ -31,6 +34,7 @@ mod conn;
 mod group;
 mod heads;
 mod holder;
+mod read;
 mod schema;
 mod shared;
 
@@ -39,9 +43,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rusqlite::params;
-use rusqlite::types::ValueRef;
-use stepjournal_codec::{DecodeError, Limits, Record, RunId, Seq, SessionId, Stamped};
+use stepjournal_codec::{Limits, Record, RunId, Seq, SessionId, Stamped};
 
 use crate::head::{LeaseTaken, OwnerId, SessionHead, StoreMetrics};
 use crate::sql;
@@ -223,40 +225,26 @@ impl JournalStore for SqliteStore {
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         let (start, end) = sql::range_bounds(&range);
-        let shared = &self.shared;
-        let limits = shared.options.limits;
-        let records = shared.with_reader(|conn| {
-            let failed = |e| backend_error(format!("{}: reading {session}", shared.location), e);
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT seq, record FROM events
-                     WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq",
-                )
-                .map_err(failed)?;
-            let mut rows = stmt.query(params![session.as_str(), start, end]).map_err(failed)?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next().map_err(failed)? {
-                let seq: i64 = row.get(0).map_err(failed)?;
-                let bytes = match row.get_ref(1).map_err(failed)? {
-                    ValueRef::Blob(b) => b,
-                    other => {
-                        return Err(StoreError::Corrupt {
-                            context: format!("{}, session {session}, seq {seq}", shared.location),
-                            source: DecodeError::Malformed {
-                                reason: format!(
-                                    "the record column holds {:?}, not a blob",
-                                    other.data_type()
-                                ),
-                            },
-                        });
-                    }
-                };
-                out.push(sql::decode_row(&shared.location, session, seq, bytes, &limits)?);
-            }
-            Ok(out)
-        })?;
-        sql::check_dense(&shared.location, session, range.start.get(), &records)?;
+        let records = read::range(&self.shared, session, start, end)?;
+        sql::check_dense(&self.shared.location, session, range.start.get(), &records)?;
         Ok(records)
+    }
+
+    /// One statement: the newest snapshot's place from the partial index `events_snapshots`,
+    /// and the rows from it on by the primary key; never a scan of the session's history.
+    fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+        let records = read::from_snapshot(&self.shared, session)?;
+        sql::check_from_snapshot(&self.shared.location, session, &records)?;
+        Ok(records)
+    }
+
+    /// [`read_from_snapshot`](JournalStore::read_from_snapshot), read at once: a read of a
+    /// file on this machine waits on no one.
+    fn read_from_snapshot_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        StoreFuture::ready(self.read_from_snapshot(session))
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {

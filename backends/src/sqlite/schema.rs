@@ -8,7 +8,7 @@ use crate::OpenError;
 /// The schema's migrations, in order. Migration `i` brings the schema to version `i + 1`; the
 /// `schema_version` table holds one row per applied migration. Never edit one that shipped:
 /// add the next.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: one row per event. `record` holds the codec's checksummed record bytes (session and seq
     // inside), so a moved or damaged row is caught on read. WITHOUT ROWID: the table is its
     // primary-key index, one b-tree instead of two.
@@ -40,6 +40,10 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     INSERT INTO sessions (session, next_seq, last_at)
         SELECT session, max(seq) + 1, at FROM events GROUP BY session;",
+    // 3: the `snapshot` rows (kind 17) indexed by place, so that a read from a session's newest
+    // snapshot finds it as the last entry of the session's in this index, whatever the length
+    // of its history. The condition names the literal kind, as the read does.
+    "CREATE INDEX events_snapshots ON events (session, seq) WHERE kind = 17;",
 ];
 
 /// The schema version this build writes.
@@ -49,8 +53,9 @@ fn open_error(location: &str, what: &str, e: rusqlite::Error) -> OpenError {
     OpenError::Store(backend_error(format!("{location}: {what}"), e))
 }
 
-/// The tables of a journal store: what a database may hold and still be opened for writing.
-const OURS: [&str; 3] = ["events", "schema_version", "sessions"];
+/// The tables and indexes of a journal store: what a database may hold and still be opened for
+/// writing.
+const OURS: [&str; 4] = ["events", "events_snapshots", "schema_version", "sessions"];
 
 /// Refuses a database that holds anything but a journal store: tables, views, indexes or
 /// triggers of its own (SQLite's internal `sqlite_*` objects aside), or a journal's tables
@@ -216,6 +221,14 @@ mod tests {
         Connection::open(&path).unwrap().execute_batch("CREATE TABLE events (x)").unwrap();
         let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err().to_string();
         assert!(err.contains("no `schema_version` table"), "{err}");
+    }
+
+    #[test]
+    fn the_snapshot_index_names_the_snapshot_kind() {
+        let condition = format!("WHERE kind = {};", stepjournal_codec::EventKind::Snapshot.code());
+        assert!(
+            MIGRATIONS.iter().any(|m| m.contains("events_snapshots") && m.ends_with(&condition))
+        );
     }
 
     #[test]

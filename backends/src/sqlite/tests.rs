@@ -1,7 +1,7 @@
 //! What only the backend's own connection can show: damaged rows, the schema version, the
 //! `synchronous` level per append, poisoning.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, params};
 use stepjournal_codec::{Message, Role, UnixMillis};
 
 use super::conn::lock;
@@ -313,7 +313,10 @@ fn sessions_of_a_journal_written_before_heads_read_as_unknown_until_a_run_event(
     drop(store(&dir));
     // The file as schema version 1 left it: events only.
     raw(&dir)
-        .execute_batch("DROP TABLE sessions; DELETE FROM schema_version WHERE version > 1;")
+        .execute_batch(
+            "DROP TABLE sessions; DROP INDEX events_snapshots;
+             DELETE FROM schema_version WHERE version > 1;",
+        )
         .unwrap();
     let v1 = raw(&dir);
     let mut insert = v1.prepare("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5)").unwrap();
@@ -334,4 +337,119 @@ fn sessions_of_a_journal_written_before_heads_read_as_unknown_until_a_run_event(
     store.append(&s, Seq(4), &[started], Durability::Synced).unwrap();
     let head = store.head(&s).unwrap().unwrap();
     assert_eq!((head.tail, head.run), (Seq(5), RunState::Open { run: RunId::new("r") }));
+}
+
+fn snapshot(seq: u64) -> Stamped {
+    let snapshot = stepjournal_codec::Snapshot {
+        len: seq,
+        run: None,
+        run_end: None,
+        reply: None,
+        commit: None,
+        committed: vec![],
+    };
+    Stamped::at(UnixMillis(seq), snapshot)
+}
+
+/// The plan SQLite makes for the read from a session's newest snapshot: each step's detail.
+fn plan_of_the_read_from_a_snapshot(conn: &Connection, session: &str) -> Vec<String> {
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", read::FROM_SNAPSHOT)).unwrap();
+    let details = stmt.query_map([session], |r| r.get::<_, String>(3)).unwrap();
+    details.collect::<Result<_, _>>().unwrap()
+}
+
+#[test]
+fn the_read_from_a_snapshot_searches_the_snapshot_index_never_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let (s, t) = (SessionId::from_stored("s"), SessionId::from_stored("t"));
+    // Long histories with a snapshot every 50 events, in two sessions.
+    for session in [&s, &t] {
+        for from in (0..500).step_by(50) {
+            let mut batch = events(from, 50);
+            batch[10] = snapshot(from + 10);
+            store.append(session, Seq(from), &batch, Durability::Buffered).unwrap();
+        }
+    }
+    let conn = raw(&dir);
+    for stats in ["without statistics", "after ANALYZE"] {
+        if stats == "after ANALYZE" {
+            conn.execute_batch("ANALYZE").unwrap();
+        }
+        let plan = plan_of_the_read_from_a_snapshot(&conn, "s");
+        assert!(
+            plan.iter().any(|d| d.starts_with("SEARCH") && d.contains("INDEX events_snapshots")),
+            "{stats}: the snapshot is not looked up in its index: {plan:?}"
+        );
+        assert!(
+            plan.iter()
+                .any(|d| d.starts_with("SEARCH events USING PRIMARY KEY (session=? AND seq>?)")),
+            "{stats}: the rows are not a range of the primary key: {plan:?}"
+        );
+        assert!(!plan.iter().any(|d| d.starts_with("SCAN")), "{stats}: a scan: {plan:?}");
+    }
+    let got = store.read_from_snapshot(&s).unwrap();
+    assert_eq!(got, store.read(&s, Seq(460)..Seq(500)).unwrap());
+    assert_eq!(got.len(), 40);
+    let other = store.read_from_snapshot_async(&t).wait().unwrap();
+    assert_eq!(other, store.read(&t, Seq(460)..Seq(500)).unwrap());
+}
+
+#[test]
+fn a_journal_at_schema_version_2_gets_the_snapshot_index_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from_stored("old");
+    let mut log = events(0, 6);
+    log[3] = snapshot(3);
+    // The file as schema version 2 left it, made by its own migrations: events first (the
+    // second fills the head rows from them).
+    let v2 = raw(&dir);
+    v2.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL)").unwrap();
+    v2.execute_batch(schema::MIGRATIONS[0]).unwrap();
+    let (batch, _) = crate::sql::encode_batch(&s, Seq(0), &log, &Limits::default()).unwrap();
+    let mut insert = v2.prepare("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5)").unwrap();
+    for row in &batch.rows {
+        insert.execute(params![s.as_str(), row.seq, row.at, row.kind, batch.record(row)]).unwrap();
+    }
+    drop(insert);
+    v2.execute_batch(schema::MIGRATIONS[1]).unwrap();
+    v2.execute_batch("INSERT INTO schema_version VALUES (1), (2)").unwrap();
+    drop(v2);
+    let read_only = SqliteOptions::default().read_only(true);
+    let err = SqliteStore::open(dir.path().join("db.sqlite"), read_only.clone()).unwrap_err();
+    assert!(err.to_string().contains("version 2, older than this build's 3"), "{err}");
+
+    let store = store(&dir);
+    let conn = raw(&dir);
+    let versions: Vec<i64> = conn
+        .prepare("SELECT version FROM schema_version ORDER BY version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(versions, vec![1, 2, 3]);
+    let plan = plan_of_the_read_from_a_snapshot(&conn, "old");
+    assert!(plan.iter().any(|d| d.contains("INDEX events_snapshots")), "{plan:?}");
+    let got = store.read_from_snapshot(&s).unwrap();
+    assert_eq!(got, store.read(&s, Seq(3)..Seq(6)).unwrap(), "the rows written before the index");
+    store.append(&s, Seq(6), &[snapshot(6)], Durability::Synced).unwrap();
+    assert_eq!(store.read_from_snapshot(&s).unwrap().first().map(|r| r.seq), Some(Seq(6)));
+    drop(store);
+    // Its index is the journal's own: reopened, read-only too, it is no foreign object.
+    let reader = SqliteStore::open(dir.path().join("db.sqlite"), read_only).unwrap();
+    assert_eq!(reader.read_from_snapshot(&s).unwrap().len(), 1);
+    drop(self::store(&dir));
+}
+
+#[test]
+fn a_snapshot_row_whose_record_is_no_snapshot_is_reported_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from_stored("s");
+    let store = store(&dir);
+    store.append(&s, Seq(0), &events(0, 4), Durability::Synced).unwrap();
+    raw(&dir).execute("UPDATE events SET kind = 17 WHERE seq = 2", []).unwrap();
+    let err = store.read_from_snapshot(&s).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("starts at seq 2 with a `message` record"), "{err}");
 }
