@@ -22,6 +22,8 @@ pub struct SideFrame {
     pub heads: Vec<u8>,
     /// How many head records `heads` holds.
     pub head_count: u64,
+    /// Events frames: where its last `snapshot` record lies, counted from its first record.
+    pub snapshot: Option<u64>,
 }
 
 /// A sidecar, decoded.
@@ -86,7 +88,7 @@ impl Sidecar {
     pub fn decode(bytes: &[u8]) -> Option<Sidecar> {
         let body = bytes.get(..bytes.len().checked_sub(4)?)?;
         let mut c = Cursor { bytes: body, at: 0 };
-        if c.take(4)? != b"SJIX" || c.u32()? != 1 {
+        if c.take(4)? != b"SJIX" || c.u32()? != 2 {
             return None;
         }
         let (segment, segment_len, tail_crc) = (c.u64()?, c.u64()?, c.u32()?);
@@ -116,6 +118,7 @@ impl Sidecar {
                 at: 0,
                 heads: Vec::new(),
                 head_count: 0,
+                snapshot: None,
             };
             if !f.delete {
                 f.first = if flags & 2 != 0 { c.varint()? } else { tails[k] };
@@ -136,6 +139,9 @@ impl Sidecar {
                     }
                     f.heads = body.get(from..c.at)?.to_vec();
                 }
+                if flags & 16 != 0 {
+                    f.snapshot = Some(c.varint()?);
+                }
             }
             frames.push(f);
         }
@@ -152,7 +158,7 @@ impl Sidecar {
         }
         let mut out = Vec::new();
         out.extend_from_slice(b"SJIX");
-        out.extend_from_slice(&1u32.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
         out.extend_from_slice(&self.segment.to_le_bytes());
         out.extend_from_slice(&self.segment_len.to_le_bytes());
         out.extend_from_slice(&self.tail_crc.to_le_bytes());
@@ -173,6 +179,7 @@ impl Sidecar {
                 (if tails[k] == Some(f.first) { 0 } else { 2 })
                     | (if f.count == 1 { 0 } else { 4 })
                     | (if f.head_count == 0 { 0 } else { 8 })
+                    | (if f.snapshot.is_none() { 0 } else { 16 })
             };
             out.push(flags);
             put_varint(&mut out, k as u64);
@@ -195,6 +202,9 @@ impl Sidecar {
             if flags & 8 != 0 {
                 put_varint(&mut out, f.head_count);
                 out.extend_from_slice(&f.heads);
+            }
+            if let Some(k) = f.snapshot {
+                put_varint(&mut out, k);
             }
         }
         let crc = crc32fast::hash(&out);

@@ -442,6 +442,9 @@ fn a_text_file_named_like_the_only_segment_is_refused_not_deleted() {
 #[path = "backend_file/room.rs"]
 mod room;
 
+#[path = "backend_file/snapshot.rs"]
+mod snapshot;
+
 mod committer {
     //! The completion-based path: async appends answered by the store's committer thread.
 
@@ -1170,9 +1173,9 @@ mod bytes_read {
 
     /// The simulated disk, counting every byte read from any of its files.
     #[derive(Debug, Clone)]
-    struct Counting {
-        disk: SimDisk,
-        read: Arc<AtomicU64>,
+    pub(super) struct Counting {
+        pub(super) disk: SimDisk,
+        pub(super) read: Arc<AtomicU64>,
     }
 
     #[derive(Debug)]

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 
 use stepjournal_codec::batch;
-use stepjournal_codec::{DecodeError, Record, Seq, SessionId, Stamped, UnixMillis};
+use stepjournal_codec::{DecodeError, EventKind, Record, Seq, SessionId, Stamped, UnixMillis};
 
 use super::commit::group::{run_committer, submit};
 use super::commit::queue::{Request, RequestKind, never_unanswered};
@@ -228,6 +228,85 @@ impl FileStore {
         }
     }
 
+    /// The session's events in the range `pick` chooses from its index entry, in order. The
+    /// range is chosen under the same lock as the batches it covers are looked up, so a
+    /// deletion (or a new snapshot) between the two cannot mix two states of a session.
+    fn read_where(
+        &self,
+        session: &SessionId,
+        pick: impl Fn(&SessionLog) -> Range<u64>,
+    ) -> Result<Vec<Record>, StoreError> {
+        /// How many times a read starts again after compaction removed a segment it was about
+        /// to read (its batches are then elsewhere: the index says where, or, for a read-only
+        /// store, the directory read again).
+        const RETRIES: u32 = 8;
+        let mut tries = 0;
+        loop {
+            let (range, runs): (Range<u64>, Vec<BatchLoc>) = {
+                let st = lock(&self.core.state);
+                st.check_poison()?;
+                let Some(log) = st.index.sessions.get(session.as_str()) else {
+                    return Ok(Vec::new());
+                };
+                let range = pick(log);
+                let runs = log.overlapping(range.start, range.end);
+                // A session's runs mostly lie in one segment: each is looked up once per stretch.
+                let mut seen = None;
+                let missing = runs.iter().find(|r| {
+                    let known = seen == Some(r.seg) || st.index.segments.contains_key(&r.seg);
+                    seen = Some(r.seg);
+                    !known
+                });
+                if let Some(run) = missing {
+                    return Err(StoreError::Corrupt {
+                        context: format!("session {session} seq {}", run.first),
+                        source: DecodeError::Malformed {
+                            reason: format!("segment {} is missing", run.seg),
+                        },
+                    });
+                }
+                (range, runs.to_vec())
+            };
+            let events: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
+            let wanted = events.min(range.end.saturating_sub(range.start));
+            // Sized once: the records the runs hold within the range (a damaged journal may
+            // claim more than it holds: at most 4096 ahead).
+            let mut out = Vec::with_capacity(usize::try_from(wanted.min(4096)).unwrap_or(0));
+            let read = read_batches(
+                &self.core.dir,
+                &self.core.files,
+                &self.core.options.limits,
+                session.as_str(),
+                &runs,
+                |_, r, _| {
+                    if range.contains(&r.seq.get()) {
+                        out.push(r.to_record()?);
+                    }
+                    Ok(())
+                },
+            );
+            match read {
+                Ok(()) => return Ok(out),
+                Err(ReadFailure::Store(e)) => return Err(e),
+                Err(ReadFailure::Gone { .. }) if tries < RETRIES => {
+                    tries += 1;
+                    if self.is_read_only() {
+                        self.read_directory_again()?;
+                    }
+                }
+                Err(ReadFailure::Gone { seg, source }) => {
+                    let path = self.core.dir.join(seg.file_name());
+                    let context = format!(
+                        "opening segment {}: it was removed each time it was about to be read \
+                         (compaction by a writer moving batches faster than they are read)",
+                        path.display()
+                    );
+                    return Err(StoreError::Io { context, source });
+                }
+            }
+        }
+    }
+
     fn read_only_error(&self) -> StoreError {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
     }
@@ -281,11 +360,13 @@ impl FileStore {
             return StoreFuture::ready(Err(AppendError::Encode { session, source: Box::new(e) }));
         }
         self.core.frame_hint.store(frame.len().div_ceil(events.len()), Ordering::Relaxed);
+        let snapshot = events.iter().rposition(|e| e.event.kind() == EventKind::Snapshot);
         let batch = Encoded {
             expected,
             frame,
             count: events.len() as u32,
             last_at: events.last().map_or(0, |e| e.at.get()),
+            snapshot: snapshot.map(|k| expected.get().saturating_add(k as u64)),
             durability,
             may_lead,
         };
@@ -328,6 +409,8 @@ struct Encoded {
     count: u32,
     /// When its last event was stamped (unix milliseconds).
     last_at: u64,
+    /// The seq of its last `snapshot` event, if it holds one.
+    snapshot: Option<u64>,
     durability: Durability,
     may_lead: bool,
 }
@@ -342,7 +425,7 @@ fn enqueue(
     batch: Encoded,
     touching: Option<&[Stamped]>,
 ) -> AppendFuture {
-    let Encoded { expected, frame, count, last_at, durability, may_lead } = batch;
+    let Encoded { expected, frame, count, last_at, snapshot, durability, may_lead } = batch;
     let next = expected.add(u64::from(count));
     let actual = Seq(st.pending_tail(session.as_str()));
     if actual != expected {
@@ -380,7 +463,7 @@ fn enqueue(
         }
     };
     let ack = AppendAck { first: expected, next, durability };
-    let kind = RequestKind::Events { first: expected.get(), count, last_at };
+    let kind = RequestKind::Events { first: expected.get(), count, last_at, snapshot };
     // A caller that writes its own group gets its answer back from it, no future between.
     let (future, completer) = if may_lead && !st.leading {
         (None, None)
@@ -557,75 +640,22 @@ impl JournalStore for FileStore {
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
-        /// How many times a read starts again after compaction removed a segment it was about
-        /// to read (its batches are then elsewhere: the index says where, or, for a read-only
-        /// store, the directory read again).
-        const RETRIES: u32 = 8;
         let range = range.start.get()..range.end.get();
-        let mut tries = 0;
-        loop {
-            let runs: Vec<BatchLoc> = {
-                let st = lock(&self.core.state);
-                st.check_poison()?;
-                let Some(log) = st.index.sessions.get(session.as_str()) else {
-                    return Ok(Vec::new());
-                };
-                let runs = log.overlapping(range.start, range.end);
-                // A session's runs mostly lie in one segment: each is looked up once per stretch.
-                let mut seen = None;
-                let missing = runs.iter().find(|r| {
-                    let known = seen == Some(r.seg) || st.index.segments.contains_key(&r.seg);
-                    seen = Some(r.seg);
-                    !known
-                });
-                if let Some(run) = missing {
-                    return Err(StoreError::Corrupt {
-                        context: format!("session {session} seq {}", run.first),
-                        source: DecodeError::Malformed {
-                            reason: format!("segment {} is missing", run.seg),
-                        },
-                    });
-                }
-                runs.to_vec()
-            };
-            let events: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
-            let wanted = events.min(range.end.saturating_sub(range.start));
-            // Sized once: the records the runs hold within the range (a damaged journal may
-            // claim more than it holds: at most 4096 ahead).
-            let mut out = Vec::with_capacity(usize::try_from(wanted.min(4096)).unwrap_or(0));
-            let read = read_batches(
-                &self.core.dir,
-                &self.core.files,
-                &self.core.options.limits,
-                session.as_str(),
-                &runs,
-                |_, r, _| {
-                    if range.contains(&r.seq.get()) {
-                        out.push(r.to_record()?);
-                    }
-                    Ok(())
-                },
-            );
-            match read {
-                Ok(()) => return Ok(out),
-                Err(ReadFailure::Store(e)) => return Err(e),
-                Err(ReadFailure::Gone { .. }) if tries < RETRIES => {
-                    tries += 1;
-                    if self.is_read_only() {
-                        self.read_directory_again()?;
-                    }
-                }
-                Err(ReadFailure::Gone { seg, source }) => {
-                    let path = self.core.dir.join(seg.file_name());
-                    let context = format!(
-                        "opening segment {}: it was removed each time it was about to be read \
-                         (compaction by a writer moving batches faster than they are read)",
-                        path.display()
-                    );
-                    return Err(StoreError::Io { context, source });
-                }
-            }
-        }
+        self.read_where(session, |_| range.clone())
+    }
+
+    /// Reads `snapshot..`, the seq of the session's newest snapshot as the index keeps it (the
+    /// whole log when it holds none): the batches before it are not read.
+    fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+        self.read_where(session, |log| log.snapshot.unwrap_or(0)..u64::MAX)
+    }
+
+    /// Reads synchronously, as [`read`](Self::read) does (the provided `read_async`).
+    fn read_from_snapshot_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        StoreFuture::ready(self.read_from_snapshot(session))
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {

@@ -21,8 +21,9 @@ pub(crate) enum GroupError {
 /// What a request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestKind {
-    /// Append `count` events from `first`, the last stamped `last_at` (unix milliseconds).
-    Events { first: u64, count: u32, last_at: u64 },
+    /// Append `count` events from `first`, the last stamped `last_at` (unix milliseconds);
+    /// `snapshot` is the seq of the batch's last `snapshot` event, when it holds one.
+    Events { first: u64, count: u32, last_at: u64, snapshot: Option<u64> },
     /// Delete the session.
     Delete,
 }

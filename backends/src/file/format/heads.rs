@@ -1,7 +1,8 @@
 //! What one batch tells of its session's head ([`RunHead`]), read on open from its records: the
 //! kind and time of each record come from its header; only `run_started` and `run_ended` payloads
 //! are decoded (the run id and outcome the head holds). The head is then kept by the one rule,
-//! [`RunHead::advance`], as on the append path.
+//! [`RunHead::advance`], as on the append path. The place of the batch's last `snapshot` comes
+//! from the record headers too (its payload is never decoded here).
 
 use stepjournal_codec::batch::Frame;
 use stepjournal_codec::record::RecordRef;
@@ -13,6 +14,11 @@ use crate::{RunHead, RunState};
 
 /// An event of a batch that the head rule reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "`Event` is as large as its `snapshot` variant, which the head rule never keeps; \
+              boxing would allocate for each of the few events kept"
+)]
 pub(crate) enum HeadEvent {
     /// The event, or a stand-in of the same kind for one whose payload the rule does not read.
     Event(Event),
@@ -28,6 +34,9 @@ pub(crate) struct BatchHead {
     pub last_at: UnixMillis,
     /// The events the head rule reads, in order; `None` for the many batches with none.
     pub events: Option<Box<[HeadEvent]>>,
+    /// Where its last `snapshot` record lies, counted from its first record (its seq minus the
+    /// batch's first); `None` for a batch without one.
+    pub snapshot: Option<u32>,
 }
 
 impl BatchHead {
@@ -39,7 +48,8 @@ impl BatchHead {
             Stand::In(event) => Some(vec![HeadEvent::Event(event)].into_boxed_slice()),
             Stand::Payload => return None,
         };
-        Some(BatchHead { last_at: at, events })
+        let snapshot = (kind == EventKind::Snapshot).then_some(0);
+        Some(BatchHead { last_at: at, events, snapshot })
     }
 
     /// Reads the records of the events frame `bytes` (a frame the walk checked).
@@ -47,12 +57,15 @@ impl BatchHead {
         let mut head = BatchHead::default();
         let Ok((frame, _)) = Frame::parse(bytes, limits) else { return head };
         let mut events = Vec::new();
-        for r in frame.records() {
+        for (k, r) in frame.records().enumerate() {
             let Ok(r) = r else {
                 events.push(HeadEvent::Unreadable);
                 break;
             };
             head.last_at = r.at;
+            if r.kind == EventKind::Snapshot {
+                head.snapshot = u32::try_from(k).ok();
+            }
             let event = match stand_in(r.kind) {
                 Stand::Needless => continue,
                 Stand::In(event) => HeadEvent::Event(event),
@@ -70,21 +83,22 @@ impl BatchHead {
     }
 
     /// What the events frame `bytes` tells of its session's head, in the form a sidecar index
-    /// stores: the time of its last record and the records the head rule reads ([`Stored`]).
-    /// [`BatchHead::of_stored`] turns it into what [`BatchHead::of_frame`] gives.
-    pub(crate) fn stored_of_frame<'a>(
-        bytes: &'a [u8],
-        limits: &Limits,
-    ) -> (UnixMillis, Vec<Stored<'a>>) {
-        let mut last_at = UnixMillis::default();
-        let mut kept = Vec::new();
-        let Ok((frame, _)) = Frame::parse(bytes, limits) else { return (last_at, kept) };
-        for r in frame.records() {
+    /// stores: the time of its last record, the records the head rule reads ([`Stored`]) and
+    /// where its last snapshot lies. [`BatchHead::of_stored`] turns it into what
+    /// [`BatchHead::of_frame`] gives.
+    pub(crate) fn stored_of_frame<'a>(bytes: &'a [u8], limits: &Limits) -> StoredHead<'a> {
+        let mut out = StoredHead::default();
+        let Ok((frame, _)) = Frame::parse(bytes, limits) else { return out };
+        let StoredHead { last_at, stored: kept, snapshot } = &mut out;
+        for (k, r) in frame.records().enumerate() {
             let Ok(r) = r else {
                 kept.push(Stored::Unreadable);
                 break;
             };
-            last_at = r.at;
+            *last_at = r.at;
+            if r.kind == EventKind::Snapshot {
+                *snapshot = u32::try_from(k).ok();
+            }
             match (stand_in(r.kind), r.kind) {
                 (Stand::Needless, _) => {}
                 (Stand::In(_), EventKind::ClientAnswer) => kept.push(Stored::ClientAnswer),
@@ -93,13 +107,19 @@ impl BatchHead {
                 (Stand::In(_) | Stand::Payload, _) => kept.push(Stored::Record(r.bytes)),
             }
         }
-        (last_at, kept)
+        out
     }
 
-    /// The batch head a sidecar index stored (see [`BatchHead::stored_of_frame`]).
-    pub(crate) fn of_stored(last_at: UnixMillis, stored: &[Stored<'_>], limits: &Limits) -> Self {
+    /// The batch head a sidecar index stored (see [`BatchHead::stored_of_frame`]): the time of
+    /// its last record, the records the head rule reads, and where its last snapshot lies.
+    pub(crate) fn of_stored(
+        last_at: UnixMillis,
+        stored: &[Stored<'_>],
+        snapshot: Option<u32>,
+        limits: &Limits,
+    ) -> Self {
         if stored.is_empty() {
-            return BatchHead { last_at, events: None };
+            return BatchHead { last_at, events: None, snapshot };
         }
         let events: Vec<HeadEvent> = stored
             .iter()
@@ -117,7 +137,7 @@ impl BatchHead {
             })
             .collect();
         let events = (!events.is_empty()).then(|| events.into_boxed_slice());
-        BatchHead { last_at, events }
+        BatchHead { last_at, events, snapshot }
     }
 
     /// The session's head after this batch.
@@ -135,6 +155,11 @@ impl BatchHead {
 }
 
 /// What the head rule needs of an event of one kind.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made and taken apart at once, never kept; `Event` is as large as its `snapshot` \
+              variant, which is never a stand-in"
+)]
 enum Stand {
     /// Nothing: the rule does not read this kind.
     Needless,
@@ -142,6 +167,18 @@ enum Stand {
     In(Event),
     /// Its payload (the run id, the outcome).
     Payload,
+}
+
+/// What a sidecar index stores of one events frame for its session's head
+/// ([`BatchHead::stored_of_frame`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StoredHead<'a> {
+    /// When its last record was appended.
+    pub last_at: UnixMillis,
+    /// The records the head rule reads, in order.
+    pub stored: Vec<Stored<'a>>,
+    /// Where its last `snapshot` record lies, counted from its first record.
+    pub snapshot: Option<u32>,
 }
 
 /// A record of a batch the head rule reads, as a sidecar index stores it.
@@ -229,6 +266,40 @@ mod tests {
         }
         assert_eq!(from_disk, on_append);
         assert!(from_disk.answered_while_suspended);
+    }
+
+    #[test]
+    fn the_last_snapshot_s_place_is_read_alike_from_a_frame_a_sidecar_and_a_lone_header() {
+        let snap = || {
+            Event::Snapshot(stepjournal_codec::Snapshot {
+                len: 0,
+                run: None,
+                run_end: None,
+                reply: None,
+                commit: None,
+                committed: Vec::new(),
+            })
+        };
+        let text = || Event::Message(Message { role: Role::User, text: "x".into() });
+        let limits = Limits::default();
+        for (events, place) in [
+            (vec![text(), snap(), text(), snap(), text()], Some(3)),
+            (vec![text(), text()], None),
+            (vec![snap()], Some(0)),
+        ] {
+            let bytes = frame(&events);
+            let read = BatchHead::of_frame(&bytes, &limits);
+            assert_eq!(read.snapshot, place, "{events:?}");
+            let stored = BatchHead::stored_of_frame(&bytes, &limits);
+            assert_eq!(stored.snapshot, place);
+            assert_eq!(
+                BatchHead::of_stored(stored.last_at, &stored.stored, stored.snapshot, &limits),
+                read
+            );
+            if let [one] = events.as_slice() {
+                assert_eq!(BatchHead::of_one(one.kind(), read.last_at), Some(read));
+            }
+        }
     }
 
     #[test]

@@ -153,6 +153,9 @@ struct Collected {
     /// How many deletion frames of the session were met: a head recorded before the last one is
     /// dropped.
     deletions: u64,
+    /// The seq of the newest snapshot among `runs` (copies of a batch tell the same; a deletion
+    /// forgets it with the runs).
+    snapshot: Option<u64>,
 }
 
 /// A batch that tells of its session's head.
@@ -223,6 +226,13 @@ impl IndexBuilder {
         if c.top.is_none_or(|(first, _)| run.first > first) {
             c.top = Some((run.first, head.last_at.get()));
         }
+        // A damaged journal may claim a place past the batch: only one inside it counts.
+        let snapshot = head.snapshot.map(|k| run.first.saturating_add(u64::from(k)));
+        if let Some(seq) = snapshot.filter(|s| *s < run.end())
+            && c.snapshot.is_none_or(|newest| seq > newest)
+        {
+            c.snapshot = Some(seq);
+        }
         if head.events.is_some() {
             let deletions = c.deletions;
             self.heads.push(HeadAt { session, deletions, first: run.first, head });
@@ -249,6 +259,7 @@ impl IndexBuilder {
         }
         let runs = std::mem::take(&mut c.runs);
         c.top = None;
+        c.snapshot = None;
         c.deletions += 1;
         self.index.guard(at, runs.iter().map(|r| r.seg));
     }
@@ -302,11 +313,18 @@ impl IndexBuilder {
                     }
                 }
                 ordered.log.last_at = c.top.map_or(0, |(_, at)| at);
+                // Every batch collected is kept: the newest snapshot among them lies before
+                // the tail.
+                debug_assert!(c.snapshot.is_none_or(|s| s < tail), "{name}: {:?}", c.snapshot);
+                ordered.log.snapshot = c.snapshot;
                 ordered.log.runs = runs;
             } else {
                 // Misfits make the index refuse: its head is not worked out.
                 mine.for_each(drop);
                 ordered.log.runs = misfit(&name, runs, &mut ordered.after_gap, &mut misfits);
+                // Only a snapshot the runs kept before the first gap hold.
+                let kept = ordered.log.tail();
+                ordered.log.snapshot = c.snapshot.filter(|s| *s < kept);
             }
             let log = &mut ordered.log;
             if !log.shadows.is_empty() {
@@ -397,6 +415,31 @@ mod tests {
     }
 
     #[test]
+    fn replay_keeps_the_newest_snapshot_whatever_the_order_of_copies_and_a_deletion_forgets_it() {
+        let snap = |k: u32| BatchHead { snapshot: Some(k), ..BatchHead::default() };
+        let mut r = IndexBuilder::default();
+        for id in 1..=3 {
+            r.add_segment(SegmentId(id));
+        }
+        // "s": a snapshot at seq 1, one at seq 4, then a copy of the first batch (later in the
+        // log, lower in seq): the newest stays 4.
+        r.events("s", run(0, 2, 1), snap(1));
+        r.events("s", run(2, 3, 2), snap(2));
+        r.events("s", run(5, 1, 2), BatchHead::default());
+        r.events("s", run(0, 2, 3), snap(1));
+        // "d": a snapshot, then deleted and written again without one.
+        r.events("d", run(0, 1, 1), snap(0));
+        r.delete("d", SegmentId(2));
+        r.events("d", run(0, 1, 2), BatchHead::default());
+        // "x": a place past its batch (damage) counts for nothing.
+        r.events("x", run(0, 2, 1), snap(7));
+        let ix = r.finish().into_index().unwrap();
+        assert_eq!(ix.sessions["s"].snapshot, Some(4));
+        assert_eq!(ix.sessions["d"].snapshot, None);
+        assert_eq!(ix.sessions["x"].snapshot, None);
+    }
+
+    #[test]
     fn replay_reports_the_earliest_gap_no_deletion_covers() {
         let mut r = IndexBuilder::default();
         r.add_segment(SegmentId(1));
@@ -451,8 +494,9 @@ mod tests {
                 ))]
                 .into_boxed_slice(),
             ),
+            snapshot: None,
         };
-        let plain = |at: u64| BatchHead { last_at: UnixMillis(at), events: None };
+        let plain = |at: u64| BatchHead { last_at: UnixMillis(at), events: None, snapshot: None };
         let mut r = IndexBuilder::default();
         r.add_segment(SegmentId(1));
         r.add_segment(SegmentId(2));

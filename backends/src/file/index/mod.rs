@@ -59,6 +59,10 @@ pub(crate) struct SessionLog {
     pub head: RunHead,
     /// When its last batch was appended (unix milliseconds).
     pub last_at: u64,
+    /// The seq of its newest `snapshot` record, if it holds one: where `read_from_snapshot`
+    /// starts reading.
+    // Invariant: below `tail()`, and no batch of `runs` holds a snapshot after it.
+    pub snapshot: Option<u64>,
 }
 
 impl SessionLog {
@@ -197,19 +201,25 @@ impl Index {
     }
 
     /// Records a batch at the session's tail, appended at `last_at`; `head` is the session's
-    /// head after it when the batch changes it. `Err` (and nothing changed) when it does not
-    /// start at the tail.
+    /// head after it when the batch changes it, `snapshot` the seq of the batch's last
+    /// `snapshot` record when it holds one. `Err` (and nothing changed) when it does not start
+    /// at the tail.
     pub(crate) fn push(
         &mut self,
         session: &str,
         run: BatchLoc,
         last_at: u64,
         head: Option<RunHead>,
+        snapshot: Option<u64>,
     ) -> Result<(), u64> {
         let tail = self.tail(session);
         if run.first != tail || run.count == 0 {
             return Err(tail);
         }
+        debug_assert!(
+            snapshot.is_none_or(|s| s >= run.first && s < run.end()),
+            "a batch's snapshot lies in it: {snapshot:?} in {run:?}"
+        );
         match self.sessions.get_mut(session) {
             Some(log) => {
                 // The check above keeps the runs dense: the new one starts where they end.
@@ -219,6 +229,9 @@ impl Index {
                 if let Some(head) = head {
                     log.head = head;
                 }
+                if snapshot.is_some() {
+                    log.snapshot = snapshot;
+                }
             }
             None => {
                 debug_assert_eq!(run.first, 0, "a session's first batch starts at seq 0");
@@ -227,6 +240,7 @@ impl Index {
                     shadows: BTreeSet::new(),
                     head: head.unwrap_or_default(),
                     last_at,
+                    snapshot,
                 };
                 self.sessions.insert(session.to_owned(), log);
             }
@@ -369,10 +383,10 @@ mod tests {
     fn a_batch_lands_only_at_the_tail() {
         let mut ix = Index::default();
         ix.add_segment(SegmentId(1));
-        ix.push("s", run(0, 3, 1), 0, None).unwrap();
-        assert_eq!(ix.push("s", run(4, 1, 1), 0, None), Err(3));
-        assert_eq!(ix.push("t", run(1, 1, 1), 0, None), Err(0));
-        ix.push("s", run(3, 2, 1), 0, None).unwrap();
+        ix.push("s", run(0, 3, 1), 0, None, None).unwrap();
+        assert_eq!(ix.push("s", run(4, 1, 1), 0, None, None), Err(3));
+        assert_eq!(ix.push("t", run(1, 1, 1), 0, None, None), Err(0));
+        ix.push("s", run(3, 2, 1), 0, None, None).unwrap();
         assert_eq!(ix.tail("s"), 5);
         let log = &ix.sessions["s"];
         assert_eq!(log.overlapping(0, 1).len(), 1);
@@ -382,14 +396,30 @@ mod tests {
     }
 
     #[test]
+    fn the_newest_snapshot_is_kept_as_batches_land_and_forgotten_on_delete() {
+        let mut ix = Index::default();
+        ix.add_segment(SegmentId(1));
+        ix.push("s", run(0, 3, 1), 0, None, Some(1)).unwrap();
+        ix.push("s", run(3, 2, 1), 0, None, None).unwrap();
+        assert_eq!(ix.sessions["s"].snapshot, Some(1), "a batch without one keeps it");
+        assert_eq!(ix.push("s", run(6, 1, 1), 0, None, Some(6)), Err(5));
+        assert_eq!(ix.sessions["s"].snapshot, Some(1), "a refused batch changes nothing");
+        ix.push("s", run(5, 2, 1), 0, None, Some(6)).unwrap();
+        assert_eq!(ix.sessions["s"].snapshot, Some(6));
+        assert!(ix.delete("s", SegmentId(1)));
+        ix.push("s", run(0, 1, 1), 0, None, None).unwrap();
+        assert_eq!(ix.sessions["s"].snapshot, None, "a recreated session has none");
+    }
+
+    #[test]
     fn a_deletion_frame_stays_while_older_frames_of_its_session_remain() {
         let mut ix = Index::default();
         for id in 1..=3 {
             ix.add_segment(SegmentId(id));
         }
-        ix.push("s", run(0, 1, 1), 0, None).unwrap();
-        ix.push("other", run(0, 1, 1), 0, None).unwrap();
-        ix.push("s", run(1, 1, 2), 0, None).unwrap();
+        ix.push("s", run(0, 1, 1), 0, None, None).unwrap();
+        ix.push("other", run(0, 1, 1), 0, None, None).unwrap();
+        ix.push("s", run(1, 1, 2), 0, None, None).unwrap();
         assert!(ix.delete("s", SegmentId(3)));
         assert!(!ix.delete("s", SegmentId(3)));
         // Segment 2 holds only dead frames; 3 guards them and 1; 1 holds a live one.
@@ -422,7 +452,7 @@ mod tests {
         ix.add_segment(SegmentId(1));
         for first in 0..3 {
             let b = BatchLoc { first, count: 1, len: 1000, seg: SegmentId(1), offset: 0 };
-            ix.push("s", b, 0, None).unwrap();
+            ix.push("s", b, 0, None, None).unwrap();
         }
         let policy = Compaction { dead_at_least: Some(40), chunk: 1 << 16 };
         // One chunk: one group header, and perhaps one segment header.
@@ -444,7 +474,7 @@ mod tests {
         for id in 1..=3 {
             ix.add_segment(SegmentId(id));
         }
-        ix.push("s", run(0, 1, 1), 0, None).unwrap();
+        ix.push("s", run(0, 1, 1), 0, None, None).unwrap();
         ix.moved("s", 0, SegmentId(2), 500);
         assert_eq!(ix.sessions["s"].runs[0].seg, SegmentId(2));
         assert_eq!((ix.segments[&SegmentId(1)].live, ix.segments[&SegmentId(2)].live), (0, 1));

@@ -1,7 +1,7 @@
 //! Sidecar indexes: for a sealed segment `{id:020}.seg`, a file `{id:020}.idx` holding what the
 //! scan of the segment would hand the index builder (each frame's session, place, sequence
-//! numbers and what it tells of the session's head), so that opening reads the sidecar instead of
-//! the segment. `docs/format.md` draws the bytes.
+//! numbers, what it tells of the session's head and where its last snapshot lies), so that
+//! opening reads the sidecar instead of the segment. `docs/format.md` draws the bytes.
 //!
 //! A sidecar is written by the store's reclaim thread once the segment is sealed: the sealed
 //! segment is walked (its checksums checked), and the sidecar created, written, synced and the
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use stepjournal_codec::{Limits, UnixMillis};
 
 use crate::file::commit::segment::IoFailure;
-use crate::file::format::heads::{BatchHead, Stored};
+use crate::file::format::heads::{BatchHead, Stored, StoredHead};
 use crate::file::format::layout::{
     GROUP_HEADER_LEN, SEGMENT_HEADER_LEN, SegmentId, check_segment_header,
 };
@@ -38,7 +38,13 @@ const FIRST: u8 = 2;
 const COUNT: u8 = 4;
 /// Records the head rule reads follow (else none).
 const HEAD: u8 = 8;
-const VERSION: u32 = 1;
+/// The place of its last `snapshot` record follows (else it holds none).
+const SNAPSHOT: u8 = 16;
+/// The sidecar format this build reads and writes: 2 tells where snapshots lie (a sidecar of
+/// version 1 does not, and is not used: its segment is scanned, and its sidecar written again).
+const VERSION: u32 = 2;
+/// The versions whose header is laid out as this one's (for [`recorded_len`]).
+const HEADER_VERSIONS: std::ops::RangeInclusive<u32> = 1..=VERSION;
 /// Magic, version, segment id, segment length, tail checksum, session count, frame count.
 const HEADER_LEN: usize = 4 + 4 + 8 + 8 + 4 + 4 + 8;
 /// How many of the segment's last bytes the sidecar's tail checksum covers.
@@ -69,7 +75,7 @@ pub(crate) struct Frames {
 
 /// One frame, as a pass over a sidecar hands it on.
 enum Out<'a, 'b> {
-    Events { run: BatchLoc, at: UnixMillis, stored: &'b [Stored<'a>] },
+    Events { run: BatchLoc, at: UnixMillis, stored: &'b [Stored<'a>], snapshot: Option<u32> },
     Delete { offset: u64, len: u32 },
 }
 
@@ -95,8 +101,9 @@ impl Frames {
                 }
             };
             match out {
-                Out::Events { run, at, stored } => {
-                    builder.events_of(no, run, BatchHead::of_stored(at, stored, &limits));
+                Out::Events { run, at, stored, snapshot } => {
+                    let head = BatchHead::of_stored(at, stored, snapshot, &limits);
+                    builder.events_of(no, run, head);
                 }
                 Out::Delete { .. } => builder.delete_of(no, seg),
             }
@@ -124,12 +131,12 @@ impl Frames {
         let mut out = Vec::new();
         frames(&self.bytes, self.id, self.len, &mut |name, _, o| {
             out.push(match o {
-                Out::Events { run, at, stored } => Entry {
+                Out::Events { run, at, stored, snapshot } => Entry {
                     session: name.to_owned(),
                     offset: run.offset,
                     len: run.len,
                     kind: FrameKindInfo::Events { first: run.first, count: run.count },
-                    head: Some(BatchHead::of_stored(at, stored, &limits)),
+                    head: Some(BatchHead::of_stored(at, stored, snapshot, &limits)),
                 },
                 Out::Delete { offset, len } => Entry {
                     session: name.to_owned(),
@@ -219,7 +226,7 @@ pub(crate) fn recorded_len(io: &dyn Io, dir: &Path, id: SegmentId) -> Option<u64
     let body = bytes.get(..body_end)?;
     let whole = crc32fast::hash(body) == u32_at(&bytes, body_end)?
         && body.get(..4)? == MAGIC
-        && u32_at(body, 4)? == VERSION
+        && HEADER_VERSIONS.contains(&u32_at(body, 4)?)
         && u64_at(body, 8)? == id.0;
     whole.then(|| u64_at(body, 16)).flatten()
 }
@@ -295,7 +302,7 @@ fn frames<'a>(
         let flags = r.byte()?;
         let session = usize::try_from(r.varint()?).ok()?;
         let name = *names.get(session)?;
-        if flags & !(DELETE | FIRST | COUNT | HEAD) != 0 {
+        if flags & !(DELETE | FIRST | COUNT | HEAD | SNAPSHOT) != 0 {
             return None;
         }
         // The frames tile the segment: each follows the one before, after a group header
@@ -343,8 +350,12 @@ fn frames<'a>(
                 _ => return None,
             });
         }
+        let snapshot = match flags & SNAPSHOT {
+            0 => None,
+            _ => Some(u32::try_from(r.varint()?).ok().filter(|k| *k < count)?),
+        };
         let run = BatchLoc { first, count, len, seg: id, offset };
-        each(name, session, Out::Events { run, at, stored: &stored });
+        each(name, session, Out::Events { run, at, stored: &stored, snapshot });
     }
     // The last frame ends where the segment does.
     (r.at == body.len() && end == seg_len).then_some(())
@@ -391,11 +402,11 @@ impl Visit for Recorder<'_> {
     fn group(&mut self, g: &GroupView<'_>) -> Result<(), (usize, String)> {
         for f in g.frames {
             let k = self.session(g.session(f));
-            let (at, stored) = match f.kind {
+            let StoredHead { last_at: at, stored, snapshot } = match f.kind {
                 FrameKindInfo::Events { .. } => {
                     BatchHead::stored_of_frame(g.frame_bytes(f), self.limits)
                 }
-                FrameKindInfo::Delete => (UnixMillis(0), Vec::new()),
+                FrameKindInfo::Delete => StoredHead::default(),
             };
             let tail = self.tails.get_mut(k as usize);
             let flags = match f.kind {
@@ -408,6 +419,7 @@ impl Visit for Recorder<'_> {
                     (if known { 0 } else { FIRST })
                         | (if count == 1 { 0 } else { COUNT })
                         | (if stored.is_empty() { 0 } else { HEAD })
+                        | (if snapshot.is_none() { 0 } else { SNAPSHOT })
                 }
             };
             self.body.push(flags);
@@ -443,6 +455,9 @@ impl Visit for Recorder<'_> {
                             self.body.extend_from_slice(bytes);
                         }
                     }
+                }
+                if let Some(k) = snapshot {
+                    put_varint(&mut self.body, u64::from(k));
                 }
             }
         }
