@@ -229,7 +229,7 @@ pub struct ModelAborted {
 }
 
 macro_rules! events {
-    ($($variant:ident($ty:ident) = $code:literal, $name:literal;)*) => {
+    ($($variant:ident($ty:ty) = $code:literal, $name:literal;)*) => {
         /// One event of a session's log.
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum Event {
@@ -345,7 +345,14 @@ events! {
     RunEnded(RunEnded) = 14, "run_ended";
     Rewound(Rewound) = 15, "rewound";
     ModelAborted(ModelAborted) = 16, "model_aborted";
-    Snapshot(Snapshot) = 17, "snapshot";
+    // Boxed: the largest payload, and the rarest, would otherwise size every event.
+    Snapshot(Box<Snapshot>) = 17, "snapshot";
+}
+
+impl From<Snapshot> for Event {
+    fn from(e: Snapshot) -> Self {
+        Event::Snapshot(Box::new(e))
+    }
 }
 
 /// Something that can take any payload struct (postcard, JSON).

@@ -214,7 +214,7 @@ fn a_damaged_snapshot_falls_back_to_the_whole_log() {
     };
     snapshot.len += 7;
     snapshot.run_end = None;
-    let at = Stamped::at(T0, Event::Snapshot(snapshot));
+    let at = Stamped::at(T0, Event::from(snapshot));
     store.append(&session(), tail, &[at], Durability::Synced).unwrap();
     // `retry` reads the failure the damaged snapshot dropped: from the whole log.
     let retried = writer.begin_run(&session(), Entry::Retry { checkpoint: None, message: None });

@@ -52,7 +52,7 @@ pub fn snapshots_agree(
         let seq = Seq(k as u64);
         let mut based = SessionState::from_snapshot(seq, &snapshot)
             .map_err(|e| format!("the snapshot taken at seq {seq} is refused: {e}"))?;
-        whole.apply(&Event::Snapshot(snapshot));
+        whole.apply(&Event::from(snapshot));
         agreement.snapshots += 1;
         compare(&whole, &based, entries, registry, config, &mut agreement)
             .map_err(|e| format!("snapshot at seq {seq}, nothing after it: {e}"))?;
@@ -227,7 +227,7 @@ mod tests {
         snapshot.run_end = None;
         let at = Seq(log.events.len() as u64);
         let based = SessionState::from_snapshot(at, &snapshot).unwrap();
-        whole.apply(&Event::Snapshot(snapshot));
+        whole.apply(&Event::from(snapshot));
         let err = compare(
             &whole,
             &based,

@@ -65,7 +65,7 @@ impl Log {
     pub fn snapshot(self) -> Self {
         let snapshot = crate::fold(&self.events).snapshot();
         match snapshot {
-            Some(s) => self.push(Event::Snapshot(s)),
+            Some(s) => self.push(Event::from(s)),
             None => panic!("no snapshot: the log has a saved step"),
         }
     }

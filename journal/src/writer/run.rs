@@ -262,7 +262,7 @@ impl Run {
                     return Err(Refusal::StepOpen { step: open.number });
                 }
                 match inner.state.snapshot() {
-                    Some(snapshot) => Ok((vec![Event::Snapshot(snapshot)], inner.tail)),
+                    Some(snapshot) => Ok((vec![Event::from(snapshot)], inner.tail)),
                     None => Err(Refusal::StepOpen {
                         step: inner.state.saved_step().map(|r| r.step).unwrap_or_default(),
                     }),

@@ -511,7 +511,7 @@ impl Step {
                     .then(|| inner.state.snapshot_after_commit(&commit))
                     .flatten();
                 let mut events = vec![Event::StepCommit(commit)];
-                events.extend(snapshot.map(Event::Snapshot));
+                events.extend(snapshot.map(Event::from));
                 Ok((events, ()))
             })
             .await?;

@@ -14,11 +14,6 @@ use crate::{RunHead, RunState};
 
 /// An event of a batch that the head rule reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "`Event` is as large as its `snapshot` variant, which the head rule never keeps; \
-              boxing would allocate for each of the few events kept"
-)]
 pub(crate) enum HeadEvent {
     /// The event, or a stand-in of the same kind for one whose payload the rule does not read.
     Event(Event),
@@ -155,11 +150,6 @@ impl BatchHead {
 }
 
 /// What the head rule needs of an event of one kind.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "made and taken apart at once, never kept; `Event` is as large as its `snapshot` \
-              variant, which is never a stand-in"
-)]
 enum Stand {
     /// Nothing: the rule does not read this kind.
     Needless,
@@ -271,7 +261,7 @@ mod tests {
     #[test]
     fn the_last_snapshot_s_place_is_read_alike_from_a_frame_a_sidecar_and_a_lone_header() {
         let snap = || {
-            Event::Snapshot(stepjournal_codec::Snapshot {
+            Event::from(stepjournal_codec::Snapshot {
                 len: 0,
                 run: None,
                 run_end: None,
