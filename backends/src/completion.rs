@@ -161,6 +161,22 @@ impl<T> StoreFuture<T> {
         StoreFuture { inner: Inner::Deferred(Box::pin(future)) }
     }
 
+    /// A future completed by `work`, run on a thread of its own: for a call that reads or
+    /// folds for long (opening a journal, listing every session's head), so an async caller's
+    /// executor thread never does it. `lost` is the value if no thread can be started or the
+    /// work panics. Dropping the future leaves the work to finish and its value unread.
+    pub fn on_thread(name: &str, lost: T, work: impl FnOnce() -> T + Send + 'static) -> Self
+    where
+        T: Send + 'static,
+    {
+        let (future, completer) = StoreFuture::pending_or(lost);
+        // When no thread can be started the completer is dropped with the work: `lost`.
+        let _ = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || completer.complete(work()));
+        future
+    }
+
     /// Whether the value is there (a poll would be ready). A deferred future is not known to be
     /// ready until it is polled.
     pub fn is_ready(&self) -> bool {

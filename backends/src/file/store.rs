@@ -84,6 +84,22 @@ impl FileStore {
         Self::open_through(Arc::new(RealIo), dir.as_ref(), options)
     }
 
+    /// [`open`](Self::open) on a thread of its own, for a caller on an async executor: opening
+    /// reads and checks every segment's index, which an executor thread must not wait for.
+    /// Dropped before it finished, the open goes on and the store it opened is dropped (its
+    /// lock released).
+    pub fn open_async(
+        dir: impl AsRef<Path>,
+        options: FileOptions,
+    ) -> StoreFuture<Result<FileStore, OpenError>> {
+        let dir = dir.as_ref().to_path_buf();
+        let lost = OpenError::Store(StoreError::Io {
+            context: format!("opening the file journal in {}", dir.display()),
+            source: std::io::Error::other("the thread opening it stopped before it answered"),
+        });
+        StoreFuture::on_thread("stepjournal-open", Err(lost), move || Self::open(&dir, options))
+    }
+
     /// Opens the journal in `dir` read-only: no lock is taken and nothing is written; the store
     /// holds what was valid when it was opened.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<FileStore, OpenError> {

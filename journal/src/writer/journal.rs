@@ -104,6 +104,19 @@ impl Journal {
         Ok(transcript(&self.state(session)?))
     }
 
+    /// [`transcript`](Self::transcript) on a thread of its own: it reads and folds the whole
+    /// session, which an async runtime's executor thread must not wait for.
+    ///
+    /// **Dropped before it finished**: nothing was written; the read finishes unread.
+    pub async fn transcript_async(
+        &self,
+        session: &SessionId,
+    ) -> Result<Vec<TranscriptItem>, StoreError> {
+        let (journal, session) = (self.clone(), session.clone());
+        super::startup::off_thread("reading a transcript", move || journal.transcript(&session))
+            .await
+    }
+
     /// Begins a run of `session` through `entry`.
     ///
     /// Reads the session's log, folds it, plans the entry with the registry (FORMAT.md's rules)

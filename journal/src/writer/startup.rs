@@ -5,7 +5,7 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreMetrics};
+use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreFuture, StoreMetrics};
 use stepjournal_codec::{RunOutcome, Seq, SessionId};
 
 use super::cancel::CancelSignal;
@@ -71,6 +71,31 @@ impl Journal {
             .filter(|l| l.wait == Wait::Wake)
             .map(|l| l.session)
             .collect())
+    }
+
+    /// [`sessions_to_recover`](Self::sessions_to_recover) on a thread of its own: it reads
+    /// every session's head (and folds the sessions whose head the store does not know), which
+    /// an async runtime's executor thread must not wait for.
+    ///
+    /// **Dropped before it finished**: nothing was written; the listing finishes unread.
+    pub async fn sessions_to_recover_async(&self) -> Result<Vec<SessionId>, StoreError> {
+        let journal = self.clone();
+        off_thread("listing the sessions to recover", move || journal.sessions_to_recover()).await
+    }
+
+    /// The store's [`heads`](stepjournal_backends::JournalStore::heads) on a thread of its own
+    /// (see [`sessions_to_recover_async`](Self::sessions_to_recover_async)).
+    ///
+    /// **Dropped before it finished**: nothing was written; the read finishes unread.
+    pub async fn heads_async(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let store = self.store.clone();
+        off_thread("reading the session heads", move || store.heads()).await
+    }
+
+    /// [`start_up`](Self::start_up) on a thread of its own.
+    pub(crate) async fn start_up_async(&self) -> Result<Vec<Listed>, StoreError> {
+        let journal = self.clone();
+        off_thread("listing the sessions to recover", move || journal.start_up()).await
     }
 
     /// Every session a start-up acts on, from the heads: those to wake (see
@@ -223,4 +248,17 @@ fn live_lease<'a>(
     run: &stepjournal_codec::RunId,
 ) -> Option<&'a stepjournal_backends::Lease> {
     head.live_lease().filter(|l| &l.run == run)
+}
+
+/// `work` on a thread of its own (see [`StoreFuture::on_thread`]); `what` names it if the thread
+/// is lost.
+pub(crate) fn off_thread<T: Send + 'static>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> StoreFuture<Result<T, StoreError>> {
+    let lost = StoreError::Io {
+        context: what.to_owned(),
+        source: std::io::Error::other("the thread doing it stopped before it answered"),
+    };
+    StoreFuture::on_thread("stepjournal-read", Err(lost), work)
 }
