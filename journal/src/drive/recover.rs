@@ -133,7 +133,7 @@ impl Journal {
     {
         let mut report = Recovered::default();
         let mut to_wake = Vec::new();
-        for listed in self.start_up_async().await? {
+        for listed in self.start_up()? {
             match listed.wait {
                 Wait::Wake => to_wake.push((listed.session, listed.tail)),
                 Wait::Answers => {

@@ -113,7 +113,7 @@ impl Journal {
         session: &SessionId,
     ) -> Result<Vec<TranscriptItem>, StoreError> {
         let (journal, session) = (self.clone(), session.clone());
-        super::startup::off_thread("reading a transcript", move || journal.transcript(&session))
+        super::off_thread::off_thread("reading a transcript", move || journal.transcript(&session))
             .await
     }
 

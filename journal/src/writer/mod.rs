@@ -60,6 +60,7 @@ mod hub;
 mod ids;
 mod journal;
 mod load;
+mod off_thread;
 mod options;
 mod owner;
 mod refuse;

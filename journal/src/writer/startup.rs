@@ -5,12 +5,13 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreFuture, StoreMetrics};
+use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreMetrics};
 use stepjournal_codec::{RunOutcome, Seq, SessionId};
 
 use super::cancel::CancelSignal;
 use super::hub::Counters;
 use super::journal::Journal;
+use super::off_thread::off_thread;
 
 /// The writer's figures beside its store's, for a runtime to export as metrics. Counters only
 /// grow, from when the journal was made (the store's, from when it was opened).
@@ -90,12 +91,6 @@ impl Journal {
     pub async fn heads_async(&self) -> Result<Vec<SessionHead>, StoreError> {
         let store = self.store.clone();
         off_thread("reading the session heads", move || store.heads()).await
-    }
-
-    /// [`start_up`](Self::start_up) on a thread of its own.
-    pub(crate) async fn start_up_async(&self) -> Result<Vec<Listed>, StoreError> {
-        let journal = self.clone();
-        off_thread("listing the sessions to recover", move || journal.start_up()).await
     }
 
     /// Every session a start-up acts on, from the heads: those to wake (see
@@ -248,17 +243,4 @@ fn live_lease<'a>(
     run: &stepjournal_codec::RunId,
 ) -> Option<&'a stepjournal_backends::Lease> {
     head.live_lease().filter(|l| &l.run == run)
-}
-
-/// `work` on a thread of its own (see [`StoreFuture::on_thread`]); `what` names it if the thread
-/// is lost.
-pub(crate) fn off_thread<T: Send + 'static>(
-    what: &'static str,
-    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> StoreFuture<Result<T, StoreError>> {
-    let lost = StoreError::Io {
-        context: what.to_owned(),
-        source: std::io::Error::other("the thread doing it stopped before it answered"),
-    };
-    StoreFuture::on_thread("stepjournal-read", Err(lost), work)
 }
