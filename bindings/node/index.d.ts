@@ -160,6 +160,12 @@ export class Run {
   readonly step: Step | null;
   /** What the model is shown up to the run's tail, read from the store; with `since`, only the items whose events lie at or after that seq (what is new since a turn). */
   transcript(since?: number): Promise<TranscriptItem[]>;
+  /**
+   * Writes a `snapshot` of the session now (the journal writes one every `snapshotEvery` steps):
+   * the seq where it landed, or null, nothing written, when the run's view cannot make one.
+   * Rejects with code `refused`, refusal `step_open`, while a step is open.
+   */
+  snapshot(): Promise<number | null>;
   commitReply(reply: ReplyIn): Promise<Step>;
   /** Drives the recovered step; null when the run has none. */
   drive(): Promise<StepOutcome | null>;
@@ -212,6 +218,12 @@ export interface OpenOptions {
   leaseTtlMs?: number;
   /** The holder of the runs' leases (default `host:pid:random`); one per process. */
   owner?: string;
+  /**
+   * How many committed steps lie between two `snapshot` events a run writes (default 32; 0 for
+   * none but those `run.snapshot()` writes): a run begins by reading the session from its newest
+   * snapshot, so at most that many steps' events are folded however long the session.
+   */
+  snapshotEvery?: number;
 }
 
 /** Opens `file:PATH`, `sqlite:PATH` or `postgres://...`. */

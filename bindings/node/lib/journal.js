@@ -204,6 +204,16 @@ export class Run {
     return JSON.parse(await wrap(this.#native.transcript(since ?? null)));
   }
 
+  /**
+   * Writes a `snapshot` of the session as the run sees it now (the journal writes one every
+   * `snapshotEvery` steps; this writes one before a long pause, say): the seq where it landed,
+   * or null, nothing written, when the run's view cannot make one. Rejects with code `refused`,
+   * refusal `step_open`, while a step is open: a snapshot stands at a committed step.
+   */
+  snapshot() {
+    return wrap(this.#native.snapshot());
+  }
+
   /** Commits the model's reply `{text, calls: [{call, tool, args, group?, sequential?}]}`: the step. */
   async commitReply(reply) {
     await checkReply(schemasOf.get(this.#journal) ?? new Map(), reply);
@@ -284,27 +294,32 @@ export class Step {
   }
 }
 
-const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner'];
+const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner', 'snapshotEvery'];
 
 /**
  * Opens the journal at `url` (`file:PATH`, `sqlite:PATH`, `postgres://...`) with its tools.
  * Options: `tools`, `durability` ('synced' default, or 'buffered'), `maxBodies` (default 3),
  * `create` (default true), `leaseTtlMs` (how long a run's lease lasts unless renewed; default
  * 30,000: a crashed process's runs on SQLite or PostgreSQL are recoverable that long after it
- * died), `owner` (the holder of the runs' leases; default `host:pid:random`).
+ * died), `owner` (the holder of the runs' leases; default `host:pid:random`), `snapshotEvery`
+ * (how many committed steps lie between two `snapshot` events a run writes; default 32, 0 for
+ * none but those `run.snapshot()` writes).
  */
 export async function openJournal(url, options = {}) {
   if (options === null || typeof options !== 'object') throw new TypeError('openJournal: options must be an object');
   const unknown = Object.keys(options).filter((k) => !OPTIONS.includes(k));
   if (unknown.length > 0) throw new TypeError(`openJournal: unknown option ${unknown.map((k) => `\`${k}\``).join(', ')} (the options are ${OPTIONS.join(', ')})`);
-  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner } = options;
+  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery } = options;
   if (leaseTtlMs !== undefined && (!Number.isInteger(leaseTtlMs) || leaseTtlMs < 1 || leaseTtlMs > 0xffffffff)) {
     throw new TypeError(`openJournal: leaseTtlMs must be a whole number of milliseconds, at least 1 (got ${leaseTtlMs})`);
   }
   if (owner !== undefined && (typeof owner !== 'string' || owner.trim() === '')) {
     throw new TypeError('openJournal: owner must be a non-empty string');
   }
+  if (snapshotEvery !== undefined && (!Number.isInteger(snapshotEvery) || snapshotEvery < 0 || snapshotEvery > 0xffffffff)) {
+    throw new TypeError(`openJournal: snapshotEvery must be a whole number of steps, 0 or more (got ${snapshotEvery})`);
+  }
   const defs = await nativeTools(tools);
-  const config = { durability, maxBodies, create, leaseTtlMs, owner };
+  const config = { durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery };
   return new Journal(await wrap(native.open(String(url), defs, abortBody, config)), zodSchemas(tools));
 }

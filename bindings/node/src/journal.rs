@@ -34,6 +34,9 @@ pub struct JournalConfig {
     /// Who owns the runs this journal begins, the holder of their leases (default
     /// `host:pid:random`); give each process its own.
     pub owner: Option<String>,
+    /// How many committed steps lie between two `snapshot`s a run writes (default 32; 0 writes
+    /// none by policy).
+    pub snapshot_every: Option<u32>,
 }
 
 /// A journal: the session writer over one store, with the tools it drives with.
@@ -80,6 +83,9 @@ pub async fn open(
             return Err(coded(ErrorCode::InvalidOptions, "owner must be a non-empty string"));
         }
         options = options.owner(OwnerId::new(owner));
+    }
+    if let Some(steps) = config.snapshot_every {
+        options = options.snapshot_every(steps);
     }
     let open_options =
         if config.create.unwrap_or(true) { OpenOptions::create() } else { OpenOptions::default() };

@@ -82,6 +82,16 @@ impl NativeRun {
         Ok(convert::items(&items))
     }
 
+    /// Appends a `snapshot` of the session as the run sees it now: the seq where it landed, or
+    /// `null` (nothing written) when the run's view cannot make one. Refused while a step is
+    /// open (`step_open`).
+    #[napi]
+    pub async fn snapshot(&self) -> napi::Result<Option<f64>> {
+        let at = self.run.snapshot_async().await.map_err(thrown)?;
+        // A JavaScript number, as every seq in the JSON the module gives (a transcript item's).
+        Ok(at.map(|seq| seq.get() as f64))
+    }
+
     /// The step the run has open (a recovered step), if any.
     #[napi]
     pub fn step(&self) -> Option<NativeStep> {

@@ -51,3 +51,9 @@ export async function main(): Promise<void> {
     throw e;
   }
 }
+
+export async function snapshots(): Promise<number | null> {
+  const journal = await openJournal('file:./data', { snapshotEvery: 8 });
+  const run = await journal.beginRun('user-42', 'wake');
+  return run.snapshot();
+}
