@@ -178,7 +178,9 @@ fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
     if let Event::Snapshot(snapshot) = event {
         let why = match state.snapshot() {
             None => Some("is not at a committed step boundary (the last reply has no step_commit)"),
-            Some(ours) if ours != **snapshot => Some("disagrees with the fold of the log before it"),
+            Some(ours) if ours != **snapshot => {
+                Some("disagrees with the fold of the log before it")
+            }
             Some(_) => None,
         };
         if let Some(why) = why {
