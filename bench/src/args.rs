@@ -15,7 +15,8 @@ usage: stepjournal-bench [--quick] [--only PARTS] [--dir DIR] [--json FILE]
 
   --quick      short runs and a small journal (under a minute; CI runs it)
   --only PARTS run only these parts, comma-separated: synced, raw, buffered, writer, drive,
-               open, recovery, reads, compaction (rows whose baseline is not run show no ratio to it)
+               open, recovery, reads, compaction, long (rows whose baseline is not run show no
+               ratio to it)
   --dir DIR    run in a new directory stepjournal-bench-<pid> under DIR, removed at the end
                (default: the current directory)
   --json FILE  write every row, with all its ratios, as JSON to FILE
@@ -45,8 +46,18 @@ pub struct Args {
 }
 
 /// The parts `--only` can name.
-pub const PARTS: [&str; 9] =
-    ["synced", "raw", "buffered", "writer", "drive", "open", "recovery", "reads", "compaction"];
+pub const PARTS: [&str; 10] = [
+    "synced",
+    "raw",
+    "buffered",
+    "writer",
+    "drive",
+    "open",
+    "recovery",
+    "reads",
+    "compaction",
+    "long",
+];
 
 /// The operations `--count` can do.
 pub const COUNT_OPS: [&str; 4] = ["encode", "decode", "fold", "append"];
@@ -170,7 +181,7 @@ impl WorkDir {
 
     /// How many sessions the tool executor's rows run at once on the file backend.
     pub fn drive_sessions(&self) -> usize {
-        if self.quick { 1_000 } else { 10_000 }
+        if self.quick { 100 } else { 10_000 }
     }
 
     /// How many sessions the recovery rows recover.
@@ -201,6 +212,26 @@ impl WorkDir {
         if self.quick { 1 << 20 } else { 8 << 20 }
     }
 
+    /// The lengths, in steps, the long rows grow one session to.
+    pub fn long_lengths(&self) -> &'static [u64] {
+        if self.quick { &[10, 100, 1_000] } else { &[10, 100, 1_000, 10_000, 100_000] }
+    }
+
+    /// The longest the long rows grow the session without snapshots to.
+    pub fn long_off_max(&self) -> u64 {
+        if self.quick { 100 } else { 10_000 }
+    }
+
+    /// How many turns of wakes the long rows take at each length.
+    pub fn long_rounds(&self) -> usize {
+        if self.quick { 2 } else { 9 }
+    }
+
+    /// How many sessions of how many steps wake beside the long rows' timer.
+    pub fn long_timer_sessions(&self) -> (usize, u64) {
+        if self.quick { (10, 100) } else { (100, 2_000) }
+    }
+
     /// What this build and mode scale down, for the header.
     pub fn scaled(&self) -> Option<String> {
         if !self.quick {
@@ -209,14 +240,19 @@ impl WorkDir {
         let mut s = format!(
             "--quick: {} ms per workload, {} MiB journals of {} MiB segments to open, {} \
              sessions to recover, {} MiB segments to compact, a {} MiB journal to read \
-             interleaved, {} events to fold",
+             interleaved, {} events to fold, long sessions to {} steps ({} without snapshots), \
+             {} sessions of {} steps woken beside the timer",
             self.budget().as_millis(),
             self.open_bytes() >> 20,
             self.open_segment() >> 20,
             self.recovery_sessions(),
             self.compaction_segment() >> 20,
             self.interleaved_bytes() >> 20,
-            self.fold_events().0
+            self.fold_events().0,
+            self.long_lengths().last().copied().unwrap_or(0),
+            self.long_off_max(),
+            self.long_timer_sessions().0,
+            self.long_timer_sessions().1
         );
         if cfg!(debug_assertions) {
             s.push_str(" (debug build: the figures say nothing of speed)");

@@ -18,6 +18,11 @@ mod count;
 mod drive;
 mod file;
 mod fold;
+mod heap;
+mod long;
+mod long_fold;
+mod long_session;
+mod long_timer;
 mod open;
 mod plain;
 mod postgres;
@@ -35,6 +40,10 @@ mod wal;
 mod writer;
 
 use std::process::ExitCode;
+
+/// The system allocator, counting live bytes for the long rows' memory figures.
+#[global_allocator]
+static ALLOCATOR: heap::Counting = heap::Counting;
 
 fn main() -> ExitCode {
     let args = match args::Args::parse(std::env::args().skip(1)) {
@@ -97,7 +106,7 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 10] = [
+    let parts: [(&str, Workloads); 11] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
         ("buffered", buffered::rows),
@@ -108,6 +117,7 @@ fn run(args: &args::Args) -> Result<(), String> {
         ("drive", drive::rows),
         ("recovery", recovery::rows),
         ("compaction", compaction::rows),
+        ("long", long::rows),
     ];
     for (name, part) in parts {
         if args.runs(name) {

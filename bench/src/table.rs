@@ -24,6 +24,7 @@ pub enum Section {
     Recovery,
     Reads,
     Compaction,
+    Long,
 }
 
 impl Section {
@@ -37,6 +38,7 @@ impl Section {
             Section::Recovery => "recovery",
             Section::Reads => "reads",
             Section::Compaction => "compaction",
+            Section::Long => "long",
         }
     }
 }
