@@ -174,6 +174,46 @@ fn a_protocol_fault_is_reported_with_its_session_seq_and_place() {
 }
 
 #[test]
+fn a_snapshot_that_is_not_the_fold_of_the_log_before_it_is_a_problem() {
+    for place in places() {
+        let store = place.open();
+        populate(&*store);
+        let log = vec![
+            vec![run_started("run-1", stepjournal_codec::Entry::Wake)],
+            vec![reply(1, "cp-1", "", vec![])],
+            vec![stepjournal_codec::Event::StepCommit(stepjournal_codec::StepCommit {
+                step: stepjournal_codec::StepNo(1),
+                checkpoint: "cp-1-commit".into(),
+            })],
+        ];
+        append_session(&*store, "snapped", &log, T0);
+        let events: Vec<stepjournal_codec::Event> = store
+            .read_all(&stepjournal_codec::SessionId::new("snapped").unwrap())
+            .unwrap()
+            .into_iter()
+            .map(|r| r.event)
+            .collect();
+        let mut snapshot = stepjournal_recovery::fold(&events).snapshot().unwrap();
+        let right = stepjournal_codec::Event::from(snapshot.clone());
+        snapshot.run = None;
+        let wrong = stepjournal_codec::Event::from(snapshot);
+        append_session(&*store, "snapped", &vec![vec![right], vec![wrong]], T0);
+        drop(store);
+        let out = bin(&["verify", &place.url]);
+        assert_eq!(out.status.code(), Some(1), "{}", place.name);
+        let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+        let problems: Vec<&str> = stdout.lines().filter(|l| l.starts_with("problem: ")).collect();
+        assert_eq!(problems.len(), 1, "{}: {stdout}", place.name);
+        assert!(
+            problems[0].contains("session snapped seq 4")
+                && problems[0].contains("snapshot disagrees with the fold"),
+            "{}",
+            problems[0]
+        );
+    }
+}
+
+#[test]
 fn a_damaged_sqlite_row_is_reported_by_session_and_seq() {
     let place = sqlite_place();
     populate(&*place.open());

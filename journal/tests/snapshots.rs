@@ -80,7 +80,7 @@ impl JournalStore for Counting {
 }
 
 fn journal(store: Arc<dyn JournalStore>, every: u32) -> Journal {
-    let options = JournalOptions::new().ids(ids()).snapshot_every(every);
+    let options = JournalOptions::new().ids(ids()).snapshot_every(every).snapshot_after_bytes(0);
     Journal::new(store, Arc::new(registry()), options).unwrap()
 }
 
@@ -128,6 +128,33 @@ fn the_policy_writes_a_snapshot_every_n_steps_each_the_fold_of_the_log_before_it
     });
     assert!(replies.len() <= 6, "the run keeps {replies:?} replies; snapshots at {seqs_shown:?}");
     run.end(stepjournal_codec::RunOutcome::Completed).unwrap();
+}
+
+#[test]
+fn a_few_steps_of_large_outputs_make_a_snapshot_before_the_step_count_does() {
+    let store = Arc::new(MemoryStore::new());
+    let options =
+        JournalOptions::new().ids(ids()).snapshot_every(1000).snapshot_after_bytes(10_000);
+    let journal = Journal::new(store.clone(), Arc::new(registry()), options).unwrap();
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
+    let big = json(&format!("\"{}\"", "x".repeat(4_000)));
+    for i in 0..7 {
+        let c = format!("c{i}");
+        let step = run.commit_reply(Reply::new("").call(call(&c, "search"))).unwrap();
+        step.start_body(&id(&c)).unwrap().finish(big.clone(), false).unwrap();
+        step.commit().unwrap();
+    }
+    // 4,000 bytes a step: the third commit passes 10,000 (and the sixth, counted from the
+    // snapshot the third wrote).
+    let events = events(&*store, &session());
+    let commits_before: Vec<usize> = snapshot_seqs(&*store, &session())
+        .iter()
+        .map(|&seq| {
+            events[..seq as usize].iter().filter(|e| e.kind() == EventKind::StepCommit).count()
+        })
+        .collect();
+    assert_eq!(commits_before, vec![3, 6]);
+    assert_eq!(verify(&events), vec![]);
 }
 
 #[test]

@@ -334,8 +334,12 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// The writer's options. A snapshot with every step commit: every later entry of an
+    /// execution with a committed step folds from a snapshot the writer wrote (and `verify`
+    /// checks each is the fold of the log before it).
     pub(crate) fn options(&self) -> JournalOptions {
         JournalOptions::new()
+            .snapshot_every(1)
             .ids(self.ids.clone())
             .clock(self.clock.clone())
             .recovery(self.knobs.writer_config.unwrap_or(self.world.case.config))
@@ -367,7 +371,9 @@ impl<'a> Sim<'a> {
                 .map_err(|e| self.halt(format!("committing step {}", step.number()), e))?;
         }
         loop {
-            let next = run.with_state(|s| s.replies().len());
+            // Replies so far: the last one's step (the writer numbers steps 1, 2, ...; the
+            // run's view may start at a snapshot, so its replies are not all of them).
+            let next = run.with_state(|s| s.last_reply().map_or(0, |r| r.step.get() as usize));
             let Some(spec) = self.world.script.steps.get(next) else {
                 run.end(RunOutcome::Completed).map_err(|e| self.halt("ending the run", e))?;
                 return Ok(End::Over(RunOutcome::Completed));

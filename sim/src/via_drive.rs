@@ -77,7 +77,9 @@ impl Sim<'_> {
             self.drive_step(&journal, &mut run, step)?;
         }
         loop {
-            let next = run.with_state(|s| s.replies().len());
+            // Replies so far: the last one's step (the writer numbers steps 1, 2, ...; the
+            // run's view may start at a snapshot, so its replies are not all of them).
+            let next = run.with_state(|s| s.last_reply().map_or(0, |r| r.step.get() as usize));
             let Some(spec) = self.world.script.steps.get(next) else {
                 run.end(RunOutcome::Completed).map_err(|e| self.halt("ending the run", e))?;
                 return Ok(End::Over(RunOutcome::Completed));

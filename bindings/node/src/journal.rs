@@ -177,7 +177,7 @@ impl NativeJournal {
     #[napi]
     pub async fn transcript(&self, session: String) -> napi::Result<String> {
         let session = SessionId::from_stored(session.as_str());
-        let items = self.journal.transcript(&session).map_err(thrown)?;
+        let items = self.journal.transcript_async(&session).await.map_err(thrown)?;
         Ok(convert::items(&items))
     }
 

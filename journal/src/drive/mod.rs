@@ -216,11 +216,13 @@ impl Step {
             self.suspend_async(&awaiting).await.map_err(step_error("suspending the run"))?;
             return Ok(StepOutcome::Suspended { awaiting });
         }
-        let checkpoint = self.commit_async().await.map_err(step_error("committing the step"))?;
+        // Read before the commit: a commit that carries a snapshot leaves the run's view
+        // folded from it, without this step's reply.
         let answers = self.with_state(|state| {
             state.replies().iter().rev().find(|r| r.step == number).map(|r| answers_of(state, r))
         });
         let answers = answers.unwrap_or_default();
+        let checkpoint = self.commit_async().await.map_err(step_error("committing the step"))?;
         Ok(StepOutcome::Committed { checkpoint, answers })
     }
 

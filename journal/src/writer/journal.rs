@@ -394,6 +394,7 @@ impl Journal {
             clock: self.options.clock.clone(),
             append_attempts: self.options.append_attempts,
             snapshot_every: self.options.snapshot_every,
+            snapshot_after_bytes: self.options.snapshot_after_bytes,
             turn: futures_util::lock::Mutex::new(()),
             view: Mutex::new(Inner { tail, state, status, step }),
             cancel: CancelSignal::new(),

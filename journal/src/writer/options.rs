@@ -24,6 +24,7 @@ use super::owner::default_owner;
 /// | [`lease_ttl`](Self::lease_ttl) | 30 s |
 /// | [`lease_keeper`](Self::lease_keeper) | on: a thread keeps the leases |
 /// | [`snapshot_every`](Self::snapshot_every) | 32 steps |
+/// | [`snapshot_after_bytes`](Self::snapshot_after_bytes) | 1 MiB of text |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     pub(crate) durability: Durability,
@@ -36,6 +37,7 @@ pub struct JournalOptions {
     pub(crate) lease_ttl: Duration,
     pub(crate) lease_keeper: bool,
     pub(crate) snapshot_every: u32,
+    pub(crate) snapshot_after_bytes: u64,
 }
 
 impl JournalOptions {
@@ -53,6 +55,9 @@ impl JournalOptions {
     /// The default number of committed steps between two snapshots.
     pub const DEFAULT_SNAPSHOT_EVERY: u32 = 32;
 
+    /// The default bytes of text after the last snapshot that make a step commit carry one.
+    pub const DEFAULT_SNAPSHOT_AFTER_BYTES: u64 = 1 << 20;
+
     /// The defaults (see the table above).
     pub fn new() -> Self {
         JournalOptions {
@@ -66,6 +71,7 @@ impl JournalOptions {
             lease_ttl: Self::DEFAULT_LEASE_TTL,
             lease_keeper: true,
             snapshot_every: Self::DEFAULT_SNAPSHOT_EVERY,
+            snapshot_after_bytes: Self::DEFAULT_SNAPSHOT_AFTER_BYTES,
         }
     }
 
@@ -140,6 +146,16 @@ impl JournalOptions {
     /// do not all read version 3) cannot hold a snapshot: set 0 there.
     pub fn snapshot_every(mut self, steps: u32) -> Self {
         self.snapshot_every = steps;
+        self
+    }
+
+    /// How many bytes of text (tool outputs and output chunks, replies and their calls'
+    /// arguments, answers, messages: `SessionState::text_since_snapshot`) after the last
+    /// snapshot make the next step commit carry one, whatever [`snapshot_every`]
+    /// (Self::snapshot_every) says: a few steps of large outputs make a long suffix too.
+    /// Default 1 MiB; 0 weighs no bytes. The same version-2 caveat as `snapshot_every` holds.
+    pub fn snapshot_after_bytes(mut self, bytes: u64) -> Self {
+        self.snapshot_after_bytes = bytes;
         self
     }
 

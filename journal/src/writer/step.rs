@@ -478,7 +478,9 @@ impl Step {
 
     /// Commits the step (`step_commit`, a new commit checkpoint, returned): every call of the
     /// step has its answer. Every [`snapshot_every`](crate::JournalOptions::snapshot_every)
-    /// steps the same batch carries a `snapshot` of the session after the commit. Refused while a call is unresolved ([`Refusal::OpenCalls`]). After
+    /// steps, or once [`snapshot_after_bytes`](crate::JournalOptions::snapshot_after_bytes) of
+    /// text lie after the last snapshot, the same batch carries a `snapshot` of the session
+    /// after the commit. Refused while a call is unresolved ([`Refusal::OpenCalls`]). After
     /// it, the step's handles refuse everything ([`Refusal::StepClosed`]) and the run may commit
     /// its next reply.
     pub fn commit(&self) -> Result<CheckpointId, WriteError> {
@@ -506,10 +508,11 @@ impl Step {
                 let commit = StepCommit { step: number, checkpoint: checkpoint.clone() };
                 // The policy's snapshot goes in the same batch, right after the commit.
                 let every = self.shared.snapshot_every as usize;
-                let snapshot = (every > 0
+                let bytes = self.shared.snapshot_after_bytes;
+                let due = (every > 0
                     && inner.state.commits_since_snapshot().saturating_add(1) >= every)
-                    .then(|| inner.state.snapshot_after_commit(&commit))
-                    .flatten();
+                    || (bytes > 0 && inner.state.text_since_snapshot() >= bytes);
+                let snapshot = due.then(|| inner.state.snapshot_after_commit(&commit)).flatten();
                 let mut events = vec![Event::StepCommit(commit)];
                 events.extend(snapshot.map(Event::from));
                 Ok((events, ()))

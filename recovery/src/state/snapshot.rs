@@ -172,6 +172,38 @@ impl SessionState {
         self.commits.iter().rev().take_while(|c| since.is_none_or(|s| c.seq > s)).count()
     }
 
+    /// The bytes of text in the events after the last snapshot (after the first event when
+    /// there is none): tool outputs and output chunks, replies with their calls' arguments,
+    /// client answers and messages. What a snapshot policy weighs besides steps: a few steps
+    /// of large outputs make a long suffix too.
+    pub fn text_since_snapshot(&self) -> u64 {
+        let after = |seq: Seq| self.last_snapshot.is_none_or(|s| seq > s);
+        let len = |n: usize| n as u64;
+        let results: u64 = (self.lists.results.items.iter().rev())
+            .take_while(|r| after(r.item.seq))
+            .map(|r| len(r.item.output.get().len()))
+            .sum();
+        let chunks: u64 = (self.lists.chunks.items.iter().rev())
+            .take_while(|c| after(c.item.seq))
+            .map(|c| len(c.item.text.len()))
+            .sum();
+        let answers: u64 = (self.lists.answers.items.iter().rev())
+            .take_while(|a| after(a.item.seq))
+            .map(|a| len(a.item.output.get().len()))
+            .sum();
+        let replies: u64 = (self.replies.iter().rev())
+            .take_while(|r| after(r.seq))
+            .map(|r| {
+                len(r.text.len()) + r.calls.iter().map(|c| len(c.args.get().len())).sum::<u64>()
+            })
+            .sum();
+        let messages: u64 = (self.messages.iter().rev())
+            .take_while(|m| after(m.seq))
+            .map(|m| len(m.text.len()))
+            .sum();
+        results + chunks + answers + replies + messages
+    }
+
     /// Where the snapshot this state was folded from is, if it was.
     pub fn snapshot_seq(&self) -> Option<Seq> {
         self.base.as_ref().map(|b| b.seq)
