@@ -224,6 +224,12 @@ export interface OpenOptions {
    * snapshot, so at most that many steps' events are folded however long the session.
    */
   snapshotEvery?: number;
+  /**
+   * How many bytes of text (tool outputs, replies and their arguments, answers, messages) after
+   * the last snapshot make the next step commit carry one, whatever `snapshotEvery` says
+   * (default 1 MiB; 0 weighs no bytes).
+   */
+  snapshotAfterBytes?: number;
 }
 
 /** Opens `file:PATH`, `sqlite:PATH` or `postgres://...`. */

@@ -294,7 +294,7 @@ export class Step {
   }
 }
 
-const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner', 'snapshotEvery'];
+const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner', 'snapshotEvery', 'snapshotAfterBytes'];
 
 /**
  * Opens the journal at `url` (`file:PATH`, `sqlite:PATH`, `postgres://...`) with its tools.
@@ -303,13 +303,14 @@ const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'ow
  * 30,000: a crashed process's runs on SQLite or PostgreSQL are recoverable that long after it
  * died), `owner` (the holder of the runs' leases; default `host:pid:random`), `snapshotEvery`
  * (how many committed steps lie between two `snapshot` events a run writes; default 32, 0 for
- * none but those `run.snapshot()` writes).
+ * none but those `run.snapshot()` writes), `snapshotAfterBytes` (bytes of text after the last
+ * snapshot that make the next step commit carry one; default 1 MiB, 0 weighs none).
  */
 export async function openJournal(url, options = {}) {
   if (options === null || typeof options !== 'object') throw new TypeError('openJournal: options must be an object');
   const unknown = Object.keys(options).filter((k) => !OPTIONS.includes(k));
   if (unknown.length > 0) throw new TypeError(`openJournal: unknown option ${unknown.map((k) => `\`${k}\``).join(', ')} (the options are ${OPTIONS.join(', ')})`);
-  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery } = options;
+  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes } = options;
   if (leaseTtlMs !== undefined && (!Number.isInteger(leaseTtlMs) || leaseTtlMs < 1 || leaseTtlMs > 0xffffffff)) {
     throw new TypeError(`openJournal: leaseTtlMs must be a whole number of milliseconds, at least 1 (got ${leaseTtlMs})`);
   }
@@ -319,7 +320,10 @@ export async function openJournal(url, options = {}) {
   if (snapshotEvery !== undefined && (!Number.isInteger(snapshotEvery) || snapshotEvery < 0 || snapshotEvery > 0xffffffff)) {
     throw new TypeError(`openJournal: snapshotEvery must be a whole number of steps, 0 or more (got ${snapshotEvery})`);
   }
+  if (snapshotAfterBytes !== undefined && (!Number.isSafeInteger(snapshotAfterBytes) || snapshotAfterBytes < 0)) {
+    throw new TypeError(`openJournal: snapshotAfterBytes must be a whole number of bytes, 0 or more (got ${snapshotAfterBytes})`);
+  }
   const defs = await nativeTools(tools);
-  const config = { durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery };
+  const config = { durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes };
   return new Journal(await wrap(native.open(String(url), defs, abortBody, config)), zodSchemas(tools));
 }

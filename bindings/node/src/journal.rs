@@ -37,6 +37,9 @@ pub struct JournalConfig {
     /// How many committed steps lie between two `snapshot`s a run writes (default 32; 0 writes
     /// none by policy).
     pub snapshot_every: Option<u32>,
+    /// How many bytes of text after the last snapshot make the next step commit carry one
+    /// (default 1 MiB; 0 weighs no bytes). A whole number up to 2^53.
+    pub snapshot_after_bytes: Option<f64>,
 }
 
 /// A journal: the session writer over one store, with the tools it drives with.
@@ -86,6 +89,16 @@ pub async fn open(
     }
     if let Some(steps) = config.snapshot_every {
         options = options.snapshot_every(steps);
+    }
+    if let Some(bytes) = config.snapshot_after_bytes {
+        // A whole, non-negative number JavaScript holds exactly (checked in the JS layer too).
+        if !(bytes.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&bytes)) {
+            return Err(coded(
+                ErrorCode::InvalidOptions,
+                "snapshotAfterBytes must be a whole number of bytes, 0 or more",
+            ));
+        }
+        options = options.snapshot_after_bytes(bytes as u64);
     }
     let open_options =
         if config.create.unwrap_or(true) { OpenOptions::create() } else { OpenOptions::default() };

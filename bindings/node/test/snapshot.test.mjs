@@ -63,6 +63,28 @@ test('with snapshotEvery 2 a snapshot follows the commit of every second step; w
   }
 });
 
+test('a few steps of large outputs make a snapshot before snapshotEvery does', async () => {
+  const big = 'x'.repeat(4000);
+  const tool = defineTool({ name: 'fetch_page', replay: 'safe', execute: () => ({ page: big }) });
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`, {
+    tools: [tool], snapshotEvery: 1000, snapshotAfterBytes: 10000,
+  });
+  const run = await journal.beginRun('s-bytes', { kind: 'new_turn', message: 'go' });
+  for (let i = 0; i < 7; i++) {
+    const step = await run.commitReply({ text: '', calls: [{ call: `c${i}`, tool: 'fetch_page', args: { url: 'u' } }] });
+    await step.drive();
+  }
+  const log = await events(journal, 's-bytes');
+  const commitsBefore = log
+    .map((e, i) => (e.type === 'snapshot' ? log.slice(0, i).filter((x) => x.type === 'step_commit').length : null))
+    .filter((n) => n !== null);
+  assert.deepEqual(commitsBefore, [3, 6]);
+  for (const snapshotAfterBytes of [-1, 1.5, '10', 2 ** 60]) {
+    await assert.rejects(openJournal(`file:${join(scratch(), 'k')}`, { snapshotAfterBytes }), (e) => e instanceof TypeError && /snapshotAfterBytes/.test(e.message), String(snapshotAfterBytes));
+  }
+  await run.end('completed');
+});
+
 test('snapshotEvery must be a whole number of steps, 0 or more', async () => {
   const url = `file:${join(scratch(), 'j')}`;
   for (const snapshotEvery of [-1, 1.5, '2', Number.NaN, 2 ** 32, null]) {
