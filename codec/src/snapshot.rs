@@ -74,11 +74,18 @@ pub struct StepRange {
     pub last: StepNo,
 }
 
+impl StepRange {
+    /// Whether `ranges` (ascending and apart, as a snapshot keeps them) hold `step`.
+    pub fn holds(ranges: &[StepRange], step: StepNo) -> bool {
+        let i = ranges.partition_point(|r| r.last < step);
+        ranges.get(i).is_some_and(|r| r.first <= step)
+    }
+}
+
 impl Snapshot {
     /// Whether `step` is among the committed steps.
     pub fn is_committed(&self, step: StepNo) -> bool {
-        let i = self.committed.partition_point(|r| r.last < step);
-        self.committed.get(i).is_some_and(|r| r.first <= step)
+        StepRange::holds(&self.committed, step)
     }
 
     /// Adds `step` to the committed steps, keeping the ranges ascending and apart.
@@ -137,6 +144,14 @@ impl Snapshot {
             return Some(format!(
                 "its last commit's step {} is not among its committed steps",
                 commit.step
+            ));
+        }
+        if let Some(reply) = &self.reply
+            && !self.is_committed(reply.step)
+        {
+            return Some(format!(
+                "its last reply's step {} has no commit: it is not at a committed step boundary",
+                reply.step
             ));
         }
         None

@@ -32,13 +32,15 @@ pub fn snapshots_agree(
 ) -> Result<Agreement, String> {
     let mut at = Vec::new();
     let mut state = SessionState::default();
+    // A committed step boundary: no saved step (what `SessionState::snapshot` asks, without
+    // building one at every event).
     for (k, event) in events.iter().enumerate() {
-        if state.snapshot().is_some() {
+        if state.saved_step().is_none() {
             at.push(k);
         }
         state.apply(event);
     }
-    if state.snapshot().is_some() {
+    if state.saved_step().is_none() {
         at.push(events.len());
     }
     let chosen = spread(&at, boundaries);

@@ -31,8 +31,7 @@ pub(crate) struct Base {
 
 impl Base {
     pub(crate) fn is_committed(&self, step: StepNo) -> bool {
-        let i = self.committed.partition_point(|r| r.last < step);
-        self.committed.get(i).is_some_and(|r| r.first <= step)
+        StepRange::holds(&self.committed, step)
     }
 }
 
@@ -108,19 +107,11 @@ impl SessionState {
     }
 
     /// A state folded up to and including `snapshot`, the event at `seq`: fold the events after
-    /// it into it. `Err` says why the snapshot cannot stand there (it is damaged): fold the
-    /// whole log instead.
+    /// it into it. `Err` says why the snapshot cannot stand there ([`Snapshot::flaw`]: it is
+    /// damaged): fold the whole log instead.
     pub fn from_snapshot(seq: Seq, snapshot: &Snapshot) -> Result<SessionState, String> {
         if let Some(flaw) = snapshot.flaw(seq) {
             return Err(flaw);
-        }
-        if let Some(reply) = &snapshot.reply
-            && !snapshot.is_committed(reply.step)
-        {
-            return Err(format!(
-                "its last reply's step {} has no commit: it is not at a committed step boundary",
-                reply.step
-            ));
         }
         let mut state = SessionState { len: seq.get().saturating_add(1), ..Default::default() };
         if let Some(r) = &snapshot.run {
