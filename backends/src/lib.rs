@@ -22,6 +22,7 @@ pub mod lease;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod readers;
 mod redact;
 mod separate;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -88,6 +88,9 @@ impl JournalStore for SeparateProcess {
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
         self.0.heads()
     }
+    fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
+        self.0.heads_async()
+    }
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         self.0.head(session)
     }

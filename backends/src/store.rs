@@ -166,6 +166,15 @@ pub trait JournalStore: Send + Sync + 'static {
         Ok(heads)
     }
 
+    /// [`heads`](Self::heads) as a future, for a caller that must not block its task on the
+    /// listing (a runtime's async start-up). The provided implementation lists synchronously;
+    /// the file and SQLite stores list on a reading thread, PostgreSQL on its driver.
+    ///
+    /// **Dropped before it finished**: nothing was written; the listing finishes unread.
+    fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
+        StoreFuture::ready(self.heads())
+    }
+
     /// The session's [`SessionHead`] (`None` for a session with no events), its lease judged
     /// as for [`heads`](Self::heads). The provided implementation reads the session's log.
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {

@@ -1,24 +1,29 @@
-//! The calls a runtime makes at start-up, in async form: each reads on a thread of its own,
-//! never on the executor's, and answers as its sync form does.
+//! The calls a runtime makes at start-up, in async form: each reads through the store's async
+//! forms, never its sync ones on the executor's thread, and answers as its sync form does.
 
 mod writer_support;
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use stepjournal::{Journal, JournalOptions, Reply};
+use serde_json::{Value, json};
+use stepjournal::codec::Replay;
+use stepjournal::{CallCtx, Journal, JournalOptions, RecoverOptions, Reply, ToolError, Tools};
 use stepjournal_backends::file::{FileOptions, FileStore};
 use stepjournal_backends::memory::MemoryStore;
 use stepjournal_backends::{
     AppendAck, AppendError, Durability, JournalStore, OpenError, SessionHead, StoreError,
+    StoreFuture,
 };
 use stepjournal_codec::{Entry, Record, Seq, SessionId, Stamped};
 use writer_support::*;
 
-/// A memory store that notes the name of the thread each `heads` and `read` ran on.
+/// A memory store that notes the name of the thread each `heads` and `read` ran on, and
+/// answers its async forms on a thread of its own (as a store across a network would).
 struct Noting {
     inner: MemoryStore,
     threads: Mutex<Vec<Option<String>>>,
+    this: Mutex<std::sync::Weak<Noting>>,
 }
 
 impl Noting {
@@ -58,6 +63,31 @@ impl JournalStore for Noting {
         self.note();
         self.inner.heads()
     }
+    fn read_async(
+        &self,
+        session: &SessionId,
+        range: Range<Seq>,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        let (me, session) = (self.me(), session.clone());
+        StoreFuture::on_thread(ASYNC, Err(lost()), move || me.read(&session, range))
+    }
+    fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
+        let me = self.me();
+        StoreFuture::on_thread(ASYNC, Err(lost()), move || me.heads())
+    }
+}
+
+/// The name of the threads `Noting` answers its async forms on.
+const ASYNC: &str = "noting-async";
+
+impl Noting {
+    fn me(&self) -> Arc<Noting> {
+        self.this.lock().unwrap().upgrade().unwrap()
+    }
+}
+
+fn lost() -> StoreError {
+    StoreError::Io { context: "noting".into(), source: std::io::Error::other("lost") }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -66,7 +96,12 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn listing_heads_and_transcripts_read_off_the_executor_thread_and_answer_as_the_sync_forms() {
-    let store = Arc::new(Noting { inner: MemoryStore::new(), threads: Mutex::new(Vec::new()) });
+    let store = Arc::new(Noting {
+        inner: MemoryStore::new(),
+        threads: Mutex::new(Vec::new()),
+        this: Mutex::new(std::sync::Weak::new()),
+    });
+    *store.this.lock().unwrap() = Arc::downgrade(&store);
     let journal = Journal::new(store.clone(), Arc::new(registry()), JournalOptions::new()).unwrap();
     // A crashed run: its session is listed for recovery.
     let run = journal.begin_run(&session(), Entry::NewTurn { message: "go".into() }).unwrap();
@@ -76,21 +111,37 @@ fn listing_heads_and_transcripts_read_off_the_executor_thread_and_answer_as_the_
     drop(run);
     journal.keep_leases().unwrap();
     let executor = std::thread::current().id();
-    runtime().block_on(async {
+    let (listed, heads, shown) = runtime().block_on(async {
         store.threads.lock().unwrap().clear();
         let listed = journal.sessions_to_recover_async().await.unwrap();
-        assert_eq!(listed, journal.sessions_to_recover().unwrap());
-        assert_eq!(listed, vec![session()]);
         let heads = journal.heads_async().await.unwrap();
-        assert_eq!(heads, store.heads().unwrap());
         let shown = journal.transcript_async(&session()).await.unwrap();
-        assert_eq!(shown, journal.transcript(&session()).unwrap());
         assert_eq!(std::thread::current().id(), executor);
+        (listed, heads, shown)
     });
-    let threads = store.threads.lock().unwrap().clone();
-    // Each async form's reads ran on the read thread; the sync forms' on this one.
-    let off = threads.iter().filter(|t| t.as_deref() == Some("stepjournal-read")).count();
-    assert!(off >= 3, "{threads:?}");
+    let threads = std::mem::take(&mut *store.threads.lock().unwrap());
+    // Every read of the async forms ran on the store's async side, none on the executor's
+    // thread: the listing's heads, the heads, the transcript's read.
+    assert!(threads.iter().all(|t| t.as_deref() == Some(ASYNC)), "{threads:?}");
+    assert!(threads.len() >= 3, "{threads:?}");
+    assert_eq!(listed, journal.sessions_to_recover().unwrap());
+    assert_eq!(listed, vec![session()]);
+    assert_eq!(heads, store.heads().unwrap());
+    assert_eq!(shown, journal.transcript(&session()).unwrap());
+    // `recover_all` lists, wakes and reads the same way.
+    let tools = Tools::new().tool("search", json!({}), Replay::Safe, |_: Value, _: CallCtx| async {
+        Ok::<_, ToolError>(json!({"hits": 1}))
+    });
+    let report = runtime().block_on(async {
+        store.threads.lock().unwrap().clear();
+        let report = journal.recover_all(&tools, RecoverOptions::new(), |_, _| async {}).await;
+        assert_eq!(std::thread::current().id(), executor);
+        report.unwrap()
+    });
+    assert_eq!(report.recovered, vec![session()]);
+    let threads = std::mem::take(&mut *store.threads.lock().unwrap());
+    assert!(threads.iter().all(|t| t.as_deref() == Some(ASYNC)), "{threads:?}");
+    assert!(threads.len() >= 2, "{threads:?}");
 }
 
 #[test]

@@ -94,12 +94,15 @@ mod open;
 mod options;
 mod race;
 mod read;
+mod read_session;
 mod space;
 mod store;
 mod verify;
 
 #[cfg(test)]
 mod poison_tests;
+#[cfg(test)]
+mod async_read_tests;
 
 /// The simulated disk, at the path crash tests and tools have always named it (it lives in
 /// `io`). Feature `testing`.

@@ -10,19 +10,20 @@ use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 
 use stepjournal_codec::batch;
-use stepjournal_codec::{DecodeError, EventKind, Record, Seq, SessionId, Stamped, UnixMillis};
+use stepjournal_codec::{EventKind, Record, Seq, SessionId, Stamped, UnixMillis};
 
 use super::commit::group::{run_committer, submit};
 use super::commit::queue::{Request, RequestKind, never_unanswered};
 use super::commit::room::{self, Ticket};
 use super::commit::state::{Core, Pending, State, lock};
 use super::format::torn::TornTail;
-use super::index::{BatchLoc, SessionLog};
+use super::index::SessionLog;
 use super::io::{Io, RealIo};
 use super::open::{OpenedStore, lock, open};
 use super::options::FileOptions;
-use super::read::{ReadFailure, read_batches};
+use super::read_session::read_where;
 use super::space::reclaim::{run_reclaimer, wait_reclaimed};
+use crate::readers::Readers;
 use crate::{
     AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, RunHead,
     SessionHead, StoreError, StoreFuture, StoreMetrics,
@@ -76,6 +77,8 @@ pub struct FileStore {
     threads: Option<Threads>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
+    /// The threads an async caller's reads run on.
+    readers: Readers,
 }
 
 impl FileStore {
@@ -152,7 +155,13 @@ impl FileStore {
             };
             Some(Threads { commit, reclaim })
         };
-        Ok(FileStore { core, threads, torn })
+        Ok(FileStore { core, threads, torn, readers: Readers::new("stepjournal-file-read") })
+    }
+
+    /// How many reading threads run now, for the crate's tests.
+    #[cfg(test)]
+    pub(crate) fn reading_threads(&self) -> usize {
+        self.readers.threads()
     }
 
     /// The shared state, for the crate's tests that drive the append path's parts directly.
@@ -244,110 +253,8 @@ impl FileStore {
         }
     }
 
-    /// The session's events in the range `pick` chooses from its index entry, in order. The
-    /// range is chosen under the same lock as the batches it covers are looked up, so a
-    /// deletion (or a new snapshot) between the two cannot mix two states of a session.
-    fn read_where(
-        &self,
-        session: &SessionId,
-        pick: impl Fn(&SessionLog) -> Range<u64>,
-    ) -> Result<Vec<Record>, StoreError> {
-        /// How many times a read starts again after compaction removed a segment it was about
-        /// to read (its batches are then elsewhere: the index says where, or, for a read-only
-        /// store, the directory read again).
-        const RETRIES: u32 = 8;
-        let mut tries = 0;
-        loop {
-            let (range, runs): (Range<u64>, Vec<BatchLoc>) = {
-                let st = lock(&self.core.state);
-                st.check_poison()?;
-                let Some(log) = st.index.sessions.get(session.as_str()) else {
-                    return Ok(Vec::new());
-                };
-                let range = pick(log);
-                let runs = log.overlapping(range.start, range.end);
-                // A session's runs mostly lie in one segment: each is looked up once per stretch.
-                let mut seen = None;
-                let missing = runs.iter().find(|r| {
-                    let known = seen == Some(r.seg) || st.index.segments.contains_key(&r.seg);
-                    seen = Some(r.seg);
-                    !known
-                });
-                if let Some(run) = missing {
-                    return Err(StoreError::Corrupt {
-                        context: format!("session {session} seq {}", run.first),
-                        source: DecodeError::Malformed {
-                            reason: format!("segment {} is missing", run.seg),
-                        },
-                    });
-                }
-                (range, runs.to_vec())
-            };
-            let events: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
-            let wanted = events.min(range.end.saturating_sub(range.start));
-            // Sized once: the records the runs hold within the range (a damaged journal may
-            // claim more than it holds: at most 4096 ahead).
-            let mut out = Vec::with_capacity(usize::try_from(wanted.min(4096)).unwrap_or(0));
-            let read = read_batches(
-                &self.core.dir,
-                &self.core.files,
-                &self.core.options.limits,
-                session.as_str(),
-                &runs,
-                |_, r, _| {
-                    if range.contains(&r.seq.get()) {
-                        out.push(r.to_record()?);
-                    }
-                    Ok(())
-                },
-            );
-            match read {
-                Ok(()) => return Ok(out),
-                Err(ReadFailure::Store(e)) => return Err(e),
-                Err(ReadFailure::Gone { .. }) if tries < RETRIES => {
-                    tries += 1;
-                    if self.is_read_only() {
-                        self.read_directory_again()?;
-                    }
-                }
-                Err(ReadFailure::Gone { seg, source }) => {
-                    let path = self.core.dir.join(seg.file_name());
-                    let context = format!(
-                        "opening segment {}: it was removed each time it was about to be read \
-                         (compaction by a writer moving batches faster than they are read)",
-                        path.display()
-                    );
-                    return Err(StoreError::Io { context, source });
-                }
-            }
-        }
-    }
-
     fn read_only_error(&self) -> StoreError {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
-    }
-
-    /// A read-only store reads the directory again, as a new open would, and holds the journal
-    /// as it is now: its writer removed a segment this store had not kept open (compaction moved
-    /// that segment's batches to a segment this store did not know).
-    fn read_directory_again(&self) -> Result<(), StoreError> {
-        let core = &self.core;
-        let fresh = match open(Arc::clone(&core.io), &core.dir, core.options) {
-            Ok(OpenedStore { core, .. }) => core,
-            Err(OpenError::Store(e)) => return Err(e),
-            Err(other) => {
-                let context = format!("reading the journal directory {} again", core.dir.display());
-                return Err(StoreError::Io {
-                    context,
-                    source: std::io::Error::other(other.to_string()),
-                });
-            }
-        };
-        let Core { state, files, .. } = fresh;
-        let index = state.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).index;
-        lock(&core.state).index = index;
-        core.files.adopt(files);
-        Ok(())
     }
 
     /// Checks and encodes an append, and queues it unless it is refused at once. With
@@ -657,21 +564,39 @@ impl JournalStore for FileStore {
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         let range = range.start.get()..range.end.get();
-        self.read_where(session, |_| range.clone())
+        read_where(&self.core, session, |_| range.clone())
     }
 
     /// Reads `snapshot..`, the seq of the session's newest snapshot as the index keeps it (the
     /// whole log when it holds none): the batches before it are not read.
     fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
-        self.read_where(session, |log| log.snapshot.unwrap_or(0)..u64::MAX)
+        read_where(&self.core, session, |log| log.snapshot.unwrap_or(0)..u64::MAX)
     }
 
-    /// Reads synchronously, as [`read`](Self::read) does (the provided `read_async`).
+    /// Read on one of the store's reading threads: the caller's executor thread never reads
+    /// the disk. **Dropped before it finished**: the read finishes unread.
+    fn read_async(
+        &self,
+        session: &SessionId,
+        range: Range<Seq>,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        let (core, session) = (Arc::clone(&self.core), session.clone());
+        let range = range.start.get()..range.end.get();
+        self.readers.read(Err(lost_read(&self.core, "reading")), move || {
+            read_where(&core, &session, |_| range.clone())
+        })
+    }
+
+    /// As [`read_async`](Self::read_async), from the newest snapshot.
     fn read_from_snapshot_async(
         &self,
         session: &SessionId,
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
-        StoreFuture::ready(self.read_from_snapshot(session))
+        let (core, session) = (Arc::clone(&self.core), session.clone());
+        self.readers
+            .read(Err(lost_read(&self.core, "reading from the newest snapshot")), move || {
+                read_where(&core, &session, |log| log.snapshot.unwrap_or(0)..u64::MAX)
+            })
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
@@ -713,9 +638,15 @@ impl JournalStore for FileStore {
     /// or folded here. The file store keeps no leases (its directory lock makes it the only
     /// writer): `lease` is always `None`.
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-        let st = lock(&self.core.state);
-        st.check_poison()?;
-        Ok(st.index.sessions.iter().map(|(name, log)| session_head(name, log)).collect())
+        all_heads(&self.core)
+    }
+
+    /// [`heads`](Self::heads) on one of the store's reading threads (a journal of many
+    /// sessions copies many heads).
+    fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
+        let core = Arc::clone(&self.core);
+        self.readers
+            .read(Err(lost_read(&self.core, "reading the session heads")), move || all_heads(&core))
     }
 
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
@@ -738,4 +669,19 @@ impl JournalStore for FileStore {
             reclaim_failures: c.reclaim_failures.load(Ordering::Relaxed),
         }
     }
+}
+
+/// What a read's future holds if its thread is lost.
+fn lost_read(core: &Core, what: &str) -> StoreError {
+    StoreError::Io {
+        context: format!("{what} in the journal {}", core.dir.display()),
+        source: std::io::Error::other("the thread reading it stopped before it answered"),
+    }
+}
+
+/// Every session's head, from the index.
+fn all_heads(core: &Core) -> Result<Vec<SessionHead>, StoreError> {
+    let st = lock(&core.state);
+    st.check_poison()?;
+    Ok(st.index.sessions.iter().map(|(name, log)| session_head(name, log)).collect())
 }

@@ -345,8 +345,12 @@ impl JournalStore for PostgresStore {
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
+        self.heads_async().wait()
+    }
+
+    fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
         let shared = Arc::clone(&self.shared);
-        self.spawn("reading the heads", async move { leases::heads(&shared).await }).wait()
+        self.spawn("reading the heads", async move { leases::heads(&shared).await })
     }
 
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {

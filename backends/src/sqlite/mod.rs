@@ -46,6 +46,7 @@ use std::time::Duration;
 use stepjournal_codec::{Limits, Record, RunId, Seq, SessionId, Stamped};
 
 use crate::head::{LeaseTaken, OwnerId, SessionHead, StoreMetrics};
+use crate::readers::Readers;
 use crate::sql;
 use crate::{
     AppendAck, AppendError, AppendFuture, Durability, JournalStore, OpenError, StoreError,
@@ -102,6 +103,8 @@ pub struct SqliteStore {
     /// Commits the groups no sync caller leads; `None` for a read-only store. Dropped (stopped
     /// and joined) with the store, after committing what is queued.
     committer: Option<Committer>,
+    /// The threads an async caller's reads run on.
+    readers: Readers,
 }
 
 impl SqliteStore {
@@ -139,7 +142,7 @@ impl SqliteStore {
             })?;
             Some(started)
         };
-        Ok(SqliteStore { shared, committer })
+        Ok(SqliteStore { shared, committer, readers: Readers::new("stepjournal-sqlite-read") })
     }
 
     /// The database file.
@@ -224,27 +227,35 @@ impl JournalStore for SqliteStore {
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
-        let (start, end) = sql::range_bounds(&range);
-        let records = read::range(&self.shared, session, start, end)?;
-        sql::check_dense(&self.shared.location, session, range.start.get(), &records)?;
-        Ok(records)
+        read_range(&self.shared, session, &range)
+    }
+
+    /// Read on one of the store's reading threads: the caller's executor thread never waits on
+    /// the database file. **Dropped before it finished**: the read finishes unread.
+    fn read_async(
+        &self,
+        session: &SessionId,
+        range: Range<Seq>,
+    ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
+        let (shared, session) = (Arc::clone(&self.shared), session.clone());
+        let lost = lost_read(&self.shared, "reading");
+        self.readers.read(Err(lost), move || read_range(&shared, &session, &range))
     }
 
     /// One statement: the newest snapshot's place from the partial index `events_snapshots`,
     /// and the rows from it on by the primary key; never a scan of the session's history.
     fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
-        let records = read::from_snapshot(&self.shared, session)?;
-        sql::check_from_snapshot(&self.shared.location, session, &records)?;
-        Ok(records)
+        read_snapshot_on(&self.shared, session)
     }
 
-    /// [`read_from_snapshot`](JournalStore::read_from_snapshot), read at once: a read of a
-    /// file on this machine waits on no one.
+    /// As [`read_async`](JournalStore::read_async), from the newest snapshot.
     fn read_from_snapshot_async(
         &self,
         session: &SessionId,
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
-        StoreFuture::ready(self.read_from_snapshot(session))
+        let (shared, session) = (Arc::clone(&self.shared), session.clone());
+        let lost = lost_read(&self.shared, "reading from the newest snapshot");
+        self.readers.read(Err(lost), move || read_snapshot_on(&shared, &session))
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
@@ -291,6 +302,13 @@ impl JournalStore for SqliteStore {
         heads::heads(&self.shared)
     }
 
+    /// [`heads`](JournalStore::heads) on one of the store's reading threads.
+    fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
+        let shared = Arc::clone(&self.shared);
+        let lost = lost_read(&self.shared, "reading the session heads");
+        self.readers.read(Err(lost), move || heads::heads(&shared))
+    }
+
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         heads::head(&self.shared, session)
     }
@@ -331,3 +349,30 @@ impl JournalStore for SqliteStore {
 
 #[cfg(test)]
 mod tests;
+
+/// `range` of the session's records, checked dense.
+fn read_range(
+    shared: &Shared,
+    session: &SessionId,
+    range: &Range<Seq>,
+) -> Result<Vec<Record>, StoreError> {
+    let (start, end) = sql::range_bounds(range);
+    let records = read::range(shared, session, start, end)?;
+    sql::check_dense(&shared.location, session, range.start.get(), &records)?;
+    Ok(records)
+}
+
+/// The session's records from its newest snapshot on, checked.
+fn read_snapshot_on(shared: &Shared, session: &SessionId) -> Result<Vec<Record>, StoreError> {
+    let records = read::from_snapshot(shared, session)?;
+    sql::check_from_snapshot(&shared.location, session, &records)?;
+    Ok(records)
+}
+
+/// What a read's future holds if its thread is lost.
+fn lost_read(shared: &Shared, what: &str) -> StoreError {
+    StoreError::Io {
+        context: format!("{}: {what}", shared.location),
+        source: std::io::Error::other("the thread reading it stopped before it answered"),
+    }
+}

@@ -453,3 +453,27 @@ fn a_snapshot_row_whose_record_is_no_snapshot_is_reported_corrupt() {
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("starts at seq 2 with a `message` record"), "{err}");
 }
+
+#[test]
+fn async_reads_run_on_reading_threads_and_answer_as_the_sync_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SessionId::from_stored("s");
+    let store = store(&dir);
+    for b in 0..5 {
+        store.append(&s, Seq(b * 2), &events(b * 2, 2), Durability::Buffered).unwrap();
+    }
+    let whole = store.read(&s, Seq(0)..Seq(u64::MAX)).unwrap();
+    let from = store.read_from_snapshot(&s).unwrap();
+    let heads = store.heads().unwrap();
+    assert_eq!(store.readers.threads(), 0, "a sync read starts no thread");
+    assert_eq!(store.read_async(&s, Seq(0)..Seq(u64::MAX)).wait().unwrap(), whole);
+    assert_eq!(store.readers.threads(), 1);
+    assert_eq!(store.read_async(&s, Seq(3)..Seq(7)).wait().unwrap(), whole[3..7]);
+    assert_eq!(store.read_from_snapshot_async(&s).wait().unwrap(), from);
+    // The same heads, each read at its own time by the store's clock.
+    let unstamped = |heads: Vec<SessionHead>| {
+        heads.into_iter().map(|h| SessionHead { read_at: None, ..h }).collect::<Vec<_>>()
+    };
+    assert_eq!(unstamped(store.heads_async().wait().unwrap()), unstamped(heads));
+    assert_eq!(whole.len(), 10);
+}

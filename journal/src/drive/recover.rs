@@ -133,11 +133,11 @@ impl Journal {
     {
         let mut report = Recovered::default();
         let mut to_wake = Vec::new();
-        for listed in self.start_up()? {
+        for listed in self.start_up_async().await? {
             match listed.wait {
                 Wait::Wake => to_wake.push((listed.session, listed.tail)),
                 Wait::Answers => {
-                    let calls = self.awaited(&listed.session)?;
+                    let calls = self.awaited(&listed.session).await?;
                     report.waiting.push((listed.session, calls));
                 }
             }
@@ -160,8 +160,8 @@ impl Journal {
     }
 
     /// The calls a suspended session waits for and that are still unanswered, in reply order.
-    fn awaited(&self, session: &SessionId) -> Result<Vec<CallId>, StoreError> {
-        let state = self.state(session)?;
+    async fn awaited(&self, session: &SessionId) -> Result<Vec<CallId>, StoreError> {
+        let state = self.state_async(session).await?;
         let Some(suspension) = state.suspensions().last() else { return Ok(Vec::new()) };
         Ok(suspension
             .calls

@@ -99,22 +99,30 @@ impl Journal {
         read_state(&*self.store, session)
     }
 
+    /// [`state`](Self::state) for an async caller: the log is read through
+    /// [`JournalStore::read_async`] (a reading thread on the file and SQLite stores, the driver
+    /// on PostgreSQL) and folded yielding to the executor every few thousand events, so its
+    /// thread never waits on the disk nor folds a long log in one poll.
+    ///
+    /// **Dropped before it finished**: nothing was written; a read in flight finishes unread.
+    pub async fn state_async(&self, session: &SessionId) -> Result<SessionState, StoreError> {
+        Ok(Loaded::whole(&*self.store, session).await?.1)
+    }
+
     /// What the model is shown for the session now (see [`stepjournal_recovery::transcript`]).
     pub fn transcript(&self, session: &SessionId) -> Result<Vec<TranscriptItem>, StoreError> {
         Ok(transcript(&self.state(session)?))
     }
 
-    /// [`transcript`](Self::transcript) on a thread of its own: it reads and folds the whole
-    /// session, which an async runtime's executor thread must not wait for.
+    /// [`transcript`](Self::transcript) for an async caller, read and folded as
+    /// [`state_async`](Self::state_async) does.
     ///
-    /// **Dropped before it finished**: nothing was written; the read finishes unread.
+    /// **Dropped before it finished**: nothing was written; a read in flight finishes unread.
     pub async fn transcript_async(
         &self,
         session: &SessionId,
     ) -> Result<Vec<TranscriptItem>, StoreError> {
-        let (journal, session) = (self.clone(), session.clone());
-        super::off_thread::off_thread("reading a transcript", move || journal.transcript(&session))
-            .await
+        Ok(transcript(&self.state_async(session).await?))
     }
 
     /// Begins a run of `session` through `entry`.

@@ -6,6 +6,8 @@ use stepjournal_backends::{JournalStore, StoreError};
 use stepjournal_codec::{Entry, Event, Record, Seq, SessionId};
 use stepjournal_recovery::SessionState;
 
+use super::yielding::{YIELD_EVERY, yield_now};
+
 /// The records an entry folds: the session's log from `first` on, where `first` is its newest
 /// intact snapshot's position (or 0).
 #[derive(Debug)]
@@ -55,8 +57,12 @@ impl Loaded {
     ) -> Result<(Loaded, SessionState), StoreError> {
         let loaded = Loaded { records: store.read_async(session, Seq(0)..Seq(u64::MAX)).await? };
         let mut state = SessionState::default();
-        for record in &loaded.records {
-            state.apply(&record.event);
+        // The whole log may be long: the fold gives the caller's executor back as it goes.
+        for (i, chunk) in loaded.records.chunks(YIELD_EVERY).enumerate() {
+            if i > 0 {
+                yield_now().await;
+            }
+            chunk.iter().for_each(|r| state.apply(&r.event));
         }
         Ok((loaded, state))
     }

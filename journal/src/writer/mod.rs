@@ -60,7 +60,7 @@ mod hub;
 mod ids;
 mod journal;
 mod load;
-mod off_thread;
+mod yielding;
 mod options;
 mod owner;
 mod refuse;

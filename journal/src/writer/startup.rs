@@ -5,13 +5,13 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreMetrics};
+use stepjournal_backends::{RunHead, block_on, RunState, SessionHead, StoreError, StoreMetrics};
 use stepjournal_codec::{RunOutcome, Seq, SessionId};
 
 use super::cancel::CancelSignal;
 use super::hub::Counters;
 use super::journal::Journal;
-use super::off_thread::off_thread;
+use super::yielding::{YIELD_EVERY, yield_now};
 
 /// The writer's figures beside its store's, for a runtime to export as metrics. Counters only
 /// grow, from when the journal was made (the store's, from when it was opened).
@@ -74,61 +74,79 @@ impl Journal {
             .collect())
     }
 
-    /// [`sessions_to_recover`](Self::sessions_to_recover) on a thread of its own: it reads
-    /// every session's head (and folds the sessions whose head the store does not know), which
-    /// an async runtime's executor thread must not wait for.
+    /// [`sessions_to_recover`](Self::sessions_to_recover) for an async runtime: the heads are
+    /// read through [`JournalStore::heads_async`](stepjournal_backends::JournalStore::heads_async)
+    /// (a reading thread on the file and SQLite stores, the driver on PostgreSQL) and a session
+    /// whose head the store does not know is read the same way and folded yielding, so the
+    /// executor thread never waits on the disk.
     ///
-    /// **Dropped before it finished**: nothing was written; the listing finishes unread.
+    /// **Dropped before it finished**: nothing was written; a read in flight finishes unread.
     pub async fn sessions_to_recover_async(&self) -> Result<Vec<SessionId>, StoreError> {
-        let journal = self.clone();
-        off_thread("listing the sessions to recover", move || journal.sessions_to_recover()).await
+        Ok(self
+            .start_up_async()
+            .await?
+            .into_iter()
+            .filter(|l| l.wait == Wait::Wake)
+            .map(|l| l.session)
+            .collect())
     }
 
-    /// The store's [`heads`](stepjournal_backends::JournalStore::heads) on a thread of its own
-    /// (see [`sessions_to_recover_async`](Self::sessions_to_recover_async)).
+    /// The store's [`heads`](stepjournal_backends::JournalStore::heads) as a future (see
+    /// [`sessions_to_recover_async`](Self::sessions_to_recover_async)).
     ///
     /// **Dropped before it finished**: nothing was written; the read finishes unread.
     pub async fn heads_async(&self) -> Result<Vec<SessionHead>, StoreError> {
-        let store = self.store.clone();
-        off_thread("reading the session heads", move || store.heads()).await
+        self.store.heads_async().await
     }
 
     /// Every session a start-up acts on, from the heads: those to wake (see
     /// [`sessions_to_recover`](Self::sessions_to_recover)) and those suspended with nothing
     /// answered yet, each with the tail its head had.
     pub(crate) fn start_up(&self) -> Result<Vec<Listed>, StoreError> {
+        block_on(self.start_up_async())
+    }
+
+    /// [`start_up`](Self::start_up) for an async caller: no read on its thread, and a long
+    /// fold yields.
+    pub(crate) async fn start_up_async(&self) -> Result<Vec<Listed>, StoreError> {
         let mut out = Vec::new();
-        for head in self.store.heads()? {
-            let (run, answered, tail) = match head.run {
-                RunState::Unknown => self.fold_head(&head.session)?,
-                ref known => (known.clone(), head.answered_while_suspended, head.tail),
-            };
-            let wait = match &run {
-                RunState::Open { run } => {
-                    let here = self.own.is_live(&head.session, run);
-                    let held = live_lease(&head, run).is_some_and(|l| l.owner != self.own.owner);
-                    (!here && !held).then_some(Wait::Wake)
+        for head in self.store.heads_async().await? {
+            let known = match head.run {
+                RunState::Unknown => {
+                    let whole = Seq(0)..Seq(u64::MAX);
+                    let records = self.store.read_async(&head.session, whole).await?;
+                    let mut folded = RunHead::default();
+                    for (i, chunk) in records.chunks(YIELD_EVERY).enumerate() {
+                        if i > 0 {
+                            yield_now().await;
+                        }
+                        chunk.iter().for_each(|r| folded.advance(&r.event));
+                    }
+                    (folded.run, folded.answered_while_suspended, Seq(records.len() as u64))
                 }
-                RunState::Ended { outcome: RunOutcome::Suspended, .. } => {
-                    Some(if answered { Wait::Wake } else { Wait::Answers })
-                }
-                _ => None,
+                ref run => (run.clone(), head.answered_while_suspended, head.tail),
             };
-            if let Some(wait) = wait {
-                out.push(Listed { session: head.session, tail, wait });
-            }
+            out.extend(self.listed(head, known));
         }
         Ok(out)
     }
 
-    /// The head's run state, answered flag and tail, from the session's whole log.
-    fn fold_head(&self, session: &SessionId) -> Result<(RunState, bool, Seq), StoreError> {
-        let mut head = RunHead::default();
-        let records = self.store.read_all(session)?;
-        for record in &records {
-            head.advance(&record.event);
-        }
-        Ok((head.run, head.answered_while_suspended, Seq(records.len() as u64)))
+    /// Whether a start-up acts on the session of `head`, whose run state, answered flag and
+    /// tail are `known`.
+    fn listed(&self, head: SessionHead, known: (RunState, bool, Seq)) -> Option<Listed> {
+        let (run, answered, tail) = known;
+        let wait = match &run {
+            RunState::Open { run } => {
+                let here = self.own.is_live(&head.session, run);
+                let held = live_lease(&head, run).is_some_and(|l| l.owner != self.own.owner);
+                (!here && !held).then_some(Wait::Wake)
+            }
+            RunState::Ended { outcome: RunOutcome::Suspended, .. } => {
+                Some(if answered { Wait::Wake } else { Wait::Answers })
+            }
+            _ => None,
+        }?;
+        Some(Listed { session: head.session, tail, wait })
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called: no new run begins.
@@ -244,3 +262,4 @@ fn live_lease<'a>(
 ) -> Option<&'a stepjournal_backends::Lease> {
     head.live_lease().filter(|l| &l.run == run)
 }
+
