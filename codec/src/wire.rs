@@ -3,8 +3,9 @@
 //! postcard has no field tags: a payload is its members in order. Version 2 adds one member at
 //! the end of three kinds' payloads (`paired.rule`, `reply_committed.metadata`,
 //! `tool_result.metadata`); every other kind is the same in both versions. Version 3 adds the
-//! `snapshot` kind and lays every other kind out as version 2 does; a kind is never written in
-//! a version older than the one that introduced it ([`EventKind::since`]). These three are
+//! `snapshot` kind and lays every other kind out as version 2 does; version 4 lays out every kind
+//! version 3 has as version 3 does and adds the kinds and members it introduced. A kind is never
+//! written in a version older than the one that introduced it ([`EventKind::since`]). These three are
 //! written and read here as tuples of their members (postcard lays a tuple out exactly as a
 //! struct with the same members), one tuple per version; the rest through the payload structs.
 
@@ -22,16 +23,19 @@ pub enum FormatVersion {
     /// Version 2: `paired.rule`, `reply_committed.metadata`, `tool_result.metadata`. Readers
     /// of version 2 refuse version-3 records.
     V2 = 2,
-    /// Version 3 (written by default): the `snapshot` event. Every other kind is laid out as in
-    /// version 2.
-    #[default]
+    /// Version 3: the `snapshot` event. Every other kind is laid out as in version 2. Readers
+    /// of version 3 refuse version-4 records.
     V3 = 3,
+    /// Version 4 (written by default): lays every kind out as version 3 does, with the kinds
+    /// and members version 4 introduced.
+    #[default]
+    V4 = 4,
 }
 
 impl FormatVersion {
     /// The newest version this build reads: a record of a higher version was written by a newer
     /// stepjournal ([`DecodeError::NewerVersion`](crate::DecodeError::NewerVersion)).
-    pub const NEWEST: FormatVersion = FormatVersion::V3;
+    pub const NEWEST: FormatVersion = FormatVersion::V4;
 
     /// The version's byte in a record.
     pub fn code(self) -> u8 {
@@ -44,6 +48,7 @@ impl FormatVersion {
             1 => Some(FormatVersion::V1),
             2 => Some(FormatVersion::V2),
             3 => Some(FormatVersion::V3),
+            4 => Some(FormatVersion::V4),
             _ => None,
         }
     }
@@ -55,7 +60,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
     version: FormatVersion,
     encoder: E,
 ) -> Result<E::Output, EncodeError> {
-    use FormatVersion::{V1, V2, V3};
+    use FormatVersion::{V1, V2, V3, V4};
     let kind = event.kind();
     if kind.since() > version {
         return Err(EncodeError::KindNotInVersion {
@@ -71,7 +76,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
     };
     Ok(match (event, version) {
         (Event::Paired(p), V1) => encoder.encode(&(&p.call, p.reason, &p.message, &p.partial)),
-        (Event::Paired(p), V2 | V3) => {
+        (Event::Paired(p), V2 | V3 | V4) => {
             encoder.encode(&(&p.call, p.reason, &p.message, &p.partial, &p.rule))
         }
         (Event::ReplyCommitted(r), V1) => {
@@ -80,7 +85,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls))
         }
-        (Event::ReplyCommitted(r), V2 | V3) => {
+        (Event::ReplyCommitted(r), V2 | V3 | V4) => {
             encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls, &r.metadata))
         }
         (Event::ToolResult(t), V1) => {
@@ -89,7 +94,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error))
         }
-        (Event::ToolResult(t), V2 | V3) => {
+        (Event::ToolResult(t), V2 | V3 | V4) => {
             encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error, &t.metadata))
         }
         _ => encode_payload(event, encoder),
@@ -102,14 +107,14 @@ pub(crate) fn decode<D: PayloadDecoder>(
     version: FormatVersion,
     decoder: D,
 ) -> Result<Event, D::Error> {
-    use FormatVersion::{V1, V2, V3};
+    use FormatVersion::{V1, V2, V3, V4};
     Ok(match (kind, version) {
         (EventKind::Paired, V1) => {
             let (call, reason, message, partial) =
                 decoder.decode::<(CallId, PairReason, String, String)>()?;
             Event::Paired(Paired { call, reason, message, partial, rule: None })
         }
-        (EventKind::Paired, V2 | V3) => {
+        (EventKind::Paired, V2 | V3 | V4) => {
             let (call, reason, message, partial, rule) =
                 decoder.decode::<(CallId, PairReason, String, String, Option<String>)>()?;
             Event::Paired(Paired { call, reason, message, partial, rule })
@@ -119,7 +124,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
                 decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>)>()?;
             Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata: None })
         }
-        (EventKind::ReplyCommitted, V2 | V3) => {
+        (EventKind::ReplyCommitted, V2 | V3 | V4) => {
             let (step, checkpoint, text, calls, metadata) =
                 decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>, Option<RawJson>)>()?;
             Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata })
@@ -129,7 +134,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
                 decoder.decode::<(CallId, Attempt, RawJson, bool)>()?;
             Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata: None })
         }
-        (EventKind::ToolResult, V2 | V3) => {
+        (EventKind::ToolResult, V2 | V3 | V4) => {
             let (call, attempt, output, is_error, metadata) =
                 decoder.decode::<(CallId, Attempt, RawJson, bool, Option<RawJson>)>()?;
             Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata })

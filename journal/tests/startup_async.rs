@@ -129,9 +129,10 @@ fn listing_heads_and_transcripts_read_off_the_executor_thread_and_answer_as_the_
     assert_eq!(heads, store.heads().unwrap());
     assert_eq!(shown, journal.transcript(&session()).unwrap());
     // `recover_all` lists, wakes and reads the same way.
-    let tools = Tools::new().tool("search", json!({}), Replay::Safe, |_: Value, _: CallCtx| async {
-        Ok::<_, ToolError>(json!({"hits": 1}))
-    });
+    let tools =
+        Tools::new().tool("search", json!({}), Replay::Safe, |_: Value, _: CallCtx| async {
+            Ok::<_, ToolError>(json!({"hits": 1}))
+        });
     let report = runtime().block_on(async {
         store.threads.lock().unwrap().clear();
         let report = journal.recover_all(&tools, RecoverOptions::new(), |_, _| async {}).await;

@@ -18,9 +18,8 @@ fn events(from: u64, n: u64) -> Vec<Stamped> {
 
 #[test]
 fn async_reads_run_on_reading_threads_and_answer_as_the_sync_reads() {
-    let store =
-        FileStore::open_with(Arc::new(SimDisk::new()), Path::new("/j"), FileOptions::new())
-            .unwrap();
+    let store = FileStore::open_with(Arc::new(SimDisk::new()), Path::new("/j"), FileOptions::new())
+        .unwrap();
     let s = SessionId::new("s").unwrap();
     for b in 0..10 {
         store.append(&s, Seq(b * 3), &events(b * 3, 3), Durability::Buffered).unwrap();
@@ -44,9 +43,8 @@ fn async_reads_run_on_reading_threads_and_answer_as_the_sync_reads() {
 
 #[test]
 fn a_read_in_flight_when_the_store_is_dropped_still_answers() {
-    let store =
-        FileStore::open_with(Arc::new(SimDisk::new()), Path::new("/j"), FileOptions::new())
-            .unwrap();
+    let store = FileStore::open_with(Arc::new(SimDisk::new()), Path::new("/j"), FileOptions::new())
+        .unwrap();
     let s = SessionId::new("s").unwrap();
     store.append(&s, Seq(0), &events(0, 5), Durability::Buffered).unwrap();
     let reads: Vec<_> = (0..8).map(|_| store.read_async(&s, Seq(0)..Seq(5))).collect();

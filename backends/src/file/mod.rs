@@ -100,9 +100,9 @@ mod store;
 mod verify;
 
 #[cfg(test)]
-mod poison_tests;
-#[cfg(test)]
 mod async_read_tests;
+#[cfg(test)]
+mod poison_tests;
 
 /// The simulated disk, at the path crash tests and tools have always named it (it lives in
 /// `io`). Feature `testing`.

@@ -60,7 +60,6 @@ mod hub;
 mod ids;
 mod journal;
 mod load;
-mod yielding;
 mod options;
 mod owner;
 mod refuse;
@@ -71,6 +70,7 @@ pub(crate) mod status;
 mod step;
 mod trace;
 mod wait;
+mod yielding;
 
 pub use body::Body;
 pub(crate) use body::FinishError;

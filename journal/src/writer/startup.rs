@@ -5,7 +5,7 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use stepjournal_backends::{RunHead, block_on, RunState, SessionHead, StoreError, StoreMetrics};
+use stepjournal_backends::{RunHead, RunState, SessionHead, StoreError, StoreMetrics, block_on};
 use stepjournal_codec::{RunOutcome, Seq, SessionId};
 
 use super::cancel::CancelSignal;
@@ -262,4 +262,3 @@ fn live_lease<'a>(
 ) -> Option<&'a stepjournal_backends::Lease> {
     head.live_lease().filter(|l| &l.run == run)
 }
-
