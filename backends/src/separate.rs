@@ -94,6 +94,9 @@ impl JournalStore for SeparateProcess {
     fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
         self.0.heads_async()
     }
+    fn close(&self) -> Result<(), StoreError> {
+        self.0.close()
+    }
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         self.0.head(session)
     }

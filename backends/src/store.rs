@@ -197,6 +197,20 @@ pub trait JournalStore: Send + Sync + 'static {
         Ok(heads)
     }
 
+    /// Closes the store: an append racing the close is written or refused, never left
+    /// unanswered; the store's threads stop, and what it holds is let go
+    /// (the file store's directory lock, so the journal can be opened again at once, in this
+    /// process or another; SQLite's committer thread). From then on every call of this handle
+    /// (every clone of the `Arc`) fails with [`StoreError::Closed`]. Closing again does
+    /// nothing. Dropping the last handle does the same without the refusals.
+    ///
+    /// The stores of this crate implement it (the memory store only refuses). The provided
+    /// implementation does nothing, and the store goes on answering: right for a store that
+    /// holds nothing of its own (a wrapper over a store closed elsewhere).
+    fn close(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// [`heads`](Self::heads) as a future, for a caller that must not block its task on the
     /// listing (a runtime's async start-up). The provided implementation lists synchronously;
     /// the file and SQLite stores list on a reading thread, PostgreSQL on its driver.

@@ -12,7 +12,9 @@
 use std::collections::BTreeSet;
 use std::sync::Barrier;
 
-use stepjournal_backends::{AppendError, DeleteAt, Durability, JournalStore, RunHead, SessionHead};
+use stepjournal_backends::{
+    AppendError, DeleteAt, Durability, JournalStore, RunHead, SessionHead, StoreError,
+};
 use stepjournal_codec::{
     ApprovalDecided, CallId, ClientAnswer, Entry, Event, Limits, RawJson, RunEnded, RunId,
     RunOutcome, RunStarted, Seq, SessionId, Stamped, UnixMillis,
@@ -312,6 +314,29 @@ pub fn a_delete_at_a_tail_racing_an_append_never_deletes_what_landed_after(
     }
 }
 
+pub fn a_closed_store_refuses_every_call_and_closing_again_does_nothing(store: &dyn JournalStore) {
+    let s = sid("closing");
+    store.append(&s, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
+    store.close().unwrap();
+    let closed = |e: &StoreError| matches!(e, StoreError::Closed { .. });
+    let refused = store.append(&s, Seq(3), &stamped_numbered(3, 1), Durability::Synced);
+    assert!(matches!(&refused, Err(AppendError::Store(e)) if closed(e)), "{refused:?}");
+    let refused = store.append_async(&s, Seq(3), &stamped_numbered(3, 1), Durability::Synced);
+    assert!(matches!(&refused.wait(), Err(AppendError::Store(e)) if closed(e)));
+    assert!(store.read_all(&s).is_err_and(|e| closed(&e)));
+    assert!(store.read_async(&s, Seq(0)..Seq(3)).wait().is_err_and(|e| closed(&e)));
+    assert!(store.read_from_snapshot_async(&s).wait().is_err_and(|e| closed(&e)));
+    assert!(store.tail(&s).is_err_and(|e| closed(&e)));
+    assert!(store.heads().is_err_and(|e| closed(&e)));
+    assert!(store.heads_async().wait().is_err_and(|e| closed(&e)));
+    assert!(store.delete(&s).is_err_and(|e| closed(&e)));
+    assert!(store.delete_at(&s, Seq(3)).is_err_and(|e| closed(&e)));
+    let e = store.tail(&s).unwrap_err();
+    assert_eq!(stepjournal_codec::Coded::code(&e), stepjournal_codec::ErrorCode::Closed);
+    assert!(e.to_string().contains("closed"), "{e}");
+    store.close().unwrap();
+}
+
 pub fn missing_and_empty_sessions_read_as_empty(store: &dyn JournalStore) {
     let s = sid("never-written");
     assert_eq!(store.tail(&s).unwrap(), Seq(0));
@@ -519,6 +544,7 @@ macro_rules! backend_conformance {
             delete_removes_a_session_and_its_id_can_start_again,
             a_delete_at_a_tail_deletes_only_the_session_as_it_was_read,
             a_delete_at_a_tail_racing_an_append_never_deletes_what_landed_after,
+            a_closed_store_refuses_every_call_and_closing_again_does_nothing,
             missing_and_empty_sessions_read_as_empty,
             reads_are_clipped_to_the_range_asked,
             an_ack_promises_no_more_than_the_store_gives,

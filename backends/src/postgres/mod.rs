@@ -148,6 +148,7 @@ impl PostgresStore {
             location,
             counters: Counters::default(),
             metrics: Default::default(),
+            closed: std::sync::OnceLock::new(),
         });
         Ok(PostgresStore { shared, driver })
     }
@@ -181,6 +182,9 @@ impl PostgresStore {
         what: &str,
         operation: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> StoreFuture<Result<T, StoreError>> {
+        if let Err(e) = self.shared.check_open() {
+            return StoreFuture::ready(Err(e));
+        }
         self.driver.spawn(Err(unfinished(&self.shared.location, what)), operation)
     }
 }
@@ -355,6 +359,13 @@ impl JournalStore for PostgresStore {
             Ok(_) => crate::DeleteAt::Deleted,
             Err(tail) => crate::DeleteAt::Changed { tail },
         })
+    }
+
+    /// Refuses every call from now on; what is in flight finishes. The pool's connections
+    /// and the driver's thread go with the last handle.
+    fn close(&self) -> Result<(), StoreError> {
+        let _ = self.shared.closed.set(());
+        Ok(())
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {

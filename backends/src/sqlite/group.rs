@@ -204,6 +204,11 @@ impl Queue {
     /// whoever commits it.
     pub(super) fn submit(&self, request: Request, may_lead: bool) -> Option<Group<'_>> {
         let mut state = self.lock();
+        if state.closed {
+            // The store closed after this request was checked: no committer is left to write
+            // it. Dropped unwritten; its future resolves as unanswered.
+            return None;
+        }
         state.pending.push(request);
         state.cohort.arrived();
         if state.leading {
