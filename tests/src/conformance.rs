@@ -337,6 +337,43 @@ pub fn a_closed_store_refuses_every_call_and_closing_again_does_nothing(store: &
     store.close().unwrap();
 }
 
+pub fn appends_racing_a_close_are_each_answered(store: &dyn JournalStore) {
+    // Four writers append until refused while the store is closed under them: each append is
+    // answered (written, refused as closed, or, for a request the close caught in the queue,
+    // outcome unknown), none waits forever.
+    let barrier = Barrier::new(5);
+    let answered = std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let s = sid(&format!("closing-{w}"));
+                    let mut tail = Seq(0);
+                    let mut acked = 0u64;
+                    barrier.wait();
+                    loop {
+                        let batch = stamped_numbered(tail.get(), 1);
+                        match store.append(&s, tail, &batch, Durability::Synced) {
+                            Ok(ack) => {
+                                tail = ack.next;
+                                acked += 1;
+                            }
+                            Err(AppendError::Store(StoreError::Closed { .. })) => return acked,
+                            Err(AppendError::OutcomeUnknown { .. }) => return acked,
+                            Err(other) => panic!("{s}: {other}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        store.close().unwrap();
+        writers.into_iter().map(|w| w.join().unwrap()).sum::<u64>()
+    });
+    assert!(answered > 0, "the writers appended before the close");
+}
+
 pub fn missing_and_empty_sessions_read_as_empty(store: &dyn JournalStore) {
     let s = sid("never-written");
     assert_eq!(store.tail(&s).unwrap(), Seq(0));
@@ -545,6 +582,7 @@ macro_rules! backend_conformance {
             a_delete_at_a_tail_deletes_only_the_session_as_it_was_read,
             a_delete_at_a_tail_racing_an_append_never_deletes_what_landed_after,
             a_closed_store_refuses_every_call_and_closing_again_does_nothing,
+            appends_racing_a_close_are_each_answered,
             missing_and_empty_sessions_read_as_empty,
             reads_are_clipped_to_the_range_asked,
             an_ack_promises_no_more_than_the_store_gives,
