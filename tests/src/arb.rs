@@ -119,7 +119,7 @@ pub fn event() -> impl Strategy<Value = Event> {
     let call_id = || id().prop_map(CallId::from);
     let attempt = || (1u32..5).prop_map(Attempt);
     prop_oneof![
-        (run_id(), entry()).prop_map(|(run, entry)| RunStarted { run, entry }.into()),
+        (run_id(), entry()).prop_map(|(run, entry)| RunStarted { run, entry, by: None }.into()),
         text().prop_map(|text| Message { role: Role::User, text }.into()),
         (
             any::<u64>(),
@@ -169,9 +169,9 @@ pub fn event() -> impl Strategy<Value = Event> {
         }
         .into()),
         (run_id(), outcome(), proptest::option::of(text()))
-            .prop_map(|(run, outcome, error)| RunEnded { run, outcome, error }.into()),
+            .prop_map(|(run, outcome, error)| RunEnded { run, outcome, error, by: None }.into()),
         id().prop_map(|to| Rewound { to: CheckpointId::from(to) }.into()),
-        text().prop_map(|partial| ModelAborted { partial }.into()),
+        text().prop_map(|partial| ModelAborted { partial, continuation: None }.into()),
     ]
 }
 

@@ -60,7 +60,7 @@ pub fn call(id: &str, tool: &str, replay: Replay, kind: CallKind) -> Call {
 }
 
 pub fn run_started(run: &str, entry: Entry) -> Event {
-    RunStarted { run: RunId::from(run), entry }.into()
+    RunStarted { run: RunId::from(run), entry, by: None }.into()
 }
 
 pub fn message(text: &str) -> Event {
@@ -117,7 +117,7 @@ pub fn commit(step: u64, cp: &str) -> Event {
 }
 
 pub fn ended(run: &str, outcome: RunOutcome) -> Event {
-    RunEnded { run: RunId::from(run), outcome, error: None }.into()
+    RunEnded { run: RunId::from(run), outcome, error: None, by: None }.into()
 }
 
 /// A session's events in the batches a writer appends them in.

@@ -368,7 +368,7 @@ impl Run {
                 if let Some(open) = &inner.step {
                     return Err(Refusal::StepOpen { step: open.number });
                 }
-                let end = RunEnded { run: self.shared.run.clone(), outcome, error: None };
+                let end = RunEnded { run: self.shared.run.clone(), outcome, error: None, by: None };
                 Ok((vec![Event::RunEnded(end)], ()))
             })
             .await?;
@@ -417,7 +417,7 @@ impl Run {
                 if let Some(open) = &inner.step {
                     return Err(Refusal::StepOpen { step: open.number });
                 }
-                let event = ModelAborted { partial: partial.clone() };
+                let event = ModelAborted { partial: partial.clone(), continuation: None };
                 Ok((vec![Event::ModelAborted(event)], ()))
             })
             .await

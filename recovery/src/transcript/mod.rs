@@ -177,7 +177,10 @@ mod tests {
     #[test]
     fn transcript_shows_messages_replies_and_answers_in_reply_order_without_voided_pairings() {
         let log = Log::new()
-            .push(Event::ModelAborted(ModelAborted { partial: "I will".into() }))
+            .push(Event::ModelAborted(ModelAborted {
+                partial: "I will".into(),
+                continuation: None,
+            }))
             .reply(1, "cp-1", vec![call("c1", "safe_tool").safe(), call("c2", "unsafe_tool")])
             .bodies("c1", 1)
             .bodies("c2", 1)
