@@ -94,9 +94,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(&r.run, r.outcome, &r.error))
         }
-        (Event::RunEnded(r), V4) => {
-            encoder.encode(&(&r.run, r.outcome, &r.error, by_wire(&r.by)))
-        }
+        (Event::RunEnded(r), V4) => encoder.encode(&(&r.run, r.outcome, &r.error, by_wire(&r.by))),
         (Event::ModelAborted(m), V1 | V2 | V3) => {
             if m.continuation.is_some() {
                 return Err(not_in("continuation"));
