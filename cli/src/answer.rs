@@ -21,7 +21,7 @@ use super::act::{
     journal, let_go, open_to_write, read_state, refuse_if_running, write_events, written_since,
 };
 use super::error::ActionError;
-use super::operator::OperatorArgs;
+use super::operator::{OperatorArgs, operator_text};
 use super::plan::{StorePlan, dry_plan, explain};
 use super::shown::{Shown, StoreName, json_for_terminal};
 
@@ -169,6 +169,7 @@ fn act(
     let url = request.store;
     let session = SessionId::from_stored(request.session);
     let call = CallId::from(request.call);
+    let by = &request.by;
     if dry_run {
         let store = super::store::open_read(url)?;
         let (records, state) = read_state(&*store, url, &session)?;
@@ -185,6 +186,9 @@ fn act(
             on_corruption: Default::default(),
         };
         explain(&request, &plan, &state, out)?;
+        if let Some(by) = by {
+            writeln!(out, "the run_started would record who and why: {}", operator_text(by))?;
+        }
         let at = records.len() as u64 + plan.appends.len() as u64;
         writeln!(out, "then the {} in its own batch at seq {at}:", answer.command())?;
         writeln!(out, "  {at}  {}", json_for_terminal(&event_to_json(&answer.event(&call))))?;

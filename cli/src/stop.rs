@@ -10,7 +10,7 @@ use stepjournal_recovery::{Config, SessionState};
 
 use super::CliError;
 use super::act::{journal, open_to_write, read_state, write_events, written_since};
-use super::operator::OperatorArgs;
+use super::operator::{OperatorArgs, operator_text};
 use super::plan::{StorePlan, dry_plan, explain};
 use super::shown::{Shown, StoreName};
 
@@ -120,6 +120,9 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
             on_corruption: Default::default(),
         };
         explain(&request, &plan, &state, out)?;
+        if let Some(by) = &by {
+            writeln!(out, "the run_ended would record who and why: {}", operator_text(by))?;
+        }
         return said_who_runs_it(out, &*reading, &args.store, &session);
     }
     let store = open_to_write(&args.store, "stop")?;

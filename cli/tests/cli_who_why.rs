@@ -144,6 +144,23 @@ fn an_answer_and_a_decision_sign_their_wake_with_the_operator_from_the_environme
 }
 
 #[test]
+fn a_dry_run_says_who_and_why_it_would_record_and_writes_nothing() {
+    let place = file_place();
+    let url = &place.url;
+    append_session(&*place.open(), "s-stuck", &stuck(), T0);
+    let said = bin_ok(&["stop", url, "s-stuck", "--dry-run", "--as", "ana", "--reason", "why"], 0);
+    assert!(
+        said.contains(r#"the run_ended would record who and why: by ana, reason "why""#),
+        "{said}"
+    );
+    append_session(&*place.open(), "s-gated", &gated(), T0);
+    let out = bin_env(&["deny", url, "s-gated", "c1", "--dry-run"], &[("LOGNAME", "dee")]);
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(said.contains("the run_started would record who and why: by dee"), "{said}");
+    assert!(events(&*place.open(), "s-stuck").iter().all(|e| !matches!(e, Event::RunEnded(_))));
+}
+
+#[test]
 fn with_no_operator_known_nothing_is_recorded_and_the_output_is_as_before() {
     let place = sqlite_place();
     let url = &place.url;
@@ -163,7 +180,9 @@ fn hostile_names_and_reasons_are_refused_unprinted_and_nothing_is_written() {
     append_session(&*place.open(), "s-stuck", &stuck(), T0);
     let before = events(&*place.open(), "s-stuck").len();
     let long = "x".repeat(2001);
-    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+    // Each case: the flags, the operator variables set, what the error names.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 4] = [
         (&["--as", "ana\u{1b}]0;pwned\u{7}"], &[], "U+001B"),
         (&["--as", "ana", "--reason", "line\nforged"], &[], "U+000A"),
         (&["--reason", &long], &[], "2001 bytes"),
