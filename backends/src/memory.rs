@@ -7,7 +7,8 @@ use std::sync::{Mutex, MutexGuard};
 use stepjournal_codec::{EventKind, Limits, Record, Seq, SessionId, Stamped, batch};
 
 use crate::{
-    AppendAck, AppendError, Durability, JournalStore, RunHead, SessionHead, StoreError, StoreFuture,
+    AppendAck, AppendError, DeleteAt, Durability, JournalStore, RunHead, SessionHead, StoreError,
+    StoreFuture,
 };
 
 /// One session's events and its head, kept as batches land.
@@ -125,6 +126,17 @@ impl JournalStore for MemoryStore {
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         Ok(self.lock().remove(session).is_some())
+    }
+
+    /// Checked and deleted under the store's lock.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<DeleteAt, StoreError> {
+        let mut sessions = self.lock();
+        let actual = Seq(sessions.get(session).map_or(0, |l| l.records.len() as u64));
+        if actual != tail {
+            return Ok(DeleteAt::Changed { tail: actual });
+        }
+        sessions.remove(session);
+        Ok(DeleteAt::Deleted)
     }
 
     /// Kept as batches land: nothing is folded here. The memory store keeps no leases.

@@ -54,6 +54,9 @@ impl JournalStore for SeparateProcess {
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         self.0.delete(session)
     }
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        self.0.delete_at(session, tail)
+    }
     fn read_all(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
         self.0.read_all(session)
     }

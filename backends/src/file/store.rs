@@ -257,6 +257,37 @@ impl FileStore {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
     }
 
+    /// Deletes the session, if its tail (queued appends counted) is `tail` when one is given:
+    /// whether it had events, or its tail when that is not `tail`.
+    fn delete_if(
+        &self,
+        session: &SessionId,
+        tail: Option<Seq>,
+    ) -> Result<Result<bool, Seq>, StoreError> {
+        if self.core.options.read_only {
+            return Err(self.read_only_error());
+        }
+        let mut frame = Vec::new();
+        let encoded = batch::encode_delete_into(&mut frame, session, &self.core.options.limits);
+        let mut st = lock(&self.core.state);
+        st.check_poison()?;
+        let actual = if encoded.is_ok() { st.pending_tail(session.as_str()) } else { 0 };
+        if tail.is_some_and(|t| t.get() != actual) {
+            return Ok(Err(Seq(actual)));
+        }
+        // An id that cannot be written was never stored.
+        if actual == 0 {
+            return Ok(Ok(false));
+        }
+        let p = Pending { tail: 0, head: Some(RunHead::default()), deleting: true };
+        let name: Arc<str> = Arc::from(session.as_str());
+        st.pending.insert(Arc::clone(&name), p);
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
+        let answer = submit(&self.core, st, Request::delete(name, frame, completer), true);
+        debug_assert!(answer.is_none(), "a deletion is answered through its future");
+        future.wait().map(Ok)
+    }
+
     /// Checks and encodes an append, and queues it unless it is refused at once. With
     /// `may_lead` (the sync API) the caller writes the group itself when no one leads. When the
     /// queue has no room, the future waits in line first ([`WaitForRoom`]).
@@ -612,26 +643,17 @@ impl JournalStore for FileStore {
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        if self.core.options.read_only {
-            return Err(self.read_only_error());
-        }
-        let mut frame = Vec::new();
-        if batch::encode_delete_into(&mut frame, session, &self.core.options.limits).is_err() {
-            // An id that cannot be written was never stored.
-            return Ok(false);
-        }
-        let mut st = lock(&self.core.state);
-        st.check_poison()?;
-        if st.pending_tail(session.as_str()) == 0 {
-            return Ok(false);
-        }
-        let p = Pending { tail: 0, head: Some(RunHead::default()), deleting: true };
-        let name: Arc<str> = Arc::from(session.as_str());
-        st.pending.insert(Arc::clone(&name), p);
-        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
-        let answer = submit(&self.core, st, Request::delete(name, frame, completer), true);
-        debug_assert!(answer.is_none(), "a deletion is answered through its future");
-        future.wait()
+        // With no tail to match, nothing is refused.
+        Ok(self.delete_if(session, None)?.unwrap_or(false))
+    }
+
+    /// Checked against the tail with queued appends counted, under the lock the appends are
+    /// queued under: an append queued before is seen, one queued after finds the session gone.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        Ok(match self.delete_if(session, Some(tail))? {
+            Ok(_) => crate::DeleteAt::Deleted,
+            Err(tail) => crate::DeleteAt::Changed { tail },
+        })
     }
 
     /// Kept in the index as batches land and rebuilt on open from the records: nothing is read

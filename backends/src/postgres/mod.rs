@@ -341,7 +341,20 @@ impl JournalStore for PostgresStore {
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         let (shared, session) = (Arc::clone(&self.shared), session.clone());
-        self.spawn("deleting", async move { ops::delete(&shared, &session).await }).wait()
+        let deleted =
+            self.spawn("deleting", async move { ops::delete(&shared, &session, None).await });
+        // With no tail to match, nothing is refused.
+        Ok(deleted.wait()?.unwrap_or(false))
+    }
+
+    /// The head row locked, its tail checked and the rows deleted in one transaction.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        let (shared, id) = (Arc::clone(&self.shared), session.clone());
+        let deleting = async move { ops::delete(&shared, &id, Some(tail)).await };
+        Ok(match self.spawn("deleting", deleting).wait()? {
+            Ok(_) => crate::DeleteAt::Deleted,
+            Err(tail) => crate::DeleteAt::Changed { tail },
+        })
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {

@@ -281,21 +281,16 @@ impl JournalStore for SqliteStore {
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        let what = format!("deleting {session}");
-        let outcome = self.shared.write(Durability::Synced, &what, |conn| {
-            let mut stmt = conn.prepare_cached("DELETE FROM events WHERE session = ?1")?;
-            let existed = stmt.execute([session.as_str()])? > 0;
-            let mut stmt = conn.prepare_cached("DELETE FROM sessions WHERE session = ?1")?;
-            stmt.execute([session.as_str()])?;
-            Ok(Step::Commit(existed))
-        });
-        match outcome {
-            Ok(existed) => Ok(existed),
-            Err(WriteFailure::Failed(e)) => Err(e),
-            Err(WriteFailure::CommitUnknown(Unknown { reason, .. })) => {
-                Err(StoreError::Poisoned { first_failure: reason })
-            }
-        }
+        // With no tail to match, nothing is refused.
+        Ok(delete_if(&self.shared, session, None)?.unwrap_or(false))
+    }
+
+    /// The tail checked and the rows deleted in one write transaction.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        Ok(match delete_if(&self.shared, session, Some(tail))? {
+            Ok(_) => crate::DeleteAt::Deleted,
+            Err(tail) => crate::DeleteAt::Changed { tail },
+        })
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
@@ -374,5 +369,35 @@ fn lost_read(shared: &Shared, what: &str) -> StoreError {
     StoreError::Io {
         context: format!("{}: {what}", shared.location),
         source: std::io::Error::other("the thread reading it stopped before it answered"),
+    }
+}
+
+/// Deletes the session, if its tail is `tail` when one is given: whether it had events, or its
+/// tail when that is not `tail`.
+fn delete_if(
+    shared: &Shared,
+    session: &SessionId,
+    tail: Option<Seq>,
+) -> Result<Result<bool, Seq>, StoreError> {
+    let what = format!("deleting {session}");
+    let outcome = shared.write(Durability::Synced, &what, |conn| {
+        let actual = Shared::tail_on(conn, session)?;
+        if let Some(expected) = tail
+            && i64::try_from(expected.get()).ok() != Some(actual)
+        {
+            return Ok(Step::Rollback(Err(Seq(u64::try_from(actual).unwrap_or(0)))));
+        }
+        let mut stmt = conn.prepare_cached("DELETE FROM events WHERE session = ?1")?;
+        let existed = stmt.execute([session.as_str()])? > 0;
+        let mut stmt = conn.prepare_cached("DELETE FROM sessions WHERE session = ?1")?;
+        stmt.execute([session.as_str()])?;
+        Ok(Step::Commit(Ok(existed)))
+    });
+    match outcome {
+        Ok(done) => Ok(done),
+        Err(WriteFailure::Failed(e)) => Err(e),
+        Err(WriteFailure::CommitUnknown(Unknown { reason, .. })) => {
+            Err(StoreError::Poisoned { first_failure: reason })
+        }
     }
 }

@@ -27,6 +27,7 @@ use super::owner::default_owner;
 /// | [`snapshot_every`](Self::snapshot_every) | 32 steps |
 /// | [`snapshot_after_bytes`](Self::snapshot_after_bytes) | 1 MiB of text |
 /// | [`operator`](Self::operator) | none: runs carry no operator |
+/// | [`retain_ended_for`](Self::retain_ended_for) | off: sessions are kept until deleted |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     pub(crate) durability: Durability,
@@ -41,6 +42,7 @@ pub struct JournalOptions {
     pub(crate) snapshot_every: u32,
     pub(crate) snapshot_after_bytes: u64,
     pub(crate) operator: Option<Operator>,
+    pub(crate) retain_ended_for: Option<Duration>,
 }
 
 impl JournalOptions {
@@ -76,6 +78,7 @@ impl JournalOptions {
             snapshot_every: Self::DEFAULT_SNAPSHOT_EVERY,
             snapshot_after_bytes: Self::DEFAULT_SNAPSHOT_AFTER_BYTES,
             operator: None,
+            retain_ended_for: None,
         }
     }
 
@@ -185,6 +188,16 @@ impl JournalOptions {
     /// ([`EncodeError::NotInVersion`](stepjournal_codec::EncodeError::NotInVersion)).
     pub fn operator(mut self, operator: Option<Operator>) -> Self {
         self.operator = operator;
+        self
+    }
+
+    /// Retention: the journal deletes, in a thread of its own, every session whose last run
+    /// ended (`completed`, `failed` or `stopped`; never an open, crashed or suspended one)
+    /// more than `age` ago, judged as [`Journal::retain`](super::Journal::retain) says, with a
+    /// pass every tenth of `age` (at least every second, at most every ten minutes). Default
+    /// off: sessions are kept until deleted (`stepjournal delete`, `JournalStore::delete`).
+    pub fn retain_ended_for(mut self, age: Duration) -> Self {
+        self.retain_ended_for = Some(age);
         self
     }
 }
