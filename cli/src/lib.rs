@@ -22,6 +22,7 @@ mod error;
 pub mod export;
 mod holders;
 pub mod import;
+pub mod operator;
 pub mod partial;
 pub mod plan;
 mod progress;
