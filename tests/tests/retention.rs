@@ -124,12 +124,7 @@ mod support;
     ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
 )]
 fn retention_on_postgres() {
-    use stepjournal::backends::postgres::{PostgresOptions, PostgresStore};
-    use support::pg;
-    let schema = pg::fresh_schema("retain");
-    let fixture = pg::PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
-    let url = pg::with_param(&pg::url(), "schema", &schema);
-    let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
+    let (fixture, store) = support::pg::PgFixture::with_handle("retain");
     every_state_on(Arc::new(store), "pg");
     drop(fixture);
 }

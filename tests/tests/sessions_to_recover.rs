@@ -206,14 +206,9 @@ mod support;
     ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
 )]
 fn sessions_to_recover_on_postgres() {
-    use stepjournal::backends::postgres::{PostgresOptions, PostgresStore};
-    use support::pg;
     // The fixture owns the schema (dropped with it); the journal's store is a second
     // connection to it.
-    let schema = pg::fresh_schema("recover");
-    let fixture = pg::PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
-    let url = pg::with_param(&pg::url(), "schema", &schema);
-    let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
+    let (fixture, store) = support::pg::PgFixture::with_handle("recover");
     every_state_on(Arc::new(store), "pg", Leases::Kept);
     drop(fixture);
 }
@@ -225,12 +220,7 @@ fn sessions_to_recover_on_postgres() {
     ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
 )]
 fn leases_are_judged_by_the_server_s_clock_on_postgres_whatever_the_journal_s_clock_reads() {
-    use stepjournal::backends::postgres::{PostgresOptions, PostgresStore};
-    use support::pg;
-    let schema = pg::fresh_schema("leaseclock");
-    let fixture = pg::PgFixture::at(&pg::url(), &schema, PostgresOptions::default());
-    let url = pg::with_param(&pg::url(), "schema", &schema);
-    let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
+    let (fixture, store) = support::pg::PgFixture::with_handle("leaseclock");
     leases_are_judged_by_the_store_s_clock_on(Arc::new(store), "pg-clock");
     drop(fixture);
 }

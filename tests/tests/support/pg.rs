@@ -72,6 +72,15 @@ impl PgFixture {
         PgFixture { store: Some(store.unwrap()), owner: true }
     }
 
+    /// A fresh schema owned by a fixture (dropped with it), and a second store on it to hand
+    /// to a journal (an `Arc` the fixture does not hold).
+    pub fn with_handle(tag: &str) -> (Self, PostgresStore) {
+        let schema = fresh_schema(tag);
+        let fixture = Self::at(&url(), &schema, PostgresOptions::default());
+        let handle = with_param(&url(), "schema", &schema);
+        (fixture, PostgresStore::connect(&handle, PostgresOptions::default()).unwrap())
+    }
+
     /// A second store on a schema another fixture owns: dropping it leaves the schema.
     pub fn guest(url: &str, schema: &str, options: PostgresOptions) -> Self {
         let mut fixture = Self::at(url, schema, options);
