@@ -148,13 +148,15 @@ impl EventKind {
     pub fn since(self) -> FormatVersion {
         match self {
             EventKind::Snapshot => FormatVersion::V3,
+            EventKind::ForkedFrom => FormatVersion::V4,
             _ => FormatVersion::V1,
         }
     }
 
     /// Whether the type changes no plan: a reader that folds the whole log skips it
-    /// (`snapshot`).
+    /// (`snapshot`, `forked_from`; the one exception, a fork's opening snapshot, is in
+    /// `docs/recovery.md`).
     pub fn changes_no_plan(self) -> bool {
-        matches!(self, EventKind::Snapshot)
+        matches!(self, EventKind::Snapshot | EventKind::ForkedFrom)
     }
 }

@@ -67,8 +67,10 @@ macro_rules! fold_event {
             Event::ModelAborted(e) => {
                 $state.aborts.push(AbortRecord { seq: $seq, partial: $take!(e.partial) })
             }
-            // Changes no plan: a fold of the whole log notes where it is, and skips it.
-            Event::Snapshot(_) => $state.last_snapshot = Some($seq),
+            // Changes no plan: a fold of the whole log notes where it is, and skips it; but a
+            // fork's first state is its snapshot (`fork.rs`).
+            Event::Snapshot(e) => $state.on_snapshot($seq, &e),
+            Event::ForkedFrom(e) => $state.on_forked($seq, $take!(e)),
         }
     };
 }
