@@ -2,11 +2,11 @@
 
 use stepjournal_codec::{
     ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
-    ClientAnswer, DispatchId, DispatchMinted, Entry, Event, FormatVersion, Message, ModelAborted,
-    OutputChunk, PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode, Rewound, Role,
-    RunEnded, RunId, RunOutcome, RunStarted, Seq, SessionId, Snapshot, SnapshotRun, SnapshotRunEnd,
-    SnapshotStep, Stamped, StepCommit, StepNo, StepRange, Suspended, ToolName, ToolResult,
-    UnixMillis,
+    ClientAnswer, DispatchId, DispatchMinted, Entry, Event, ForkedFrom, FormatVersion, Message,
+    ModelAborted, OutputChunk, PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode,
+    Rewound, Role, RunEnded, RunId, RunOutcome, RunStarted, Seq, SessionId, Snapshot, SnapshotRun,
+    SnapshotRunEnd, SnapshotStep, Stamped, StepCommit, StepNo, StepRange, Suspended, ToolName,
+    ToolResult, UnixMillis,
 };
 
 /// One event of every type, with every optional member both present and absent somewhere (a
@@ -152,6 +152,25 @@ pub fn every_event_type_v2() -> Vec<Event> {
         }
     }
     events.extend(extra);
+    events
+}
+
+/// The events of the kinds format version 4 added, one of each: `forked_from`.
+pub fn v4_kinds() -> Vec<Event> {
+    vec![
+        ForkedFrom {
+            original: SessionId::new("s-original").unwrap(),
+            commit_seq: Seq(14),
+            checkpoint: CheckpointId::from("cp-1-commit"),
+        }
+        .into(),
+    ]
+}
+
+/// [`every_event_type_v2`] and [`v4_kinds`]: every type a version-4 record holds.
+pub fn every_event_type_v4() -> Vec<Event> {
+    let mut events = every_event_type_v2();
+    events.extend(v4_kinds());
     events
 }
 
