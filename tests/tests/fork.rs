@@ -171,6 +171,10 @@ fn fork_on(store: Arc<dyn JournalStore>, tag: &str) {
     journal.fork(&fork, &fork_commit, &grandchild).unwrap();
     let n = journal.transcript(&fork).unwrap().len();
     assert_eq!(journal.transcript(&grandchild).unwrap().len(), n);
+    // Forked again at the commit a fork opens with: the same fork of the original.
+    let again = s("again");
+    let opened = journal.fork(&fork, &commits[0], &again).unwrap();
+    assert_eq!(opened.iter().map(|r| &r.event).collect::<Vec<_>>(), log.iter().collect::<Vec<_>>());
     store.delete(&original).unwrap();
     let own = journal.transcript(&fork).unwrap();
     assert!(matches!(&own[0], TranscriptItem::Message { text, .. } if text == "another way"));

@@ -267,6 +267,21 @@ fn fork_batch(
         .rev()
         .find(|r| matches!(&r.event, Event::StepCommit(c) if &c.checkpoint == checkpoint));
     let Some(commit) = commit else {
+        // A fork forked again at the commit it opens with: the same fork of its original.
+        if let [first, second, ..] = records
+            && let Event::ForkedFrom(forked) = &first.event
+            && &forked.checkpoint == checkpoint
+            && let Event::Snapshot(snapshot) = &second.event
+            && first.seq == Seq(0)
+        {
+            let opening = [first.event.clone(), second.event.clone()];
+            if crate::recovery::fold(&opening).snapshot_seq() == Some(Seq(1)) {
+                return Ok(vec![
+                    Event::ForkedFrom(forked.clone()),
+                    Event::from((**snapshot).clone()),
+                ]);
+            }
+        }
         let Some(reply) = records.iter().rev().find(named) else {
             return Err(ForkError::UnknownCheckpoint {
                 session: session.clone(),
