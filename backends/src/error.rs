@@ -63,6 +63,13 @@ pub enum StoreError {
         /// Where the store is.
         location: String,
     },
+    /// The store was closed ([`JournalStore::close`](crate::JournalStore::close)): it refuses
+    /// every call; open it again to go on.
+    #[error("the store at {location} was closed; open it again to use it")]
+    Closed {
+        /// Where the store is.
+        location: String,
+    },
     /// The store answered against its own contract (a read that skipped sequence numbers, for
     /// example): a defect of the backend, reported by the caller that noticed it.
     #[error("{context}: the store broke its contract: {what}")]
@@ -201,6 +208,7 @@ impl Coded for StoreError {
             StoreError::NewerFormat { .. } => ErrorCode::NewerFormat,
             StoreError::Poisoned { .. } => ErrorCode::Poisoned,
             StoreError::ReadOnly { .. } => ErrorCode::ReadOnly,
+            StoreError::Closed { .. } => ErrorCode::Closed,
             StoreError::Contract { .. } => ErrorCode::StoreContract,
         }
     }

@@ -38,5 +38,5 @@ pub use error::{AppendError, OpenError, StoreError};
 pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead, StoreMetrics};
 pub use identity::StoreIdentity;
 pub use separate::SeparateProcess;
-pub use store::{JournalStore, from_last_snapshot};
+pub use store::{DeleteAt, JournalStore, from_last_snapshot};
 pub use url::{OpenOptions, StoreUrl, open_url};

@@ -7,7 +7,8 @@ use std::sync::{Mutex, MutexGuard};
 use stepjournal_codec::{EventKind, Limits, Record, Seq, SessionId, Stamped, batch};
 
 use crate::{
-    AppendAck, AppendError, Durability, JournalStore, RunHead, SessionHead, StoreError, StoreFuture,
+    AppendAck, AppendError, DeleteAt, Durability, JournalStore, RunHead, SessionHead, StoreError,
+    StoreFuture,
 };
 
 /// One session's events and its head, kept as batches land.
@@ -28,6 +29,8 @@ pub struct MemoryStore {
     // Invariant: no log is empty.
     sessions: Mutex<BTreeMap<SessionId, Log>>,
     limits: Limits,
+    /// Set once the store is closed: every call is refused.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl MemoryStore {
@@ -38,19 +41,29 @@ impl MemoryStore {
 
     /// An empty store with these limits.
     pub fn with_limits(limits: Limits) -> Self {
-        MemoryStore { sessions: Mutex::default(), limits }
+        MemoryStore { sessions: Mutex::default(), limits, closed: Default::default() }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<SessionId, Log>> {
+    /// The sessions, locked; refused once the store is closed.
+    fn lock(&self) -> Result<MutexGuard<'_, BTreeMap<SessionId, Log>>, StoreError> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(StoreError::Closed { location: "memory".to_owned() });
+        }
         // A panic while holding the lock cannot leave a batch half-applied (it is pushed after
         // every check), so the map is still consistent: take it back.
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+        Ok(self.sessions.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
 impl JournalStore for MemoryStore {
     fn max_durability(&self) -> Durability {
         Durability::Volatile
+    }
+
+    /// Refuses every call from now on; the sessions are kept until the store is dropped.
+    fn close(&self) -> Result<(), StoreError> {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     fn append(
@@ -66,7 +79,7 @@ impl JournalStore for MemoryStore {
         let mut scratch = Vec::new();
         batch::encode_into(&mut scratch, session, expected, events, &self.limits)
             .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
-        let mut sessions = self.lock();
+        let mut sessions = self.lock()?;
         let actual = Seq(sessions.get(session).map_or(0, |l| l.records.len() as u64));
         if actual != expected {
             return Err(AppendError::Conflict { expected, actual });
@@ -88,7 +101,7 @@ impl JournalStore for MemoryStore {
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
-        let sessions = self.lock();
+        let sessions = self.lock()?;
         let Some(log) = sessions.get(session).map(|l| &l.records) else {
             return Ok(Vec::new());
         };
@@ -99,7 +112,7 @@ impl JournalStore for MemoryStore {
     }
 
     fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
-        let sessions = self.lock();
+        let sessions = self.lock()?;
         let Some(log) = sessions.get(session).map(|l| &l.records) else {
             return Ok(Vec::new());
         };
@@ -116,24 +129,35 @@ impl JournalStore for MemoryStore {
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        Ok(Seq(self.lock().get(session).map_or(0, |l| l.records.len() as u64)))
+        Ok(Seq(self.lock()?.get(session).map_or(0, |l| l.records.len() as u64)))
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
-        Ok(self.lock().keys().cloned().collect())
+        Ok(self.lock()?.keys().cloned().collect())
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        Ok(self.lock().remove(session).is_some())
+        Ok(self.lock()?.remove(session).is_some())
+    }
+
+    /// Checked and deleted under the store's lock.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<DeleteAt, StoreError> {
+        let mut sessions = self.lock()?;
+        let actual = Seq(sessions.get(session).map_or(0, |l| l.records.len() as u64));
+        if actual != tail {
+            return Ok(DeleteAt::Changed { tail: actual });
+        }
+        sessions.remove(session);
+        Ok(DeleteAt::Deleted)
     }
 
     /// Kept as batches land: nothing is folded here. The memory store keeps no leases.
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
-        Ok(self.lock().iter().filter_map(|(s, log)| head_of(s, log)).collect())
+        Ok(self.lock()?.iter().filter_map(|(s, log)| head_of(s, log)).collect())
     }
 
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
-        Ok(self.lock().get(session).and_then(|log| head_of(session, log)))
+        Ok(self.lock()?.get(session).and_then(|log| head_of(session, log)))
     }
 }
 

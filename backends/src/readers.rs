@@ -72,6 +72,10 @@ impl Readers {
     ) -> StoreFuture<T> {
         let (future, completer) = StoreFuture::pending_or(lost);
         let mut q = self.pool.queue();
+        if q.closed {
+            // Dropped with its completer: the future has `lost`.
+            return future;
+        }
         q.jobs.push_back(Box::new(move || completer.complete(work())));
         if q.jobs.len() <= q.idle {
             // An idle thread takes it (each idle thread takes one of the jobs queued).
@@ -104,10 +108,18 @@ impl Readers {
     }
 }
 
-impl Drop for Readers {
-    fn drop(&mut self) {
+impl Readers {
+    /// Lets the threads finish what is queued and stop; a read asked later has its `lost`
+    /// value at once.
+    pub(crate) fn close(&self) {
         self.pool.queue().closed = true;
         self.pool.work.notify_all();
+    }
+}
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

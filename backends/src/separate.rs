@@ -54,6 +54,9 @@ impl JournalStore for SeparateProcess {
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         self.0.delete(session)
     }
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        self.0.delete_at(session, tail)
+    }
     fn read_all(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
         self.0.read_all(session)
     }
@@ -90,6 +93,9 @@ impl JournalStore for SeparateProcess {
     }
     fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
         self.0.heads_async()
+    }
+    fn close(&self) -> Result<(), StoreError> {
+        self.0.close()
     }
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         self.0.head(session)

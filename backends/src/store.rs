@@ -9,6 +9,18 @@ use crate::head::{LeaseTaken, OwnerId, RunHead, SessionHead, StoreMetrics};
 use crate::identity::StoreIdentity;
 use crate::{AppendAck, AppendError, AppendFuture, Durability, StoreError, StoreFuture};
 
+/// What [`JournalStore::delete_at`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteAt {
+    /// The session was deleted (or held no events and `tail` was 0).
+    Deleted,
+    /// Its tail was not the one given: nothing was deleted.
+    Changed {
+        /// The session's tail now (0 when it was deleted meanwhile).
+        tail: Seq,
+    },
+}
+
 /// A store of sessions, each an append-only log of events with dense sequence numbers from 0.
 ///
 /// Every method may be called from many threads at once. A store whose write or sync failed is
@@ -67,6 +79,25 @@ pub trait JournalStore: Send + Sync + 'static {
     /// Deletes the session and all its events; returns whether it existed. Its space is freed
     /// eventually. Afterwards the session reads as empty and its tail is 0.
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError>;
+
+    /// Deletes the session if its tail is still `tail` (as the caller read it, with the
+    /// session's head), decided atomically in the store: a session another actor appended to
+    /// or deleted meanwhile is left as it is ([`DeleteAt::Changed`], with its tail now). `tail`
+    /// 0 deletes nothing. A retention pass and `stepjournal delete --older-than` delete this
+    /// way, so a session a runtime resumed after it was judged old is never deleted under it.
+    ///
+    /// The provided implementation reads the tail, then deletes: a store that more than one
+    /// actor writes must override it.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<DeleteAt, StoreError> {
+        let actual = self.tail(session)?;
+        if actual != tail {
+            return Ok(DeleteAt::Changed { tail: actual });
+        }
+        if tail.get() > 0 {
+            self.delete(session)?;
+        }
+        Ok(DeleteAt::Deleted)
+    }
 
     /// Every event of the session, in order.
     fn read_all(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
@@ -164,6 +195,20 @@ pub trait JournalStore: Send + Sync + 'static {
             }
         }
         Ok(heads)
+    }
+
+    /// Closes the store: an append racing the close is written or refused, never left
+    /// unanswered; the store's threads stop, and what it holds is let go
+    /// (the file store's directory lock, so the journal can be opened again at once, in this
+    /// process or another; SQLite's committer thread). From then on every call of this handle
+    /// (every clone of the `Arc`) fails with [`StoreError::Closed`]. Closing again does
+    /// nothing. Dropping the last handle does the same without the refusals.
+    ///
+    /// The stores of this crate implement it (the memory store only refuses). The provided
+    /// implementation does nothing, and the store goes on answering: right for a store that
+    /// holds nothing of its own (a wrapper over a store closed elsewhere).
+    fn close(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 
     /// [`heads`](Self::heads) as a future, for a caller that must not block its task on the

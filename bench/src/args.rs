@@ -207,6 +207,16 @@ impl WorkDir {
         if self.quick { 4 << 20 } else { 64 << 20 }
     }
 
+    /// How many bytes of events the reclaim rows' journals hold before the deletes.
+    pub fn reclaim_bytes(&self) -> u64 {
+        if self.quick { 48 << 20 } else { 640 << 20 }
+    }
+
+    /// The segment size of the reclaim rows' journals (the default's when not quick).
+    pub fn reclaim_segment(&self) -> u64 {
+        if self.quick { 4 << 20 } else { 64 << 20 }
+    }
+
     /// The segment size of the compaction rows' journals.
     pub fn compaction_segment(&self) -> u64 {
         if self.quick { 1 << 20 } else { 8 << 20 }

@@ -30,6 +30,7 @@ mod procio;
 mod raw;
 mod raw_shared;
 mod reads;
+mod reclaim;
 mod recovery;
 mod sqlite;
 mod switches;
@@ -106,7 +107,7 @@ fn run(args: &args::Args) -> Result<(), String> {
     };
     eprintln!("stepjournal-bench: running in {} ({})", info.dir, info.machine);
     let mut table = table::Table::new(info);
-    let parts: [(&str, Workloads); 11] = [
+    let parts: [(&str, Workloads); 12] = [
         ("synced", synced::rows),
         ("raw", raw::rows),
         ("buffered", buffered::rows),
@@ -117,6 +118,7 @@ fn run(args: &args::Args) -> Result<(), String> {
         ("drive", drive::rows),
         ("recovery", recovery::rows),
         ("compaction", compaction::rows),
+        ("compaction", reclaim::rows),
         ("long", long::rows),
     ];
     for (name, part) in parts {

@@ -214,6 +214,12 @@ export class Journal {
   /** Who owns the runs this journal begins: the holder of their leases. */
   readonly owner: string;
   metrics(): { appends: number; groups: number; maxGroup: number; syncs: number; bytes: number; runsBegun: number; fencedWritesRefused: number };
+  /**
+   * Refuses new runs; open runs get `deadlineMs` to end; then closes the store (a file journal's
+   * lock is released and its threads stop) so it can be opened again at once, here or in another
+   * process. Later calls through this journal reject with code `closed`. Resolves to the sessions
+   * left for recovery.
+   */
   close(options?: { deadlineMs?: number }): Promise<string[]>;
 }
 
@@ -256,6 +262,7 @@ export type ErrorCode =
   | 'newer_format'
   | 'poisoned'
   | 'read_only'
+  | 'closed'
   | 'store_contract'
   | 'invalid_url'
   | 'locked'

@@ -5,8 +5,8 @@ use std::io::Write;
 
 use clap::Args;
 use stepjournal::writer::{Clock, SystemClock};
-use stepjournal_backends::JournalStore;
-use stepjournal_codec::{SessionId, UnixMillis};
+use stepjournal_backends::{DeleteAt, JournalStore};
+use stepjournal_codec::{Seq, SessionId, UnixMillis};
 
 use super::CliError;
 use super::act::open_to_write;
@@ -74,12 +74,25 @@ pub fn run(args: &DeleteArgs, out: &mut dyn Write) -> Result<(), CliError> {
             writeln!(out, "would delete session {} ({events} events) from {url}", Shown(s))?;
             continue;
         }
-        store.delete(s).map_err(|source| CliError::Store {
+        // Deleted only as it was listed: a session a runtime (or anyone) appended to since is
+        // left, decided in the store with the delete.
+        let deleted = store.delete_at(s, Seq(*events)).map_err(|source| CliError::Store {
             url: url.clone(),
             doing: format!("deleting session {s}"),
             source,
         })?;
-        writeln!(out, "deleted session {} ({events} events) from {url}", Shown(s))?;
+        match deleted {
+            DeleteAt::Deleted => {
+                writeln!(out, "deleted session {} ({events} events) from {url}", Shown(s))?;
+            }
+            DeleteAt::Changed { tail } => writeln!(
+                out,
+                "left session {} in {url}: it changed after it was listed ({events} events \
+                 then, {} now)",
+                Shown(s),
+                tail.get()
+            )?,
+        }
     }
     if args.dry_run {
         writeln!(out, "(a dry run: nothing was deleted)")?;

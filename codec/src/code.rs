@@ -70,6 +70,8 @@ codes! {
         Poisoned = "poisoned",
         /// The store was opened read-only.
         ReadOnly = "read_only",
+        /// The store was closed: open it again to use it.
+        Closed = "closed",
         /// The store answered against its own contract (a read that skipped sequence numbers).
         StoreContract = "store_contract",
         /// The store's URL cannot be opened by this build.

@@ -12,7 +12,9 @@
 use std::collections::BTreeSet;
 use std::sync::Barrier;
 
-use stepjournal_backends::{AppendError, Durability, JournalStore, RunHead, SessionHead};
+use stepjournal_backends::{
+    AppendError, DeleteAt, Durability, JournalStore, RunHead, SessionHead, StoreError,
+};
 use stepjournal_codec::{
     ApprovalDecided, CallId, ClientAnswer, Entry, Event, Limits, RawJson, RunEnded, RunId,
     RunOutcome, RunStarted, Seq, SessionId, Stamped, UnixMillis,
@@ -253,6 +255,125 @@ pub fn delete_removes_a_session_and_its_id_can_start_again(store: &dyn JournalSt
     assert_eq!(store.read_all(&a).unwrap()[0].event, numbered(20));
 }
 
+pub fn a_delete_at_a_tail_deletes_only_the_session_as_it_was_read(store: &dyn JournalStore) {
+    let (a, b) = (sid("del-at-a"), sid("del-at-b"));
+    store.append(&a, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
+    store.append(&b, Seq(0), &stamped_numbered(10, 2), Durability::Synced).unwrap();
+    // A tail that is not the session's now: nothing deleted, the tail told.
+    assert_eq!(store.delete_at(&a, Seq(2)).unwrap(), DeleteAt::Changed { tail: Seq(3) });
+    assert_eq!(store.read_all(&a).unwrap().len(), 3, "nothing was deleted");
+    assert_eq!(store.delete_at(&a, Seq(3)).unwrap(), DeleteAt::Deleted);
+    assert_eq!(store.tail(&a).unwrap(), Seq(0));
+    assert!(store.read_all(&a).unwrap().is_empty());
+    assert_eq!(store.sessions().unwrap(), vec![b.clone()], "the other session is untouched");
+    // A session deleted meanwhile is a conflict too; tail 0 of a missing one deletes nothing.
+    assert_eq!(store.delete_at(&a, Seq(3)).unwrap(), DeleteAt::Changed { tail: Seq(0) });
+    assert_eq!(store.delete_at(&a, Seq(0)).unwrap(), DeleteAt::Deleted);
+    store.append(&a, Seq(0), &stamped_numbered(20, 1), Durability::Synced).unwrap();
+    assert_eq!(store.read_all(&a).unwrap()[0].event, numbered(20));
+}
+
+pub fn a_delete_at_a_tail_racing_an_append_never_deletes_what_landed_after(
+    store: &dyn JournalStore,
+) {
+    // An operator deletes "old" sessions while a runtime resumes them: each session ends
+    // either deleted with nothing the runtime appended after the deleter's read, or kept
+    // with everything.
+    let sessions: Vec<SessionId> = (0..24).map(|i| sid(&format!("race-del-{i}"))).collect();
+    for s in &sessions {
+        store.append(s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
+    }
+    let barrier = Barrier::new(2);
+    let (appended, deleted) = std::thread::scope(|scope| {
+        let appender = scope.spawn(|| {
+            barrier.wait();
+            sessions
+                .iter()
+                .map(|s| {
+                    store.append(s, Seq(2), &stamped_numbered(2, 1), Durability::Synced).is_ok()
+                })
+                .collect::<Vec<_>>()
+        });
+        let deleter = scope.spawn(|| {
+            barrier.wait();
+            let deleted = |s| store.delete_at(s, Seq(2)).unwrap() == DeleteAt::Deleted;
+            sessions.iter().rev().map(deleted).collect::<Vec<_>>()
+        });
+        (appender.join().unwrap(), deleter.join().unwrap())
+    });
+    for (i, s) in sessions.iter().enumerate() {
+        let (landed, gone) = (appended[i], deleted[sessions.len() - 1 - i]);
+        let tail = store.tail(s).unwrap();
+        match (landed, gone) {
+            // The append came first: the delete at 2 was refused.
+            (true, false) => assert_eq!(tail, Seq(3), "{s}"),
+            // The delete came first: the append at 2 found the session gone.
+            (false, true) => assert_eq!(tail, Seq(0), "{s}"),
+            other => panic!("{s}: append landed and delete done = {other:?}, tail {tail:?}"),
+        }
+    }
+}
+
+pub fn a_closed_store_refuses_every_call_and_closing_again_does_nothing(store: &dyn JournalStore) {
+    let s = sid("closing");
+    store.append(&s, Seq(0), &stamped_numbered(0, 3), Durability::Synced).unwrap();
+    store.close().unwrap();
+    let closed = |e: &StoreError| matches!(e, StoreError::Closed { .. });
+    let refused = store.append(&s, Seq(3), &stamped_numbered(3, 1), Durability::Synced);
+    assert!(matches!(&refused, Err(AppendError::Store(e)) if closed(e)), "{refused:?}");
+    let refused = store.append_async(&s, Seq(3), &stamped_numbered(3, 1), Durability::Synced);
+    assert!(matches!(&refused.wait(), Err(AppendError::Store(e)) if closed(e)));
+    assert!(store.read_all(&s).is_err_and(|e| closed(&e)));
+    assert!(store.read_async(&s, Seq(0)..Seq(3)).wait().is_err_and(|e| closed(&e)));
+    assert!(store.read_from_snapshot_async(&s).wait().is_err_and(|e| closed(&e)));
+    assert!(store.tail(&s).is_err_and(|e| closed(&e)));
+    assert!(store.heads().is_err_and(|e| closed(&e)));
+    assert!(store.heads_async().wait().is_err_and(|e| closed(&e)));
+    assert!(store.delete(&s).is_err_and(|e| closed(&e)));
+    assert!(store.delete_at(&s, Seq(3)).is_err_and(|e| closed(&e)));
+    let e = store.tail(&s).unwrap_err();
+    assert_eq!(stepjournal_codec::Coded::code(&e), stepjournal_codec::ErrorCode::Closed);
+    assert!(e.to_string().contains("closed"), "{e}");
+    store.close().unwrap();
+}
+
+pub fn appends_racing_a_close_are_each_answered(store: &dyn JournalStore) {
+    // Four writers append until refused while the store is closed under them: each append is
+    // answered (written, refused as closed, or, for a request the close caught in the queue,
+    // outcome unknown), none waits forever.
+    let barrier = Barrier::new(5);
+    let answered = std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let s = sid(&format!("closing-{w}"));
+                    let mut tail = Seq(0);
+                    let mut acked = 0u64;
+                    barrier.wait();
+                    loop {
+                        let batch = stamped_numbered(tail.get(), 1);
+                        match store.append(&s, tail, &batch, Durability::Synced) {
+                            Ok(ack) => {
+                                tail = ack.next;
+                                acked += 1;
+                            }
+                            Err(AppendError::Store(StoreError::Closed { .. })) => return acked,
+                            Err(AppendError::OutcomeUnknown { .. }) => return acked,
+                            Err(other) => panic!("{s}: {other}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        store.close().unwrap();
+        writers.into_iter().map(|w| w.join().unwrap()).sum::<u64>()
+    });
+    assert!(answered > 0, "the writers appended before the close");
+}
+
 pub fn missing_and_empty_sessions_read_as_empty(store: &dyn JournalStore) {
     let s = sid("never-written");
     assert_eq!(store.tail(&s).unwrap(), Seq(0));
@@ -458,6 +579,10 @@ macro_rules! backend_conformance {
             racing_writers_win_each_sequence_number_exactly_once,
             interleaved_sessions_keep_their_own_events,
             delete_removes_a_session_and_its_id_can_start_again,
+            a_delete_at_a_tail_deletes_only_the_session_as_it_was_read,
+            a_delete_at_a_tail_racing_an_append_never_deletes_what_landed_after,
+            a_closed_store_refuses_every_call_and_closing_again_does_nothing,
+            appends_racing_a_close_are_each_answered,
             missing_and_empty_sessions_read_as_empty,
             reads_are_clipped_to_the_range_asked,
             an_ack_promises_no_more_than_the_store_gives,

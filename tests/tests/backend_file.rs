@@ -944,7 +944,8 @@ fn verify_finds_the_segments_a_listing_racing_a_writer_left_out() {
     // segments: "seq 3187..3189 of the session are in no intact batch" for a batch in the
     // segment the listing left out). Ids are given out in order, so those the listing skips are
     // looked up by name, as are those after its newest.
-    let opts = FileOptions::new().segment_size(4096).preallocate(0);
+    // Segments of single-event groups are a quarter headers: kept below compaction's bar.
+    let opts = FileOptions::new().segment_size(4096).preallocate(0).compact_when_dead(50);
     let (disk, writer, _, events) = three_segments_on_a_sim_disk(opts);
     drop(writer);
     let name = |id: u64| stepjournal_backends::file::SegmentId(id).file_name();
@@ -1112,7 +1113,8 @@ fn three_segments_on_a_sim_disk(
 fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
     // A refusal a race could cause is looked at again before it is reported; damage that stays
     // where it is, in a sealed segment, is reported all the same.
-    let opts = FileOptions::new().segment_size(4096).preallocate(0);
+    // Segments of single-event groups are a quarter headers: kept below compaction's bar.
+    let opts = FileOptions::new().segment_size(4096).preallocate(0).compact_when_dead(50);
     let (disk, writer, first, _) = three_segments_on_a_sim_disk(opts);
     // A segment without its sidecar index is scanned on open (one with it: below).
     let sidecar = first.with_extension("idx");
@@ -1128,7 +1130,8 @@ fn a_read_only_open_beside_a_live_writer_still_refuses_real_corruption() {
 fn damage_inside_a_sealed_segment_read_from_its_sidecar_is_found_by_the_read_and_by_verify() {
     // An open that reads a sealed segment's sidecar does not read the segment: damage inside it
     // is found when the batch it hit is read (or by verify), never handed on.
-    let opts = FileOptions::new().segment_size(4096).preallocate(0);
+    // Segments of single-event groups are a quarter headers: kept below compaction's bar.
+    let opts = FileOptions::new().segment_size(4096).preallocate(0).compact_when_dead(50);
     let (disk, writer, first, q) = three_segments_on_a_sim_disk(opts);
     drop(writer);
     assert!(disk.read_file(&first.with_extension("idx")).is_some());

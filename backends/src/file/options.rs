@@ -44,7 +44,7 @@ impl Default for FileOptions {
             read_only: false,
             limits: Limits::default(),
             max_open_segments: 32,
-            compact_when_dead: 50,
+            compact_when_dead: 25,
         }
     }
 }
@@ -127,15 +127,17 @@ impl FileOptions {
     }
 
     /// How dead a sealed segment is, in percent of [`segment_size`](Self::segment_size), when
-    /// the store's reclaim thread compacts it (default 50, from 1 to 100): its live batches are
+    /// the store's reclaim thread compacts it (default 25, from 1 to 100): its live batches are
     /// copied to the active segment, in small throttled chunks beside the appends, then the
     /// segment is removed. A segment's dead bytes are all of its bytes that hold no live batch
     /// (headers, deletion frames, batches deleted or copied since). 100 compacts nothing (a
-    /// segment is removed once nothing in it is needed); lower values free space sooner for more
-    /// copying. Whatever the value, a segment is compacted only when that frees more bytes than
-    /// the copy writes (a group header per chunk copied, a segment header should a chunk start a
-    /// segment), so with no appends every compaction makes the journal smaller and compaction
-    /// ends.
+    /// segment is removed once nothing in it is needed); lower values free space sooner for
+    /// more copying: at 25 a compaction copies at most three bytes for each byte it frees, and
+    /// deleting a random half of sessions that interleave in segments frees about half the
+    /// journal, where 50 freed a third (docs/perf.md). Whatever the value, a segment is
+    /// compacted only when that frees more bytes than the copy writes (a group header per chunk
+    /// copied, a segment header should a chunk start a segment), so with no appends every
+    /// compaction makes the journal smaller and compaction ends.
     pub fn compact_when_dead(mut self, percent: u8) -> Self {
         self.compact_when_dead = percent;
         self

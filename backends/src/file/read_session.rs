@@ -28,7 +28,7 @@ pub(crate) fn read_where(
     loop {
         let (range, runs): (Range<u64>, Vec<BatchLoc>) = {
             let st = lock(&core.state);
-            st.check_poison()?;
+            st.check_open()?;
             let Some(log) = st.index.sessions.get(session.as_str()) else {
                 return Ok(Vec::new());
             };

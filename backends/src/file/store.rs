@@ -5,9 +5,10 @@ use std::ops::Range;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use stepjournal_codec::batch;
 use stepjournal_codec::{EventKind, Record, Seq, SessionId, Stamped, UnixMillis};
@@ -72,9 +73,10 @@ pub struct FileStats {
 #[derive(Debug)]
 pub struct FileStore {
     core: Arc<Core>,
-    /// The group committer and reclaim threads (None when read-only): joined on drop,
+    /// The group committer and reclaim threads (None when read-only, or closed): joined on
+    /// close or drop,
     /// before the lock goes.
-    threads: Option<Threads>,
+    threads: Mutex<Option<Threads>>,
     /// The torn tail opening found.
     torn: Option<TornTail>,
     /// The threads an async caller's reads run on.
@@ -155,6 +157,7 @@ impl FileStore {
             };
             Some(Threads { commit, reclaim })
         };
+        let threads = Mutex::new(threads);
         Ok(FileStore { core, threads, torn, readers: Readers::new("stepjournal-file-read") })
     }
 
@@ -230,7 +233,7 @@ impl FileStore {
     /// read-only or poisoned store. Deletions and sealed segments only ask the thread to look;
     /// this is for callers (tests, tools) that want the space back before going on.
     pub fn wait_reclaimed(&self) {
-        if self.threads.is_some() {
+        if lock(&self.threads).is_some() {
             wait_reclaimed(&self.core);
         }
     }
@@ -255,6 +258,37 @@ impl FileStore {
 
     fn read_only_error(&self) -> StoreError {
         StoreError::ReadOnly { location: self.core.dir.display().to_string() }
+    }
+
+    /// Deletes the session, if its tail (queued appends counted) is `tail` when one is given:
+    /// whether it had events, or its tail when that is not `tail`.
+    fn delete_if(
+        &self,
+        session: &SessionId,
+        tail: Option<Seq>,
+    ) -> Result<Result<bool, Seq>, StoreError> {
+        if self.core.options.read_only {
+            return Err(self.read_only_error());
+        }
+        let mut frame = Vec::new();
+        let encoded = batch::encode_delete_into(&mut frame, session, &self.core.options.limits);
+        let mut st = lock(&self.core.state);
+        st.check_open()?;
+        let actual = if encoded.is_ok() { st.pending_tail(session.as_str()) } else { 0 };
+        if tail.is_some_and(|t| t.get() != actual) {
+            return Ok(Err(Seq(actual)));
+        }
+        // An id that cannot be written was never stored.
+        if actual == 0 {
+            return Ok(Ok(false));
+        }
+        let p = Pending { tail: 0, head: Some(RunHead::default()), deleting: true };
+        let name: Arc<str> = Arc::from(session.as_str());
+        st.pending.insert(Arc::clone(&name), p);
+        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
+        let answer = submit(&self.core, st, Request::delete(name, frame, completer), true);
+        debug_assert!(answer.is_none(), "a deletion is answered through its future");
+        future.wait().map(Ok)
     }
 
     /// Checks and encodes an append, and queues it unless it is refused at once. With
@@ -294,7 +328,7 @@ impl FileStore {
             may_lead,
         };
         let st = lock(&self.core.state);
-        if let Err(e) = st.check_poison() {
+        if let Err(e) = st.check_open() {
             return StoreFuture::ready(Err(e.into()));
         }
         let cap = self.core.options.max_queued_bytes;
@@ -436,7 +470,7 @@ impl Future for WaitForRoom {
         let cap = core.options.max_queued_bytes;
         let len = batch.frame.len() as u64;
         let mut st = lock(&core.state);
-        let refused = match st.check_poison() {
+        let refused = match st.check_open() {
             Err(e) => Some(e),
             Ok(()) if st.stopping => Some(StoreError::Io {
                 context: format!("appending to session {} in {}", this.session, core.dir.display()),
@@ -521,10 +555,44 @@ fn stop(core: &Core, commit: JoinHandle<()>, reclaim: Option<JoinHandle<()>>) {
     let _ = commit.join();
 }
 
+impl FileStore {
+    /// Stops the committer and reclaim threads (the committer writes what is queued first).
+    fn stop_threads(&self) {
+        let Some(Threads { commit, reclaim }) = lock(&self.threads).take() else { return };
+        stop(&self.core, commit, Some(reclaim));
+    }
+
+    /// `work` on one of the store's reading threads, refused at once by a closed or poisoned
+    /// store; `what` names it should its thread be lost.
+    fn on_reader<T: Send + 'static>(
+        &self,
+        what: &str,
+        work: impl FnOnce(&Core) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<Result<T, StoreError>> {
+        if let Err(e) = lock(&self.core.state).check_open() {
+            return StoreFuture::ready(Err(e));
+        }
+        let core = Arc::clone(&self.core);
+        self.readers.read(Err(lost_read(&self.core, what)), move || work(&core))
+    }
+
+    /// Waits until every request queued is written and answered and no one leads a group: for
+    /// a closed store, which admits none, the end of its writing.
+    fn wait_written(&self) {
+        let mut st = lock(&self.core.state);
+        while st.leading && st.poisoned.is_none() {
+            st = self
+                .core
+                .reclaim_idle
+                .wait_timeout(st, Duration::from_millis(1))
+                .map_or_else(|p| p.into_inner().0, |(st, _)| st);
+        }
+    }
+}
+
 impl Drop for FileStore {
     fn drop(&mut self) {
-        let Some(Threads { commit, reclaim }) = self.threads.take() else { return };
-        stop(&self.core, commit, Some(reclaim));
+        self.stop_threads();
     }
 }
 
@@ -536,6 +604,33 @@ impl JournalStore for FileStore {
     }
     fn max_durability(&self) -> Durability {
         Durability::Synced
+    }
+
+    /// Refuses every call from now on, writes what was queued, stops the committer, reclaim
+    /// and reading threads, then lets go of the directory lock: another open (here or in
+    /// another process) may take it at once. Segment files stay open until the last handle is
+    /// dropped; nothing is written to them.
+    fn close(&self) -> Result<(), StoreError> {
+        if self.core.options.read_only {
+            lock(&self.core.state)
+                .closed
+                .get_or_insert_with(|| self.core.dir.display().to_string());
+            self.readers.close();
+            return Ok(());
+        }
+        {
+            let mut st = lock(&self.core.state);
+            if st.closed.is_some() {
+                return Ok(());
+            }
+            st.closed = Some(self.core.dir.display().to_string());
+        }
+        // The committer and the callers leading groups write what was admitted before.
+        self.wait_written();
+        self.stop_threads();
+        self.readers.close();
+        lock(&self.core.dir_lock).take();
+        Ok(())
     }
 
     /// The sync API on the completion path: a caller that finds no leader writes its group
@@ -580,11 +675,8 @@ impl JournalStore for FileStore {
         session: &SessionId,
         range: Range<Seq>,
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
-        let (core, session) = (Arc::clone(&self.core), session.clone());
-        let range = range.start.get()..range.end.get();
-        self.readers.read(Err(lost_read(&self.core, "reading")), move || {
-            read_where(&core, &session, |_| range.clone())
-        })
+        let (session, range) = (session.clone(), range.start.get()..range.end.get());
+        self.on_reader("reading", move |core| read_where(core, &session, |_| range.clone()))
     }
 
     /// As [`read_async`](Self::read_async), from the newest snapshot.
@@ -592,46 +684,36 @@ impl JournalStore for FileStore {
         &self,
         session: &SessionId,
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
-        let (core, session) = (Arc::clone(&self.core), session.clone());
-        self.readers
-            .read(Err(lost_read(&self.core, "reading from the newest snapshot")), move || {
-                read_where(&core, &session, |log| log.snapshot.unwrap_or(0)..u64::MAX)
-            })
+        let session = session.clone();
+        self.on_reader("reading from the newest snapshot", move |core| {
+            read_where(core, &session, |log| log.snapshot.unwrap_or(0)..u64::MAX)
+        })
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
         let st = lock(&self.core.state);
-        st.check_poison()?;
+        st.check_open()?;
         Ok(Seq(st.index.tail(session.as_str())))
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
         let st = lock(&self.core.state);
-        st.check_poison()?;
+        st.check_open()?;
         Ok(st.index.sessions.keys().map(|s| SessionId::from_stored(s.as_str())).collect())
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        if self.core.options.read_only {
-            return Err(self.read_only_error());
-        }
-        let mut frame = Vec::new();
-        if batch::encode_delete_into(&mut frame, session, &self.core.options.limits).is_err() {
-            // An id that cannot be written was never stored.
-            return Ok(false);
-        }
-        let mut st = lock(&self.core.state);
-        st.check_poison()?;
-        if st.pending_tail(session.as_str()) == 0 {
-            return Ok(false);
-        }
-        let p = Pending { tail: 0, head: Some(RunHead::default()), deleting: true };
-        let name: Arc<str> = Arc::from(session.as_str());
-        st.pending.insert(Arc::clone(&name), p);
-        let (future, completer) = StoreFuture::pending_or(Err(never_unanswered()));
-        let answer = submit(&self.core, st, Request::delete(name, frame, completer), true);
-        debug_assert!(answer.is_none(), "a deletion is answered through its future");
-        future.wait()
+        // With no tail to match, nothing is refused.
+        Ok(self.delete_if(session, None)?.unwrap_or(false))
+    }
+
+    /// Checked against the tail with queued appends counted, under the lock the appends are
+    /// queued under: an append queued before is seen, one queued after finds the session gone.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        Ok(match self.delete_if(session, Some(tail))? {
+            Ok(_) => crate::DeleteAt::Deleted,
+            Err(tail) => crate::DeleteAt::Changed { tail },
+        })
     }
 
     /// Kept in the index as batches land and rebuilt on open from the records: nothing is read
@@ -644,14 +726,12 @@ impl JournalStore for FileStore {
     /// [`heads`](Self::heads) on one of the store's reading threads (a journal of many
     /// sessions copies many heads).
     fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
-        let core = Arc::clone(&self.core);
-        self.readers
-            .read(Err(lost_read(&self.core, "reading the session heads")), move || all_heads(&core))
+        self.on_reader("reading the session heads", all_heads)
     }
 
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         let st = lock(&self.core.state);
-        st.check_poison()?;
+        st.check_open()?;
         Ok(st.index.sessions.get(session.as_str()).map(|log| session_head(session.as_str(), log)))
     }
 
@@ -682,6 +762,6 @@ fn lost_read(core: &Core, what: &str) -> StoreError {
 /// Every session's head, from the index.
 fn all_heads(core: &Core) -> Result<Vec<SessionHead>, StoreError> {
     let st = lock(&core.state);
-    st.check_poison()?;
+    st.check_open()?;
     Ok(st.index.sessions.iter().map(|(name, log)| session_head(name, log)).collect())
 }

@@ -148,6 +148,7 @@ impl PostgresStore {
             location,
             counters: Counters::default(),
             metrics: Default::default(),
+            closed: std::sync::OnceLock::new(),
         });
         Ok(PostgresStore { shared, driver })
     }
@@ -181,6 +182,9 @@ impl PostgresStore {
         what: &str,
         operation: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> StoreFuture<Result<T, StoreError>> {
+        if let Err(e) = self.shared.check_open() {
+            return StoreFuture::ready(Err(e));
+        }
         self.driver.spawn(Err(unfinished(&self.shared.location, what)), operation)
     }
 }
@@ -341,7 +345,27 @@ impl JournalStore for PostgresStore {
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
         let (shared, session) = (Arc::clone(&self.shared), session.clone());
-        self.spawn("deleting", async move { ops::delete(&shared, &session).await }).wait()
+        let deleted =
+            self.spawn("deleting", async move { ops::delete(&shared, &session, None).await });
+        // With no tail to match, nothing is refused.
+        Ok(deleted.wait()?.unwrap_or(false))
+    }
+
+    /// The head row locked, its tail checked and the rows deleted in one transaction.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        let (shared, id) = (Arc::clone(&self.shared), session.clone());
+        let deleting = async move { ops::delete(&shared, &id, Some(tail)).await };
+        Ok(match self.spawn("deleting", deleting).wait()? {
+            Ok(_) => crate::DeleteAt::Deleted,
+            Err(tail) => crate::DeleteAt::Changed { tail },
+        })
+    }
+
+    /// Refuses every call from now on; what is in flight finishes. The pool's connections
+    /// and the driver's thread go with the last handle.
+    fn close(&self) -> Result<(), StoreError> {
+        let _ = self.shared.closed.set(());
+        Ok(())
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {

@@ -85,12 +85,21 @@ pub(super) async fn sessions(shared: &Shared) -> Result<Vec<SessionId>, StoreErr
         .collect()
 }
 
-pub(super) async fn delete(shared: &Shared, session: &SessionId) -> Result<bool, StoreError> {
+/// Deletes the session, if its tail is `tail` when one is given: whether it had events, or its
+/// tail when that is not `tail` (nothing deleted).
+pub(super) async fn delete(
+    shared: &Shared,
+    session: &SessionId,
+    tail: Option<Seq>,
+) -> Result<Result<bool, Seq>, StoreError> {
     shared.check_writable()?;
-    // Repeating a delete is harmless; a session seen by any attempt existed.
+    // Repeating a delete is harmless; a session seen by any attempt existed. An attempt whose
+    // commit was lost passed the tail check: a retry that finds the session gone reports it
+    // deleted.
     let mut existed = false;
+    let mut passed = false;
     let s = session.as_str();
-    with_retries!(shared, &format!("deleting {session}"), |c| {
+    let changed = with_retries!(shared, &format!("deleting {session}"), |c| {
         async {
             let tx = c.client.transaction().await.map_err(|e| PgError::new("beginning", e))?;
             // Lock the head first: a concurrent append finishes before the events are deleted,
@@ -99,6 +108,16 @@ pub(super) async fn delete(shared: &Shared, session: &SessionId) -> Result<bool,
                 .query_opt(&c.stmts.lock_head, &[&s])
                 .await
                 .map_err(|e| PgError::new("locking the head row", e))?;
+            let actual = head.and_then(|r| r.try_get::<_, i64>(0).ok()).unwrap_or(0);
+            let actual = Seq(u64::try_from(actual).unwrap_or(0));
+            if let Some(expected) = tail
+                && expected != actual
+                && !(passed && actual == Seq(0))
+            {
+                tx.rollback().await.map_err(|e| PgError::new("rolling back", e))?;
+                return Ok::<_, PgError>(Some(actual));
+            }
+            passed = true;
             let events = tx
                 .execute(&c.stmts.delete_events, &[&s])
                 .await
@@ -106,14 +125,17 @@ pub(super) async fn delete(shared: &Shared, session: &SessionId) -> Result<bool,
             tx.execute(&c.stmts.delete_head, &[&s])
                 .await
                 .map_err(|e| PgError::new("deleting the head row", e))?;
-            let had = head.and_then(|r| r.try_get::<_, i64>(0).ok()).is_some_and(|n| n > 0);
             // Counted before the commit: if it is lost and landed, the retry finds nothing.
-            existed |= had || events > 0;
-            tx.commit().await.map_err(|e| PgError::new("committing", e))
+            existed |= actual > Seq(0) || events > 0;
+            tx.commit().await.map_err(|e| PgError::new("committing", e))?;
+            Ok(None)
         }
         .await
     })?;
-    Ok(existed)
+    Ok(match changed {
+        Some(actual) => Err(actual),
+        None => Ok(existed),
+    })
 }
 
 pub(super) async fn drop_schema(shared: &Shared) -> Result<(), StoreError> {

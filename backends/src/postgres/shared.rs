@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub location: String,
     pub counters: Counters,
     pub metrics: Metrics,
+    /// Set once the store is closed: every call is refused.
+    pub closed: std::sync::OnceLock<()>,
 }
 
 impl Shared {
@@ -53,10 +55,19 @@ impl Shared {
     }
 
     pub(crate) fn check_writable(&self) -> Result<(), StoreError> {
+        self.check_open()?;
         if self.options.read_only {
             return Err(StoreError::ReadOnly { location: self.location.clone() });
         }
         Ok(())
+    }
+
+    /// Refused once the store is closed.
+    pub(crate) fn check_open(&self) -> Result<(), StoreError> {
+        match self.closed.get() {
+            Some(()) => Err(StoreError::Closed { location: self.location.clone() }),
+            None => Ok(()),
+        }
     }
 
     /// After a failed attempt `attempt` (from 0) of an operation safe to repeat: the error to

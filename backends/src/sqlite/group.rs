@@ -66,12 +66,15 @@ pub(super) enum Failure {
     Poisoned(String),
     /// The database refused or failed.
     Backend { context: String, source: String },
+    /// The store was closed before the group was written.
+    Closed { location: String },
 }
 
 impl Failure {
     pub(super) fn from_store(e: &StoreError) -> Self {
         match e {
             StoreError::Poisoned { first_failure } => Failure::Poisoned(first_failure.clone()),
+            StoreError::Closed { location } => Failure::Closed { location: location.clone() },
             StoreError::Backend { context, source, .. } => {
                 Failure::Backend { context: context.clone(), source: source.to_string() }
             }
@@ -82,6 +85,7 @@ impl Failure {
     pub(super) fn into_store(self, backend: &'static str) -> StoreError {
         match self {
             Failure::Poisoned(first_failure) => StoreError::Poisoned { first_failure },
+            Failure::Closed { location } => StoreError::Closed { location },
             Failure::Backend { context, source } => {
                 StoreError::Backend { backend, context, source: source.into() }
             }
@@ -204,6 +208,11 @@ impl Queue {
     /// whoever commits it.
     pub(super) fn submit(&self, request: Request, may_lead: bool) -> Option<Group<'_>> {
         let mut state = self.lock();
+        if state.closed {
+            // The store closed after this request was checked: no committer is left to write
+            // it. Dropped unwritten; its future resolves as unanswered.
+            return None;
+        }
         state.pending.push(request);
         state.cohort.arrived();
         if state.leading {

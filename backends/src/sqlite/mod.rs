@@ -102,7 +102,7 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
     /// Commits the groups no sync caller leads; `None` for a read-only store. Dropped (stopped
     /// and joined) with the store, after committing what is queued.
-    committer: Option<Committer>,
+    committer: Mutex<Option<Committer>>,
     /// The threads an async caller's reads run on.
     readers: Readers,
 }
@@ -129,6 +129,7 @@ impl SqliteStore {
             queue: group::Queue::default(),
             readers: Mutex::new(Vec::new()),
             poison: OnceLock::new(),
+            closed: OnceLock::new(),
             metrics: Default::default(),
         });
         let committer = if read_only {
@@ -142,7 +143,22 @@ impl SqliteStore {
             })?;
             Some(started)
         };
+        let committer = Mutex::new(committer);
         Ok(SqliteStore { shared, committer, readers: Readers::new("stepjournal-sqlite-read") })
+    }
+
+    /// `work` on one of the store's reading threads, refused at once by a closed or poisoned
+    /// store; `what` names it should its thread be lost.
+    fn on_reader<T: Send + 'static>(
+        &self,
+        what: &str,
+        work: impl FnOnce(&Shared) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<Result<T, StoreError>> {
+        if let Err(e) = self.shared.check_poison() {
+            return StoreFuture::ready(Err(e));
+        }
+        let shared = Arc::clone(&self.shared);
+        self.readers.read(Err(lost_read(&self.shared, what)), move || work(&shared))
     }
 
     /// The database file.
@@ -178,12 +194,6 @@ impl SqliteStore {
         if let Err(e) = self.shared.check_writable() {
             return StoreFuture::ready(Err(e.into()));
         }
-        if self.committer.is_none() {
-            return StoreFuture::ready(Err(StoreError::ReadOnly {
-                location: self.shared.location.clone(),
-            }
-            .into()));
-        }
         let durability = durability.min(Durability::Synced);
         let unanswered = group::unanswered(&self.shared.location, session, expected);
         let (future, done) = StoreFuture::pending_or(unanswered);
@@ -204,6 +214,19 @@ impl JournalStore for SqliteStore {
     }
     fn max_durability(&self) -> Durability {
         Durability::Synced
+    }
+
+    /// Refuses every call from now on (an append racing the close is written or refused,
+    /// never left unanswered), stops the committer and reading threads and closes the reading
+    /// connections; the write connection closes with the last handle.
+    fn close(&self) -> Result<(), StoreError> {
+        if self.shared.closed.set(()).is_err() {
+            return Ok(());
+        }
+        drop(conn::lock(&self.committer).take());
+        self.readers.close();
+        conn::lock(&self.shared.readers).clear();
+        Ok(())
     }
 
     fn append(
@@ -237,9 +260,8 @@ impl JournalStore for SqliteStore {
         session: &SessionId,
         range: Range<Seq>,
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
-        let (shared, session) = (Arc::clone(&self.shared), session.clone());
-        let lost = lost_read(&self.shared, "reading");
-        self.readers.read(Err(lost), move || read_range(&shared, &session, &range))
+        let session = session.clone();
+        self.on_reader("reading", move |shared| read_range(shared, &session, &range))
     }
 
     /// One statement: the newest snapshot's place from the partial index `events_snapshots`,
@@ -253,9 +275,10 @@ impl JournalStore for SqliteStore {
         &self,
         session: &SessionId,
     ) -> StoreFuture<Result<Vec<Record>, StoreError>> {
-        let (shared, session) = (Arc::clone(&self.shared), session.clone());
-        let lost = lost_read(&self.shared, "reading from the newest snapshot");
-        self.readers.read(Err(lost), move || read_snapshot_on(&shared, &session))
+        let session = session.clone();
+        self.on_reader("reading from the newest snapshot", move |shared| {
+            read_snapshot_on(shared, &session)
+        })
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
@@ -281,21 +304,16 @@ impl JournalStore for SqliteStore {
     }
 
     fn delete(&self, session: &SessionId) -> Result<bool, StoreError> {
-        let what = format!("deleting {session}");
-        let outcome = self.shared.write(Durability::Synced, &what, |conn| {
-            let mut stmt = conn.prepare_cached("DELETE FROM events WHERE session = ?1")?;
-            let existed = stmt.execute([session.as_str()])? > 0;
-            let mut stmt = conn.prepare_cached("DELETE FROM sessions WHERE session = ?1")?;
-            stmt.execute([session.as_str()])?;
-            Ok(Step::Commit(existed))
-        });
-        match outcome {
-            Ok(existed) => Ok(existed),
-            Err(WriteFailure::Failed(e)) => Err(e),
-            Err(WriteFailure::CommitUnknown(Unknown { reason, .. })) => {
-                Err(StoreError::Poisoned { first_failure: reason })
-            }
-        }
+        // With no tail to match, nothing is refused.
+        Ok(delete_if(&self.shared, session, None)?.unwrap_or(false))
+    }
+
+    /// The tail checked and the rows deleted in one write transaction.
+    fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<crate::DeleteAt, StoreError> {
+        Ok(match delete_if(&self.shared, session, Some(tail))? {
+            Ok(_) => crate::DeleteAt::Deleted,
+            Err(tail) => crate::DeleteAt::Changed { tail },
+        })
     }
 
     fn heads(&self) -> Result<Vec<SessionHead>, StoreError> {
@@ -304,9 +322,7 @@ impl JournalStore for SqliteStore {
 
     /// [`heads`](JournalStore::heads) on one of the store's reading threads.
     fn heads_async(&self) -> StoreFuture<Result<Vec<SessionHead>, StoreError>> {
-        let shared = Arc::clone(&self.shared);
-        let lost = lost_read(&self.shared, "reading the session heads");
-        self.readers.read(Err(lost), move || heads::heads(&shared))
+        self.on_reader("reading the session heads", heads::heads)
     }
 
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
@@ -374,5 +390,35 @@ fn lost_read(shared: &Shared, what: &str) -> StoreError {
     StoreError::Io {
         context: format!("{}: {what}", shared.location),
         source: std::io::Error::other("the thread reading it stopped before it answered"),
+    }
+}
+
+/// Deletes the session, if its tail is `tail` when one is given: whether it had events, or its
+/// tail when that is not `tail`.
+fn delete_if(
+    shared: &Shared,
+    session: &SessionId,
+    tail: Option<Seq>,
+) -> Result<Result<bool, Seq>, StoreError> {
+    let what = format!("deleting {session}");
+    let outcome = shared.write(Durability::Synced, &what, |conn| {
+        let actual = Shared::tail_on(conn, session)?;
+        if let Some(expected) = tail
+            && i64::try_from(expected.get()).ok() != Some(actual)
+        {
+            return Ok(Step::Rollback(Err(Seq(u64::try_from(actual).unwrap_or(0)))));
+        }
+        let mut stmt = conn.prepare_cached("DELETE FROM events WHERE session = ?1")?;
+        let existed = stmt.execute([session.as_str()])? > 0;
+        let mut stmt = conn.prepare_cached("DELETE FROM sessions WHERE session = ?1")?;
+        stmt.execute([session.as_str()])?;
+        Ok(Step::Commit(Ok(existed)))
+    });
+    match outcome {
+        Ok(done) => Ok(done),
+        Err(WriteFailure::Failed(e)) => Err(e),
+        Err(WriteFailure::CommitUnknown(Unknown { reason, .. })) => {
+            Err(StoreError::Poisoned { first_failure: reason })
+        }
     }
 }

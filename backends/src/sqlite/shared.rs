@@ -28,6 +28,8 @@ pub(super) struct Shared {
     pub queue: Queue,
     pub readers: Mutex<Vec<Connection>>,
     pub poison: OnceLock<String>,
+    /// Set once the store is closed: every call is refused.
+    pub closed: OnceLock<()>,
     pub metrics: Metrics,
 }
 
@@ -68,6 +70,9 @@ impl Shared {
     }
 
     pub(super) fn check_poison(&self) -> Result<(), StoreError> {
+        if self.closed.get().is_some() {
+            return Err(StoreError::Closed { location: self.location.clone() });
+        }
         match self.poison.get() {
             Some(first) => Err(StoreError::Poisoned { first_failure: first.clone() }),
             None => Ok(()),

@@ -171,9 +171,13 @@ export class Journal {
     return JSON.parse(this.#native.metrics());
   }
 
-  /** Refuses new runs; open runs get `deadlineMs` to end. The sessions left for recovery. */
+  /**
+   * Refuses new runs; open runs get `deadlineMs` to end; then closes the store (a file
+   * journal's lock is released and its threads stop), so it can be opened again at once. The
+   * sessions left for recovery.
+   */
   close({ deadlineMs = 0 } = {}) {
-    return wrap(this.#native.shutdown(deadlineMs));
+    return wrap(this.#native.close(deadlineMs));
   }
 }
 

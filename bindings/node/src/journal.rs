@@ -270,10 +270,13 @@ impl NativeJournal {
         .to_string()
     }
 
-    /// Shuts the journal down: new runs are refused; open runs get `deadline_ms` to end.
+    /// Closes the journal: new runs are refused; open runs get `deadline_ms` to end; then the
+    /// store is closed (the file store's lock released, its threads stopped) and the journal's
+    /// claim on it let go, so the store can be opened again at once.
     #[napi]
-    pub async fn shutdown(&self, deadline_ms: u32) -> napi::Result<Vec<String>> {
-        let done = self.journal.shutdown(Duration::from_millis(u64::from(deadline_ms))).await;
+    pub async fn close(&self, deadline_ms: u32) -> napi::Result<Vec<String>> {
+        let deadline = Duration::from_millis(u64::from(deadline_ms));
+        let done = self.journal.close(deadline).await.map_err(thrown)?;
         Ok(done.abandoned.iter().map(|s| s.as_str().to_owned()).collect())
     }
 }

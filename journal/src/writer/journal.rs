@@ -71,7 +71,9 @@ impl Journal {
         let holder: super::claims::Holder = Arc::downgrade(&own) as _;
         super::claims::claim(&identity, holder)
             .map_err(|store| JournalError::StoreInUse { store })?;
-        Ok(Journal { store, registry, options, own })
+        let journal = Journal { store, registry, options, own };
+        journal.start_retention();
+        Ok(journal)
     }
 
     /// The run of `session` begun through this journal and still open, if any.

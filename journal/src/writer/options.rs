@@ -25,6 +25,7 @@ use super::owner::default_owner;
 /// | [`lease_keeper`](Self::lease_keeper) | on: a thread keeps the leases |
 /// | [`snapshot_every`](Self::snapshot_every) | 32 steps |
 /// | [`snapshot_after_bytes`](Self::snapshot_after_bytes) | 1 MiB of text |
+/// | [`retain_ended_for`](Self::retain_ended_for) | off: sessions are kept until deleted |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     pub(crate) durability: Durability,
@@ -38,6 +39,7 @@ pub struct JournalOptions {
     pub(crate) lease_keeper: bool,
     pub(crate) snapshot_every: u32,
     pub(crate) snapshot_after_bytes: u64,
+    pub(crate) retain_ended_for: Option<Duration>,
 }
 
 impl JournalOptions {
@@ -72,6 +74,7 @@ impl JournalOptions {
             lease_keeper: true,
             snapshot_every: Self::DEFAULT_SNAPSHOT_EVERY,
             snapshot_after_bytes: Self::DEFAULT_SNAPSHOT_AFTER_BYTES,
+            retain_ended_for: None,
         }
     }
 
@@ -167,6 +170,16 @@ impl JournalOptions {
     /// renewed in time lapses, and another runtime may recover the run.
     pub fn lease_keeper(mut self, on: bool) -> Self {
         self.lease_keeper = on;
+        self
+    }
+
+    /// Retention: the journal deletes, in a thread of its own, every session whose last run
+    /// ended (`completed`, `failed` or `stopped`; never an open, crashed or suspended one)
+    /// more than `age` ago, judged as [`Journal::retain`](super::Journal::retain) says, with a
+    /// pass every tenth of `age` (at least every second, at most every ten minutes). Default
+    /// off: sessions are kept until deleted (`stepjournal delete`, `JournalStore::delete`).
+    pub fn retain_ended_for(mut self, age: Duration) -> Self {
+        self.retain_ended_for = Some(age);
         self
     }
 }

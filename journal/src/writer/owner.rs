@@ -87,7 +87,7 @@ impl Drop for Ownership {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.hub.notify();
-        super::claims::release(&self.store, (self as *const Ownership).cast());
+        self.release_claim();
     }
 }
 
@@ -324,6 +324,11 @@ impl Ownership {
             // No thread: the next lease kept tries again.
             self.keeper.store(false, Ordering::Release);
         }
+    }
+
+    /// Lets go of this journal's claim on its store (closed, or the journal gone).
+    pub(crate) fn release_claim(&self) {
+        super::claims::release(&self.store, (self as *const Ownership).cast());
     }
 
     /// Stops the keeper (at shutdown).

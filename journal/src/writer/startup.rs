@@ -216,6 +216,22 @@ impl Journal {
         Shutdown { abandoned }
     }
 
+    /// Closes the journal: [`shutdown`](Self::shutdown) with `deadline` (its runs end or are
+    /// let go, their leases released), then the store is closed
+    /// ([`JournalStore::close`](stepjournal_backends::JournalStore::close): the file store's
+    /// directory lock is released and its threads stop) and this journal's claim on it is let
+    /// go: a new journal over the same store may be made at once, in this process or another.
+    /// Every later call through this journal, its clones and its runs is refused
+    /// ([`StoreError::Closed`]); the retention thread, if any, stops within a second.
+    ///
+    /// **Dropped before it finished**: as a dropped `shutdown`; the store stays open.
+    pub async fn close(&self, deadline: Duration) -> Result<Shutdown, StoreError> {
+        let shut = self.shutdown(deadline).await;
+        self.store.close()?;
+        self.own.release_claim();
+        Ok(shut)
+    }
+
     /// Renews the leases of the runs open here now, releases those of runs that ended, and
     /// fires the signal of any run whose lease was taken over. The keeper thread does this
     /// every third of the lease's time to live on stores that keep leases; call it from a

@@ -132,6 +132,9 @@ pub(crate) struct State {
     pub cohort: Cohort,
     /// The first write or sync failure; once set, every call fails naming it.
     pub poisoned: Option<String>,
+    /// The store was closed (`JournalStore::close`): where it is. Every call that enters
+    /// from then on is refused; what was queued before is still written.
+    pub closed: Option<String>,
     /// The segment being appended to.
     pub active: Option<SegmentId>,
     /// Whether the reclaim thread has space to look for (a segment was sealed or a session
@@ -154,6 +157,14 @@ impl State {
             "a request is queued only with a leader to write it ({} queued)",
             self.queue.len()
         );
+    }
+
+    /// What a caller's entry into the store checks: closed, or poisoned.
+    pub(crate) fn check_open(&self) -> Result<(), StoreError> {
+        if let Some(location) = &self.closed {
+            return Err(StoreError::Closed { location: location.clone() });
+        }
+        self.check_poison()
     }
 
     pub(crate) fn check_poison(&self) -> Result<(), StoreError> {
@@ -248,9 +259,9 @@ pub(crate) struct Core {
     /// The bytes per event of the last batch encoded: how much room the next frame is given, so
     /// that encoding it rarely grows its buffer.
     pub frame_hint: AtomicUsize,
-    /// The writer lock on the directory (None when read-only): held as long as the store, and
-    /// looked at before groups are written (`write`).
-    pub dir_lock: Option<Box<dyn IoLock>>,
+    /// The writer lock on the directory (None when read-only): held until the store is closed
+    /// or dropped, and looked at before groups are written (`write`).
+    pub dir_lock: Mutex<Option<Box<dyn IoLock>>>,
     /// Locked only by the leader, never while waiting for `state`.
     pub writer: Mutex<Writer>,
     pub counters: Counters,

@@ -212,7 +212,8 @@ pub(crate) enum LockLost {
 /// Whether the lock file is still the file this writer locked (`None`: it is, or the store
 /// locks none); `stopped` names what stops if it is not ("writing").
 pub(crate) fn lock_lost(core: &Core, stopped: &str) -> Option<LockLost> {
-    let dir_lock = core.dir_lock.as_ref()?;
+    let held = lock(&core.dir_lock);
+    let dir_lock = held.as_ref()?;
     let path = || core.dir.join(LOCK_FILE);
     match dir_lock.is_current() {
         Ok(true) => None,

@@ -222,7 +222,7 @@ fn open_at(
         reclaim_idle: Condvar::new(),
         files,
         frame_hint: AtomicUsize::new(64),
-        dir_lock,
+        dir_lock: Mutex::new(dir_lock),
         writer: Mutex::new(writer),
         counters: Counters::default(),
     };
