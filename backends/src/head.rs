@@ -230,11 +230,11 @@ mod tests {
     use super::*;
 
     fn started(run: &str) -> Event {
-        Event::RunStarted(RunStarted { run: RunId::new(run), entry: Entry::Wake })
+        Event::RunStarted(RunStarted { run: RunId::new(run), entry: Entry::Wake, by: None })
     }
 
     fn ended(run: &str, outcome: RunOutcome) -> Event {
-        Event::RunEnded(RunEnded { run: RunId::new(run), outcome, error: None })
+        Event::RunEnded(RunEnded { run: RunId::new(run), outcome, error: None, by: None })
     }
 
     fn answer() -> Event {

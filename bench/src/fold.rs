@@ -33,6 +33,7 @@ pub fn long_log(events: usize) -> Vec<Event> {
                     run: RunId::new(format!("run-{run}")),
                     outcome: RunOutcome::Completed,
                     error: None,
+                    by: None,
                 }));
             }
             run += 1;
@@ -40,6 +41,7 @@ pub fn long_log(events: usize) -> Vec<Event> {
             log.push(Event::RunStarted(RunStarted {
                 run: RunId::new(format!("run-{run}")),
                 entry: Entry::NewTurn { message: text.clone() },
+                by: None,
             }));
             log.push(Event::Message(Message { role: Role::User, text }));
         }

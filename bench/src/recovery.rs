@@ -47,6 +47,7 @@ pub fn session_log(n: usize) -> Vec<Vec<Event>> {
         Event::RunStarted(RunStarted {
             run: RunId::new(format!("run-{n}")),
             entry: Entry::NewTurn { message: "find me a table for four tonight".to_owned() },
+            by: None,
         }),
         Event::Message(Message {
             role: Role::User,

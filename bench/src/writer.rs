@@ -295,6 +295,7 @@ impl<'a> Driver<'a> {
                 RunStarted {
                     run: RunId::from("bench-run"),
                     entry: Entry::NewTurn { message: "bench".into() },
+                    by: None,
                 },
             ),
             Stamped::at(at, Message { role: Role::User, text: "bench".into() }),

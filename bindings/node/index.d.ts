@@ -124,7 +124,8 @@ export type TranscriptItem =
   | { type: 'client_answer'; seq: number; call: string; output: Json }
   | { type: 'approval_denied'; seq: number; call: string }
   | { type: 'paired'; seq: number; call: string; reason: string; message: string; partial: string }
-  | { type: 'aborted'; seq: number; partial: string };
+  /** A cut-off model answer; `continuation`, when the run recorded the provider's handle, resumes it. */
+  | { type: 'aborted'; seq: number; partial: string; continuation?: string };
 
 export type StepOutcome =
   | { status: 'committed'; checkpoint: string; answers: TranscriptItem[] }
@@ -171,6 +172,14 @@ export class Run {
   drive(): Promise<StepOutcome | null>;
   /** Drives with the tools' deadlines, waking past one and going on by the rules. */
   driveWithin(): Promise<{ run: Run; outcome: StepOutcome | null }>;
+  /**
+   * Records that a model request was cut off, with its partial answer and the provider's
+   * handle to go on with it (`continuation`, a background job id), which the transcript's
+   * `aborted` item gives back, after a crash too. Rejects with refusal `step_open` while a
+   * step is open, with `invalid_id` for a continuation that is empty, over 1024 bytes or holds
+   * a control character.
+   */
+  modelAborted(partial: string, options?: { continuation?: string }): Promise<void>;
   end(outcome?: 'completed' | 'failed' | 'stopped'): Promise<void>;
   fail(error?: string): Promise<void>;
 }

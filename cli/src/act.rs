@@ -10,7 +10,7 @@ use stepjournal::writer::{JournalOptions, block_on};
 use stepjournal_backends::file::{FileOptions, FileStore, LOCK_FILE, writer_is_live};
 use stepjournal_backends::{JournalStore, OpenError, OpenOptions, OwnerId, StoreUrl, open_url};
 use stepjournal_codec::json::event_to_json;
-use stepjournal_codec::{Event, Record, RunId, SessionId};
+use stepjournal_codec::{Event, Operator, Record, RunId, SessionId};
 use stepjournal_recovery::{SessionState, fold_owned};
 
 use super::CliError;
@@ -59,15 +59,16 @@ pub(crate) fn read_state(
 }
 
 /// A session writer over `store` that decides recovery with each tool's saved policy (the
-/// command runs no tool body: a call that must run is left to the runtime), and the owner its
-/// runs' leases are taken for.
+/// command runs no tool body: a call that must run is left to the runtime) and signs what it
+/// writes with `by` (`--as`, `--reason`), and the owner its runs' leases are taken for.
 pub(crate) fn journal(
     store: Arc<dyn JournalStore>,
     state: &SessionState,
+    by: Option<Operator>,
 ) -> Result<(Journal, OwnerId), stepjournal::JournalError> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
     let owner = OwnerId::new(format!("stepjournal-cli:{host}:{}", std::process::id()));
-    let options = JournalOptions::new().owner(owner.clone());
+    let options = JournalOptions::new().owner(owner.clone()).operator(by);
     Ok((Journal::new(store, Arc::new(SavedPolicies::of(state)), options)?, owner))
 }
 

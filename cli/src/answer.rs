@@ -13,7 +13,7 @@ use stepjournal::AnswerError;
 use stepjournal::writer::block_on;
 use stepjournal_backends::JournalStore;
 use stepjournal_codec::json::event_to_json;
-use stepjournal_codec::{CallId, CallKind, Entry, Event, RawJson, SessionId};
+use stepjournal_codec::{CallId, CallKind, Entry, Event, Operator, RawJson, SessionId};
 use stepjournal_recovery::{Action, ApprovalState, Config, SessionState};
 
 use super::CliError;
@@ -21,6 +21,7 @@ use super::act::{
     journal, let_go, open_to_write, read_state, refuse_if_running, write_events, written_since,
 };
 use super::error::ActionError;
+use super::operator::{OperatorArgs, operator_text};
 use super::plan::{StorePlan, dry_plan, explain};
 use super::shown::{Shown, StoreName, json_for_terminal};
 
@@ -34,7 +35,8 @@ through the session writer, in a wake run, as `Journal::answer_client` does. If 
 the step still wait, the run suspends on them; otherwise the run is left for the runtime's \
 recovery (`sessions_to_recover` lists it) to go on with the step. Refused, nothing written, \
 when no unresolved client call CALL waits, or when a runtime is running the session (its live \
-lease: answer through the runtime). --dry-run prints the wake's plan and the events it would \
+lease: answer through the runtime). The wake's `run_started` records who answered and why \
+(--as, default $STEPJOURNAL_OPERATOR, $USER or $LOGNAME; --reason). --dry-run prints the wake's plan and the events it would \
 write, and writes nothing."
 )]
 pub struct AnswerArgs {
@@ -53,6 +55,9 @@ pub struct AnswerArgs {
     /// Print what would be written; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Who acts, and why (`--as`, `--reason`): recorded on the wake run's `run_started`.
+    #[command(flatten)]
+    pub by: OperatorArgs,
 }
 
 /// Arguments of `stepjournal approve` and `stepjournal deny`.
@@ -63,8 +68,9 @@ Records the decision on approval-gated call CALL of the session's saved step \
 (`approval_decided`) through the session writer, in a wake run, as `Journal::decide_approval` \
 does. An approved call runs when the runtime's recovery goes on with the step; a denied call \
 is answered with the denial. Refused, nothing written, when the call is not an undecided \
-approval call, or when a runtime is running the session. --dry-run prints the plan and the \
-events it would write, and writes nothing.")]
+approval call, or when a runtime is running the session. The wake's `run_started` records who \
+decided and why (--as, default $STEPJOURNAL_OPERATOR, $USER or $LOGNAME; --reason). --dry-run \
+prints the plan and the events it would write, and writes nothing.")]
 pub struct DecideArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...
     #[arg(value_name = "STORE")]
@@ -78,6 +84,9 @@ pub struct DecideArgs {
     /// Print what would be written; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Who acts, and why (`--as`, `--reason`): recorded on the wake run's `run_started`.
+    #[command(flatten)]
+    pub by: OperatorArgs,
 }
 
 /// What is written for the call.
@@ -116,13 +125,15 @@ impl Answer {
 pub fn run_answer(args: &AnswerArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let output = RawJson::parse(&args.output)
         .map_err(|e| CliError::Usage { option: "--output", reason: format!("not JSON: {e}") })?;
-    let request = Request { store: &args.store, session: &args.session, call: &args.call };
+    let by = args.by.operator()?;
+    let request = Request { store: &args.store, session: &args.session, call: &args.call, by };
     act(&request, Answer::Client(output), args.dry_run, out)
 }
 
 /// Runs `stepjournal approve` (`approved`) or `stepjournal deny`.
 pub fn run_decide(args: &DecideArgs, approved: bool, out: &mut dyn Write) -> Result<(), CliError> {
-    let request = Request { store: &args.store, session: &args.session, call: &args.call };
+    let by = args.by.operator()?;
+    let request = Request { store: &args.store, session: &args.session, call: &args.call, by };
     act(&request, Answer::Approval(approved), args.dry_run, out)
 }
 
@@ -130,6 +141,7 @@ struct Request<'a> {
     store: &'a str,
     session: &'a str,
     call: &'a str,
+    by: Option<Operator>,
 }
 
 /// Whether `call` waits for this answer in the saved step.
@@ -157,6 +169,7 @@ fn act(
     let url = request.store;
     let session = SessionId::from_stored(request.session);
     let call = CallId::from(request.call);
+    let by = &request.by;
     if dry_run {
         let store = super::store::open_read(url)?;
         let (records, state) = read_state(&*store, url, &session)?;
@@ -173,6 +186,9 @@ fn act(
             on_corruption: Default::default(),
         };
         explain(&request, &plan, &state, out)?;
+        if let Some(by) = by {
+            writeln!(out, "the run_started would record who and why: {}", operator_text(by))?;
+        }
         let at = records.len() as u64 + plan.appends.len() as u64;
         writeln!(out, "then the {} in its own batch at seq {at}:", answer.command())?;
         writeln!(out, "  {at}  {}", json_for_terminal(&event_to_json(&answer.event(&call))))?;
@@ -188,7 +204,7 @@ fn act(
         return Ok(());
     }
     let store = open_to_write(url, answer.command())?;
-    write(store, url, &session, &call, &answer, out)
+    write(store, url, &session, &call, &answer, request.by.clone(), out)
 }
 
 /// `stepjournal answer` on a store already open for writing: the client's `output` for client
@@ -201,7 +217,7 @@ pub fn answer_on(
     output: RawJson,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    write(store, url, session, call, &Answer::Client(output), out)
+    write(store, url, session, call, &Answer::Client(output), None, out)
 }
 
 /// `stepjournal approve` (`approved`) or `deny` on a store already open for writing.
@@ -213,7 +229,7 @@ pub fn decide_on(
     approved: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    write(store, url, session, call, &Answer::Approval(approved), out)
+    write(store, url, session, call, &Answer::Approval(approved), None, out)
 }
 
 fn not_waiting(url: &str, session: &SessionId, call: &CallId, answer: &Answer) -> CliError {
@@ -239,6 +255,7 @@ fn write(
     session: &SessionId,
     call: &CallId,
     answer: &Answer,
+    by: Option<Operator>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let (session, call) = (session.clone(), call.clone());
@@ -253,7 +270,7 @@ fn write(
         what: answer.command(),
         source: Box::new(source),
     };
-    let (journal, owner) = journal(Arc::clone(&store), &state).map_err(|e| action(e.into()))?;
+    let (journal, owner) = journal(Arc::clone(&store), &state, by).map_err(|e| action(e.into()))?;
     let action_error = |source: AnswerError| action(source.into());
     let run = match &answer {
         Answer::Client(output) => block_on(journal.answer_client(&session, &call, output.clone())),

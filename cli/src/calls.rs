@@ -6,10 +6,11 @@ use std::io::Write;
 use clap::Args;
 use serde_json::{Value, json};
 use stepjournal::writer::{Clock, SystemClock};
-use stepjournal_codec::{CallKind, Entry, Event, Record, SessionId, UnixMillis};
+use stepjournal_codec::{CallKind, Entry, Event, Operator, Record, Seq, SessionId, UnixMillis};
 use stepjournal_recovery::{Action, ApprovalState, CallRecord, Config, Resolution, fold_owned};
 
 use super::CliError;
+use super::operator::{operator_json, operator_text};
 use super::plan::dry_plan;
 use super::reading::{OnDamage, Reading};
 use super::sessions::age_text;
@@ -24,7 +25,9 @@ One row per call of every reply, in log order. STATUS is what became of it: `res
 unresolved, `awaiting client`, `awaiting approval`, `in flight` (a body started, no result) or \
 `not started`. RULE is the rule that decided it: the one recorded with its pairing, or for an \
 unresolved call of the saved step the one a wake would apply now (shown as `wake: RULE`). AGE \
-is the time since the call's last event.")]
+is the time since the call's last event. BY, shown when some call has one, is who resolved \
+the call from the command line and why (`stop`, `answer`, `approve`, `deny` with --as and \
+--reason).")]
 pub struct CallsArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...
     #[arg(value_name = "STORE")]
@@ -63,6 +66,9 @@ pub struct CallRow {
     pub rule: Option<String>,
     /// When its last event was appended.
     pub last_at: UnixMillis,
+    /// Who resolved it from outside the runtime, and why: the operator of the run whose batch
+    /// resolved it (a stop's `run_ended.by`, an answer's or approval's `run_started.by`).
+    pub by: Option<Operator>,
 }
 
 /// The rows of every call of the session's log, in log order.
@@ -93,6 +99,7 @@ pub fn rows(records: &[Record]) -> Vec<CallRow> {
                 status: status(&c),
                 rule,
                 last_at: last_at(&c, reply.seq, records),
+                by: resolved_at(&c).and_then(|seq| signed_by(seq, records)).cloned(),
             });
         }
     }
@@ -106,6 +113,38 @@ fn recorded_rule(c: &CallRecord<'_>, records: &[Record]) -> Option<String> {
         Some(Event::Paired(e)) => e.rule.clone(),
         _ => None,
     }
+}
+
+/// Where the event that resolved the call is, or, for an approved call, the decision that let
+/// it run (its result is the runtime's).
+fn resolved_at(c: &CallRecord<'_>) -> Option<Seq> {
+    let decided = c.approvals().last().map(|a| a.seq);
+    match c.resolution() {
+        Some(Resolution::Result(r)) => decided.or(Some(r.seq)),
+        Some(Resolution::ClientAnswer(a)) => Some(a.seq),
+        Some(Resolution::ApprovalDenied(a)) => Some(a.seq),
+        Some(Resolution::Paired(p)) => Some(p.seq),
+        None => decided,
+    }
+}
+
+/// The operator who wrote the event at `seq`: a stop's, when a `run_ended` carrying one follows
+/// in the same batch (appended at the same time, no run begun between), else the one the run
+/// holding it was begun by.
+fn signed_by(seq: Seq, records: &[Record]) -> Option<&Operator> {
+    let at = records.get(seq.get() as usize)?.at;
+    let after = records.iter().skip(seq.get() as usize + 1).take_while(|r| r.at == at);
+    for r in after {
+        match &r.event {
+            Event::RunEnded(e) if e.by.is_some() => return e.by.as_ref(),
+            Event::RunStarted(_) | Event::RunEnded(_) => break,
+            _ => {}
+        }
+    }
+    records.iter().take(seq.get() as usize + 1).rev().find_map(|r| match &r.event {
+        Event::RunStarted(e) => Some(e.by.as_ref()),
+        _ => None,
+    })?
 }
 
 fn status(c: &CallRecord<'_>) -> String {
@@ -154,6 +193,7 @@ impl CallRow {
             "rule": self.rule,
             "last_at_ms": self.last_at.get(),
             "age_ms": now.get().saturating_sub(self.last_at.get()),
+            "by": operator_json(self.by.as_ref()),
         })
     }
 }
@@ -179,6 +219,10 @@ pub fn write_table(rows: &[CallRow], now: UnixMillis, out: &mut dyn Write) -> st
             ]
         })
         .collect();
+    // Who resolved a call from the command line: a last column, only when some call has one.
+    if rows.iter().any(|r| r.by.is_some()) {
+        return write_table_by(rows, header, cells, out);
+    }
     let widths = crate::columns::widths(header, &cells);
     let line = |row: [&str; 10]| {
         let mut text = String::new();
@@ -195,6 +239,45 @@ pub fn write_table(rows: &[CallRow], now: UnixMillis, out: &mut dyn Write) -> st
     writeln!(out, "{}", line(header))?;
     for row in &cells {
         let refs: [&str; 10] = std::array::from_fn(|i| row[i].as_str());
+        writeln!(out, "{}", line(refs))?;
+    }
+    Ok(())
+}
+
+/// [`write_table`] with a last column, BY: who resolved the call and why.
+fn write_table_by(
+    rows: &[CallRow],
+    header: [&str; 10],
+    cells: Vec<[String; 10]>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let header: [&str; 11] = std::array::from_fn(|i| header.get(i).copied().unwrap_or("BY"));
+    let cells: Vec<[String; 11]> = cells
+        .into_iter()
+        .zip(rows)
+        .map(|(row, r)| {
+            let by = r.by.as_ref().map_or_else(|| "-".to_owned(), operator_text);
+            let mut row = row.into_iter();
+            std::array::from_fn(|_| row.next().unwrap_or_else(|| by.clone()))
+        })
+        .collect();
+    let widths = crate::columns::widths(header, &cells);
+    let line = |row: [&str; 11]| {
+        let mut text = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if matches!(i, 0 | 5 | 9) {
+                text.push_str(&format!("{cell:>w$}  "));
+            } else if i == 10 {
+                text.push_str(cell);
+            } else {
+                text.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        text.trim_end().to_owned()
+    };
+    writeln!(out, "{}", line(header))?;
+    for row in &cells {
+        let refs: [&str; 11] = std::array::from_fn(|i| row[i].as_str());
         writeln!(out, "{}", line(refs))?;
     }
     Ok(())

@@ -56,7 +56,7 @@ pub fn run(args: &ForkArgs, out: &mut dyn Write) -> Result<(), CliError> {
         source: Box::new(source),
     };
     let (journal, _owner) =
-        journal(std::sync::Arc::clone(&store), &state).map_err(|e| action(e.into()))?;
+        journal(std::sync::Arc::clone(&store), &state, None).map_err(|e| action(e.into()))?;
     let written = journal.fork(&session, &checkpoint, &new).map_err(|e| action(e.into()));
     // The journal holds no run: shutting it down only stops its keeper.
     stepjournal::writer::block_on(journal.shutdown(std::time::Duration::ZERO));

@@ -23,6 +23,7 @@ pub mod export;
 pub mod fork;
 mod holders;
 pub mod import;
+pub mod operator;
 pub mod partial;
 pub mod plan;
 mod progress;

@@ -10,6 +10,7 @@ use stepjournal_recovery::{Config, SessionState};
 
 use super::CliError;
 use super::act::{journal, open_to_write, read_state, write_events, written_since};
+use super::operator::{OperatorArgs, operator_text};
 use super::plan::{StorePlan, dry_plan, explain};
 use super::shown::{Shown, StoreName};
 
@@ -19,7 +20,8 @@ use super::shown::{Shown, StoreName};
 stepjournal stop postgres://u@db/app SESSION\n\n\
 Writes through the session writer, as the runtime API's `Journal::stop` does: the saved step's \
 unresolved calls are paired `run_stopped` (rule stop.run_stopped), the step is closed, and \
-`run_ended stopped` names the running run. On SQLite and PostgreSQL this works beside a live \
+`run_ended stopped` names the running run; it records who stopped it and why (--as, default \
+$STEPJOURNAL_OPERATOR, $USER or $LOGNAME; --reason). On SQLite and PostgreSQL this works beside a live \
 runtime: its run is fenced (its next append is refused). A file journal has one writer: while \
 a runtime holds its lock, stop through the runtime. --dry-run prints the plan and the events \
 it would write, and writes nothing. A session whose last run completed, failed or was stopped \
@@ -34,6 +36,9 @@ pub struct StopArgs {
     /// Print what would be written; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Who stops it, and why (`--as`, `--reason`): recorded on the `run_ended`.
+    #[command(flatten)]
+    pub by: OperatorArgs,
 }
 
 /// How the session's last run ended, when nothing is left to stop: it completed, failed or was
@@ -98,6 +103,7 @@ fn said_who_runs_it(
 /// Runs `stepjournal stop`.
 pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let session = SessionId::from_stored(args.session.as_str());
+    let by = args.by.operator()?;
     if args.dry_run {
         let reading = super::store::open_read(&args.store)?;
         let (records, state) = read_state(&*reading, &args.store, &session)?;
@@ -114,6 +120,9 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
             on_corruption: Default::default(),
         };
         explain(&request, &plan, &state, out)?;
+        if let Some(by) = &by {
+            writeln!(out, "the run_ended would record who and why: {}", operator_text(by))?;
+        }
         return said_who_runs_it(out, &*reading, &args.store, &session);
     }
     let store = open_to_write(&args.store, "stop")?;
@@ -122,7 +131,7 @@ pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<(), CliError> {
         return said_nothing_to_stop(out, &args.store, &session, outcome);
     }
     let (journal, owner) =
-        journal(std::sync::Arc::clone(&store), &state).map_err(|source| CliError::Action {
+        journal(std::sync::Arc::clone(&store), &state, by).map_err(|source| CliError::Action {
             url: StoreName::of(&args.store),
             session: session.clone(),
             what: "stop",

@@ -87,12 +87,13 @@ fn everything_with(c: char) -> Batches {
             .into(),
         paired(&id("u"), PairReason::OutcomeUnknown, &id("partial")),
         Suspended { calls: vec![CallId::from(id("k").as_str())] }.into(),
-        ModelAborted { partial: id("cut") }.into(),
+        ModelAborted { partial: id("cut"), continuation: None }.into(),
         commit(1, &id("cp2")),
         RunEnded {
             run: id("run").as_str().into(),
             outcome: RunOutcome::Failed,
             error: Some(id("e")),
+            by: None,
         }
         .into(),
         run_started(

@@ -143,6 +143,16 @@ pub enum EncodeError {
     /// A run id the event names breaks the id rule ([`RunId::validate`](crate::RunId::validate)).
     #[error("invalid run id: {0}")]
     Run(IdError),
+    /// A member of the event breaks its rule: an operator's name or reason
+    /// ([`Operator::validate`](crate::Operator::validate)), a continuation handle
+    /// ([`ContinuationId::validate`](crate::ContinuationId::validate)).
+    #[error("a {kind} event cannot be written: {source}")]
+    Member {
+        /// The event's type.
+        kind: &'static str,
+        /// What is wrong with the member.
+        source: IdError,
+    },
     /// The payload could not be serialized.
     #[error("cannot encode a {kind} payload: {reason}")]
     Payload {
@@ -247,6 +257,7 @@ impl Coded for EncodeError {
             | EncodeError::BatchTooLarge { .. }
             | EncodeError::Payload { .. } => ErrorCode::Encode,
             EncodeError::Session(e) | EncodeError::Run(e) => e.code(),
+            EncodeError::Member { source, .. } => source.code(),
         }
     }
 }

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Attempt, Call, CallId, CheckpointId, DispatchId, Entry, RawJson, RunId, RunOutcome, Seq,
-    SessionId, Snapshot, StepNo,
+    Attempt, Call, CallId, CheckpointId, ContinuationId, DispatchId, Entry, Operator, RawJson,
+    RunId, RunOutcome, Seq, SessionId, Snapshot, StepNo,
 };
 
 /// Who wrote a message.
@@ -62,6 +62,10 @@ pub struct RunStarted {
     pub run: RunId,
     /// How it entered.
     pub entry: Entry,
+    /// Who began it from outside the runtime, and why (an operator's answer or approval at the
+    /// command line); none by default. Format version 4 (an older record cannot carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Operator>,
 }
 
 /// `message`: a message that opens or redirects a turn.
@@ -211,6 +215,11 @@ pub struct RunEnded {
     /// The error that ended it, if any (default none).
     #[serde(default)]
     pub error: Option<String>,
+    /// Who ended it from outside the runtime, and why (an operator's stop at the command line,
+    /// which begins no run); none by default. Format version 4 (an older record cannot carry
+    /// it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Operator>,
 }
 
 /// `rewound`: every `paired` and `run_ended` between the reply whose checkpoint is `to` and this
@@ -226,6 +235,11 @@ pub struct Rewound {
 pub struct ModelAborted {
     /// The partial answer.
     pub partial: String,
+    /// The provider's handle to go on with the answer (a background job id), so a runtime
+    /// resumes it rather than asks again; none by default. Format version 4 (an older record
+    /// cannot carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation: Option<ContinuationId>,
 }
 
 /// `forked_from` (format version 4): the session was forked from another session at a

@@ -70,7 +70,7 @@ pub fn acts_on_text(c: char) -> bool {
 
 /// Whether `text` holds no character that [acts on text](acts_on_text): the rule of session and
 /// run ids, past their bounds.
-fn keeps_the_rule(what: &'static str, text: &str) -> Result<(), IdError> {
+pub(crate) fn keeps_the_rule(what: &'static str, text: &str) -> Result<(), IdError> {
     // Printable ASCII, the common case, holds no character the rule forbids: checked a byte at a
     // time without decoding characters.
     if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {

@@ -21,6 +21,7 @@ mod error;
 mod event;
 mod ids;
 pub mod json;
+mod operator;
 mod outcome;
 mod raw;
 pub mod record;
@@ -40,6 +41,7 @@ pub use ids::{
     Attempt, CallId, CheckpointId, DispatchId, IdError, RunId, Seq, SessionId, StepNo, ToolName,
     UnixMillis, acts_on_text,
 };
+pub use operator::{ContinuationId, Operator};
 pub use outcome::RunOutcome;
 pub use raw::RawJson;
 pub use record::{Limits, Record, Stamped};

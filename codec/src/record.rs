@@ -23,8 +23,8 @@ use std::mem::size_of;
 use crate::event::{PayloadDecoder, PayloadEncoder};
 use crate::wire::{self, FormatVersion};
 use crate::{
-    DecodeError, EncodeError, Event, EventKind, FormatPart, RunEnded, RunStarted, Seq, SessionId,
-    UnixMillis,
+    DecodeError, EncodeError, Event, EventKind, FormatPart, ModelAborted, RunEnded, RunStarted,
+    Seq, SessionId, UnixMillis,
 };
 
 /// The record format version this build writes by default ([`FormatVersion::default`]); it
@@ -111,7 +111,8 @@ impl PayloadDecoder for FromSlice<'_> {
 
 /// Appends the record for `event` to `buf` and returns its length. On error `buf` is unchanged.
 /// The session id must keep the rule ([`SessionId::validate`]), and so must a run id the event
-/// names ([`RunId::validate`](crate::RunId::validate)).
+/// names ([`RunId::validate`](crate::RunId::validate)) and an operator or continuation handle it
+/// carries.
 pub fn encode_into(
     buf: &mut Vec<u8>,
     session: &SessionId,
@@ -125,12 +126,25 @@ pub fn encode_into(
     encode_bounded_into(buf, session, seq, at, event, limits)
 }
 
-/// Refuses an event naming a run id that breaks the id rule ([`RunId::validate`](crate::RunId::validate)):
-/// what every append checks, beside the session id.
+/// Refuses an event naming a run id that breaks the id rule ([`RunId::validate`](crate::RunId::validate)),
+/// or carrying an operator or a continuation handle that breaks theirs
+/// ([`Operator::validate`](crate::Operator::validate),
+/// [`ContinuationId::validate`](crate::ContinuationId::validate)): what every append checks,
+/// beside the session id.
 pub(crate) fn check_run_id(event: &Event) -> Result<(), EncodeError> {
     match event {
-        Event::RunStarted(RunStarted { run, .. }) | Event::RunEnded(RunEnded { run, .. }) => {
-            run.validate().map_err(EncodeError::Run)
+        Event::RunStarted(RunStarted { run, by, .. })
+        | Event::RunEnded(RunEnded { run, by, .. }) => {
+            run.validate().map_err(EncodeError::Run)?;
+            match by {
+                Some(by) => by
+                    .validate()
+                    .map_err(|source| EncodeError::Member { kind: event.kind().name(), source }),
+                None => Ok(()),
+            }
+        }
+        Event::ModelAborted(ModelAborted { continuation: Some(c), .. }) => {
+            c.validate().map_err(|source| EncodeError::Member { kind: event.kind().name(), source })
         }
         _ => Ok(()),
     }

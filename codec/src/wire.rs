@@ -4,15 +4,20 @@
 //! the end of three kinds' payloads (`paired.rule`, `reply_committed.metadata`,
 //! `tool_result.metadata`); every other kind is the same in both versions. Version 3 adds the
 //! `snapshot` kind and lays every other kind out as version 2 does; version 4 lays out every kind
-//! version 3 has as version 3 does and adds the kinds and members it introduced. A kind is never
-//! written in a version older than the one that introduced it ([`EventKind::since`]). These three are
-//! written and read here as tuples of their members (postcard lays a tuple out exactly as a
-//! struct with the same members), one tuple per version; the rest through the payload structs.
+//! version 3 has as version 3 does and adds the kinds and members it introduced: one member at
+//! the end of three kinds' payloads (`run_started.by`, `run_ended.by`,
+//! `model_aborted.continuation`). A kind is never written in a version older than the one that
+//! introduced it ([`EventKind::since`]); an event carrying a member its version cannot hold is
+//! refused ([`EncodeError::NotInVersion`]), one without it is written. The kinds that gained a
+//! member are written and read here as tuples of their members (postcard lays a tuple out exactly
+//! as a struct with the same members), one tuple per version; the rest through the payload
+//! structs.
 
 use crate::event::{PayloadDecoder, PayloadEncoder, decode_payload, encode_payload};
 use crate::{
-    Attempt, Call, CallId, CheckpointId, EncodeError, Event, EventKind, PairReason, Paired,
-    RawJson, ReplyCommitted, StepNo, ToolResult,
+    Attempt, Call, CallId, CheckpointId, ContinuationId, EncodeError, Entry, Event, EventKind,
+    ModelAborted, Operator, PairReason, Paired, RawJson, ReplyCommitted, RunEnded, RunId,
+    RunOutcome, RunStarted, StepNo, ToolResult,
 };
 
 /// A record format version: what a record's `version` byte says.
@@ -27,7 +32,8 @@ pub enum FormatVersion {
     /// of version 3 refuse version-4 records.
     V3 = 3,
     /// Version 4 (written by default): lays every kind out as version 3 does, with the kinds
-    /// and members version 4 introduced.
+    /// and members version 4 introduced: `run_started.by`, `run_ended.by`,
+    /// `model_aborted.continuation`.
     #[default]
     V4 = 4,
 }
@@ -69,19 +75,40 @@ pub(crate) fn encode<E: PayloadEncoder>(
             since: kind.since().code(),
         });
     }
-    let not_in_v1 = |member| EncodeError::NotInVersion {
+    let not_in = |member| EncodeError::NotInVersion {
         kind: event.kind().name(),
         member,
-        version: V1.code(),
+        version: version.code(),
     };
     Ok(match (event, version) {
+        (Event::RunStarted(r), V1 | V2 | V3) => {
+            if r.by.is_some() {
+                return Err(not_in("by"));
+            }
+            encoder.encode(&(&r.run, &r.entry))
+        }
+        (Event::RunStarted(r), V4) => encoder.encode(&(&r.run, &r.entry, by_wire(&r.by))),
+        (Event::RunEnded(r), V1 | V2 | V3) => {
+            if r.by.is_some() {
+                return Err(not_in("by"));
+            }
+            encoder.encode(&(&r.run, r.outcome, &r.error))
+        }
+        (Event::RunEnded(r), V4) => encoder.encode(&(&r.run, r.outcome, &r.error, by_wire(&r.by))),
+        (Event::ModelAborted(m), V1 | V2 | V3) => {
+            if m.continuation.is_some() {
+                return Err(not_in("continuation"));
+            }
+            encoder.encode(&(&m.partial,))
+        }
+        (Event::ModelAborted(m), V4) => encoder.encode(&(&m.partial, &m.continuation)),
         (Event::Paired(p), V1) => encoder.encode(&(&p.call, p.reason, &p.message, &p.partial)),
         (Event::Paired(p), V2 | V3 | V4) => {
             encoder.encode(&(&p.call, p.reason, &p.message, &p.partial, &p.rule))
         }
         (Event::ReplyCommitted(r), V1) => {
             if r.metadata.is_some() {
-                return Err(not_in_v1("metadata"));
+                return Err(not_in("metadata"));
             }
             encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls))
         }
@@ -90,7 +117,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
         }
         (Event::ToolResult(t), V1) => {
             if t.metadata.is_some() {
-                return Err(not_in_v1("metadata"));
+                return Err(not_in("metadata"));
             }
             encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error))
         }
@@ -109,6 +136,31 @@ pub(crate) fn decode<D: PayloadDecoder>(
 ) -> Result<Event, D::Error> {
     use FormatVersion::{V1, V2, V3, V4};
     Ok(match (kind, version) {
+        (EventKind::RunStarted, V1 | V2 | V3) => {
+            let (run, entry) = decoder.decode::<(RunId, Entry)>()?;
+            Event::RunStarted(RunStarted { run, entry, by: None })
+        }
+        (EventKind::RunStarted, V4) => {
+            let (run, entry, by) = decoder.decode::<(RunId, Entry, Option<ByWire>)>()?;
+            Event::RunStarted(RunStarted { run, entry, by: by_stored(by) })
+        }
+        (EventKind::RunEnded, V1 | V2 | V3) => {
+            let (run, outcome, error) = decoder.decode::<(RunId, RunOutcome, Option<String>)>()?;
+            Event::RunEnded(RunEnded { run, outcome, error, by: None })
+        }
+        (EventKind::RunEnded, V4) => {
+            let (run, outcome, error, by) =
+                decoder.decode::<(RunId, RunOutcome, Option<String>, Option<ByWire>)>()?;
+            Event::RunEnded(RunEnded { run, outcome, error, by: by_stored(by) })
+        }
+        (EventKind::ModelAborted, V1 | V2 | V3) => {
+            let (partial,) = decoder.decode::<(String,)>()?;
+            Event::ModelAborted(ModelAborted { partial, continuation: None })
+        }
+        (EventKind::ModelAborted, V4) => {
+            let (partial, continuation) = decoder.decode::<(String, Option<ContinuationId>)>()?;
+            Event::ModelAborted(ModelAborted { partial, continuation })
+        }
         (EventKind::Paired, V1) => {
             let (call, reason, message, partial) =
                 decoder.decode::<(CallId, PairReason, String, String)>()?;
@@ -141,6 +193,17 @@ pub(crate) fn decode<D: PayloadDecoder>(
         }
         _ => decode_payload(kind, decoder)?,
     })
+}
+
+/// An operator's binary form: `(name, reason)`, each optional (see [`Operator::wire`]).
+type ByWire = (Option<String>, Option<String>);
+
+fn by_wire(by: &Option<Operator>) -> Option<(Option<&str>, Option<&str>)> {
+    by.as_ref().map(Operator::wire)
+}
+
+fn by_stored(by: Option<ByWire>) -> Option<Operator> {
+    by.map(|(name, reason)| Operator::from_stored(name, reason))
 }
 
 impl EventKind {

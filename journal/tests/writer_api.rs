@@ -46,7 +46,7 @@ fn a_finish_the_store_cannot_encode_gives_the_body_back_to_record_an_error_resul
 }
 
 #[test]
-fn finish_capped_records_an_over_size_output_as_an_error_result_saying_so() {
+fn finish_capped_records_an_over_size_output_cut_to_its_head_never_as_an_error() {
     let (journal, store) = memory_journal();
     let run = journal.begin_run(&session(), new_turn()).unwrap();
     let reply = Reply::new("").call(call("c1", "search")).call(call("c2", "search"));
@@ -64,8 +64,27 @@ fn finish_capped_records_an_over_size_output_as_an_error_result_saying_so() {
         .collect();
     assert_eq!(results[0].output.get(), "[1,2]");
     assert!(!results[0].is_error);
-    assert!(results[1].is_error);
-    assert!(results[1].output.get().contains("13 bytes, over the limit of 10 bytes"));
+    // The tool succeeded: its cut output is no error; the head is the text's first 10 bytes.
+    assert!(!results[1].is_error);
+    let cut: serde_json::Value = serde_json::from_str(results[1].output.get()).unwrap();
+    assert_eq!(cut["bytes"], 13);
+    assert_eq!(cut["head"], "[1,2,3,4,5");
+    assert!(cut["output_cut"].as_str().unwrap().contains("13 bytes, over the limit of 10 bytes"));
+    // An error result over the limit stays an error.
+    let reply = Reply::new("").call(call("c3", "search"));
+    let run = journal.begin_run(&sid("s2"), new_turn()).unwrap();
+    let step = run.commit_reply(reply).unwrap();
+    let failed = step.start_body(&id("c3")).unwrap().finish_capped(json("\"é é é\""), true, 4);
+    assert_eq!(failed.unwrap(), Recorded::OverLimit { bytes: 10, max_bytes: 4 });
+    let result = events(&*store, &sid("s2")).into_iter().find_map(|e| match e {
+        Event::ToolResult(r) => Some(r),
+        _ => None,
+    });
+    let result = result.unwrap();
+    assert!(result.is_error);
+    // Cut at a character boundary: "é" is two bytes.
+    let cut: serde_json::Value = serde_json::from_str(result.output.get()).unwrap();
+    assert_eq!(cut["head"], "\"é ");
 }
 
 #[test]

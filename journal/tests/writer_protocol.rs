@@ -339,7 +339,7 @@ fn start_body_refuses_a_call_the_plan_paired() {
 /// one body started, then lost.
 fn remote_agent_log(store: &MemoryStore, session: &SessionId) {
     let events: Vec<Event> = vec![
-        RunStarted { run: "r-old".into(), entry: Entry::Wake }.into(),
+        RunStarted { run: "r-old".into(), entry: Entry::Wake, by: None }.into(),
         ReplyCommitted {
             step: StepNo(1),
             checkpoint: "cp-old".into(),

@@ -335,7 +335,7 @@ fn a_recovered_call_with_no_dispatch_id_gets_one_minted_before_its_body() {
     let (journal, store) = memory_journal();
     // A log from a writer that saved the reply but no dispatch id.
     let log: Vec<Stamped> = vec![
-        Stamped::at(T0, RunStarted { run: "r-old".into(), entry: Entry::Wake }),
+        Stamped::at(T0, RunStarted { run: "r-old".into(), entry: Entry::Wake, by: None }),
         Stamped::at(
             T0,
             ReplyCommitted {

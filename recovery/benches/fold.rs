@@ -42,6 +42,7 @@ fn log() -> Vec<Event> {
                     run: RunId::new(format!("run-{run}")),
                     outcome: RunOutcome::Completed,
                     error: None,
+                    by: None,
                 }));
             }
             run += 1;
@@ -49,6 +50,7 @@ fn log() -> Vec<Event> {
             events.push(Event::RunStarted(RunStarted {
                 run: RunId::new(format!("run-{run}")),
                 entry: Entry::NewTurn { message: text.clone() },
+                by: None,
             }));
             events.push(Event::Message(Message { role: Role::User, text }));
         }

@@ -71,7 +71,7 @@ impl Log {
     }
 
     pub fn run(self, run: &str, entry: Entry) -> Self {
-        self.push(Event::RunStarted(RunStarted { run: RunId::new(run), entry }))
+        self.push(Event::RunStarted(RunStarted { run: RunId::new(run), entry, by: None }))
     }
 
     /// A reply and each call's `dispatch_minted` (`d` + the call id).
@@ -160,7 +160,12 @@ impl Log {
     }
 
     pub fn ended(self, run: &str, outcome: RunOutcome) -> Self {
-        self.push(Event::RunEnded(RunEnded { run: RunId::new(run), outcome, error: None }))
+        self.push(Event::RunEnded(RunEnded {
+            run: RunId::new(run),
+            outcome,
+            error: None,
+            by: None,
+        }))
     }
 
     pub fn rewound(self, to: &str) -> Self {

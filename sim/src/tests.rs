@@ -80,6 +80,7 @@ fn good() -> (Vec<Event>, Vec<LedgerEntry>) {
         Event::RunStarted(RunStarted {
             run: "r1".into(),
             entry: Entry::NewTurn { message: "go".into() },
+            by: None,
         }),
         Event::Message(Message { role: Role::User, text: "go".into() }),
         Event::ReplyCommitted(ReplyCommitted {
@@ -99,7 +100,12 @@ fn good() -> (Vec<Event>, Vec<LedgerEntry>) {
         attempt("c2", 1),
         result("c2", 1),
         Event::StepCommit(StepCommit { step: StepNo(1), checkpoint: "cp-2".into() }),
-        Event::RunEnded(RunEnded { run: "r1".into(), outcome: RunOutcome::Completed, error: None }),
+        Event::RunEnded(RunEnded {
+            run: "r1".into(),
+            outcome: RunOutcome::Completed,
+            error: None,
+            by: None,
+        }),
     ];
     let ledger = vec![
         started("c1", "d-1", 1),

@@ -3,9 +3,10 @@
 use proptest::prelude::*;
 use stepjournal_codec::{
     ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
-    ClientAnswer, DispatchId, DispatchMinted, Entry, Event, Message, ModelAborted, OutputChunk,
-    PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode, Rewound, Role, RunEnded,
-    RunId, RunOutcome, RunStarted, SessionId, StepCommit, StepNo, Suspended, ToolName, ToolResult,
+    ClientAnswer, ContinuationId, DispatchId, DispatchMinted, Entry, Event, Message, ModelAborted,
+    Operator, OutputChunk, PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode,
+    Rewound, Role, RunEnded, RunId, RunOutcome, RunStarted, SessionId, StepCommit, StepNo,
+    Suspended, ToolName, ToolResult,
 };
 
 /// Any text, including quotes, escapes, control characters and non-ASCII.
@@ -28,6 +29,29 @@ fn run_id() -> impl Strategy<Value = RunId> {
         let kept: String = s.chars().filter(|c| !stepjournal_codec::acts_on_text(*c)).collect();
         RunId::from(if kept.is_empty() { "r".to_owned() } else { kept })
     })
+}
+
+/// Text keeping the rule of an operator's name and reason and of a continuation: 1 to `max`
+/// bytes, no character that acts on text.
+fn kept(max: usize) -> impl Strategy<Value = String> {
+    text().prop_map(move |s| {
+        let mut kept: String = s.chars().filter(|c| !stepjournal_codec::acts_on_text(*c)).collect();
+        while kept.len() > max {
+            kept.pop();
+        }
+        if kept.is_empty() { "x".to_owned() } else { kept }
+    })
+}
+
+/// Who and why, or no one (format version 4's `run_started.by` and `run_ended.by`).
+fn by() -> impl Strategy<Value = Option<Operator>> {
+    (proptest::option::of(kept(Operator::MAX_NAME)), proptest::option::of(kept(64)))
+        .prop_map(|(name, reason)| Operator::new(name, reason).unwrap_or(None))
+}
+
+/// A continuation handle, or none (format version 4's `model_aborted.continuation`).
+fn continuation() -> impl Strategy<Value = Option<ContinuationId>> {
+    proptest::option::of(kept(64).prop_map(|c| ContinuationId::new(c).unwrap()))
 }
 
 fn session() -> impl Strategy<Value = SessionId> {
@@ -119,7 +143,7 @@ pub fn event() -> impl Strategy<Value = Event> {
     let call_id = || id().prop_map(CallId::from);
     let attempt = || (1u32..5).prop_map(Attempt);
     prop_oneof![
-        (run_id(), entry()).prop_map(|(run, entry)| RunStarted { run, entry }.into()),
+        (run_id(), entry(), by()).prop_map(|(run, entry, by)| RunStarted { run, entry, by }.into()),
         text().prop_map(|text| Message { role: Role::User, text }.into()),
         (
             any::<u64>(),
@@ -168,10 +192,14 @@ pub fn event() -> impl Strategy<Value = Event> {
             checkpoint: CheckpointId::from(c)
         }
         .into()),
-        (run_id(), outcome(), proptest::option::of(text()))
-            .prop_map(|(run, outcome, error)| RunEnded { run, outcome, error }.into()),
+        (run_id(), outcome(), proptest::option::of(text()), by())
+            .prop_map(|(run, outcome, error, by)| RunEnded { run, outcome, error, by }.into()),
         id().prop_map(|to| Rewound { to: CheckpointId::from(to) }.into()),
-        text().prop_map(|partial| ModelAborted { partial }.into()),
+        (text(), continuation()).prop_map(|(partial, continuation)| ModelAborted {
+            partial,
+            continuation
+        }
+        .into()),
     ]
 }
 

@@ -149,11 +149,14 @@ pub fn an_invalid_run_id_is_refused(store: &dyn JournalStore) {
     let s = sid("runs");
     let started = |run: &str| {
         let entry = Entry::NewTurn { message: "go".into() };
-        Stamped::at(UnixMillis(1), RunStarted { run: RunId::new(run), entry })
+        Stamped::at(UnixMillis(1), RunStarted { run: RunId::new(run), entry, by: None })
     };
     let ended = |run: &str| {
         let outcome = RunOutcome::Completed;
-        Stamped::at(UnixMillis(1), RunEnded { run: RunId::new(run), outcome, error: None })
+        Stamped::at(
+            UnixMillis(1),
+            RunEnded { run: RunId::new(run), outcome, error: None, by: None },
+        )
     };
     for bad in ["r\u{0}1", "r\u{1b}]0;x\u{7}", "r\u{202e}1", ""] {
         for event in [started(bad), ended(bad)] {
@@ -426,11 +429,11 @@ pub fn many_small_batches_read_back_in_order(store: &dyn JournalStore) {
 }
 
 fn started(run: &str) -> Event {
-    RunStarted { run: RunId::from(run), entry: Entry::Wake }.into()
+    RunStarted { run: RunId::from(run), entry: Entry::Wake, by: None }.into()
 }
 
 fn ended(run: &str, outcome: RunOutcome) -> Event {
-    RunEnded { run: RunId::from(run), outcome, error: None }.into()
+    RunEnded { run: RunId::from(run), outcome, error: None, by: None }.into()
 }
 
 fn answered() -> Event {
@@ -631,11 +634,11 @@ mod runtime {
     }
 
     fn started(run: &str) -> Event {
-        RunStarted { run: RunId::new(run), entry: Entry::Wake }.into()
+        RunStarted { run: RunId::new(run), entry: Entry::Wake, by: None }.into()
     }
 
     fn ended(run: &str, outcome: RunOutcome) -> Event {
-        RunEnded { run: RunId::new(run), outcome, error: None }.into()
+        RunEnded { run: RunId::new(run), outcome, error: None, by: None }.into()
     }
 
     fn answered() -> Event {

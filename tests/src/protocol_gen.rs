@@ -252,7 +252,7 @@ impl Writer {
     fn run(&mut self, entry: Entry) -> RunId {
         self.runs += 1;
         let run = RunId::new(format!("r{}", self.runs));
-        self.push(RunStarted { run: run.clone(), entry });
+        self.push(RunStarted { run: run.clone(), entry, by: None });
         run
     }
 
@@ -304,7 +304,7 @@ fn build_log(earlier: u64, calls: &[CallSpec], tail: Tail, aborted: bool) -> Vec
         });
     }
     if aborted {
-        w.push(ModelAborted { partial: "I was about to".into() });
+        w.push(ModelAborted { partial: "I was about to".into(), continuation: None });
     }
     let step = earlier + 1;
     let specs: Vec<(CallId, &CallSpec)> =
@@ -404,7 +404,7 @@ fn build_log(earlier: u64, calls: &[CallSpec], tail: Tail, aborted: bool) -> Vec
         }
     };
     let end = |w: &mut Writer, run: &RunId, outcome| {
-        w.push(RunEnded { run: run.clone(), outcome, error: None })
+        w.push(RunEnded { run: run.clone(), outcome, error: None, by: None })
     };
     match tail {
         Tail::Crash => {}

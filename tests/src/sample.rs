@@ -2,11 +2,11 @@
 
 use stepjournal_codec::{
     ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
-    ClientAnswer, DispatchId, DispatchMinted, Entry, Event, ForkedFrom, FormatVersion, Message,
-    ModelAborted, OutputChunk, PairReason, Paired, RawJson, Replay, ReplyCommitted, ResumeMode,
-    Rewound, Role, RunEnded, RunId, RunOutcome, RunStarted, Seq, SessionId, Snapshot, SnapshotRun,
-    SnapshotRunEnd, SnapshotStep, Stamped, StepCommit, StepNo, StepRange, Suspended, ToolName,
-    ToolResult, UnixMillis,
+    ClientAnswer, ContinuationId, DispatchId, DispatchMinted, Entry, Event, ForkedFrom,
+    FormatVersion, Message, ModelAborted, Operator, OutputChunk, PairReason, Paired, RawJson,
+    Replay, ReplyCommitted, ResumeMode, Rewound, Role, RunEnded, RunId, RunOutcome, RunStarted,
+    Seq, SessionId, Snapshot, SnapshotRun, SnapshotRunEnd, SnapshotStep, Stamped, StepCommit,
+    StepNo, StepRange, Suspended, ToolName, ToolResult, UnixMillis,
 };
 
 /// One event of every type, with every optional member both present and absent somewhere (a
@@ -14,16 +14,22 @@ use stepjournal_codec::{
 pub fn every_event_type() -> Vec<Event> {
     let c1 = CallId::from("c1");
     vec![
-        RunStarted { run: RunId::from("r1"), entry: Entry::NewTurn { message: "hello".into() } }
-            .into(),
+        RunStarted {
+            run: RunId::from("r1"),
+            entry: Entry::NewTurn { message: "hello".into() },
+            by: None,
+        }
+        .into(),
         RunStarted {
             run: RunId::from("r2"),
             entry: Entry::Resume(ResumeMode::FromCheckpoint { checkpoint: "cp-1".into() }),
+            by: None,
         }
         .into(),
         RunStarted {
             run: RunId::from("r3"),
             entry: Entry::Retry { checkpoint: Some("cp-1".into()), message: Some("again".into()) },
+            by: None,
         }
         .into(),
         Message { role: Role::User, text: "hello, ünïcode \"quoted\"\n".into() }.into(),
@@ -83,11 +89,13 @@ pub fn every_event_type() -> Vec<Event> {
             run: RunId::from("r1"),
             outcome: RunOutcome::Failed,
             error: Some("disk".into()),
+            by: None,
         }
         .into(),
-        RunEnded { run: RunId::from("r2"), outcome: RunOutcome::Completed, error: None }.into(),
+        RunEnded { run: RunId::from("r2"), outcome: RunOutcome::Completed, error: None, by: None }
+            .into(),
         Rewound { to: CheckpointId::from("cp-1") }.into(),
-        ModelAborted { partial: "half an ans".into() }.into(),
+        ModelAborted { partial: "half an ans".into(), continuation: None }.into(),
         Snapshot {
             len: 19,
             run: Some(SnapshotRun {
@@ -167,9 +175,41 @@ pub fn v4_kinds() -> Vec<Event> {
     ]
 }
 
-/// [`every_event_type_v2`] and [`v4_kinds`]: every type a version-4 record holds.
+/// [`every_event_type_v2`] with the members format version 4 added, each present and absent:
+/// a `run_started` carrying who and why (`by` with a name and a reason) and one carrying only
+/// who, a `run_ended` carrying only why (a stop), a `model_aborted` with the provider's
+/// `continuation`; then the kinds version 4 added ([`v4_kinds`]). (The events of
+/// [`every_event_type_v2`] hold each member absent.)
 pub fn every_event_type_v4() -> Vec<Event> {
     let mut events = every_event_type_v2();
+    let operator =
+        |name: Option<&str>, reason: Option<&str>| Operator::new(name, reason).unwrap().unwrap();
+    events.extend([
+        RunStarted {
+            run: RunId::from("r4"),
+            entry: Entry::Wake,
+            by: Some(operator(Some("ana"), Some("customer confirmed by phone, ticket #42"))),
+        }
+        .into(),
+        RunStarted {
+            run: RunId::from("r5"),
+            entry: Entry::Wake,
+            by: Some(operator(Some("bo ünïcode"), None)),
+        }
+        .into(),
+        RunEnded {
+            run: RunId::from("r5"),
+            outcome: RunOutcome::Stopped,
+            error: None,
+            by: Some(operator(None, Some("runaway \"refund\" loop"))),
+        }
+        .into(),
+        ModelAborted {
+            partial: "the first half".into(),
+            continuation: Some(ContinuationId::new("resp_bg_01J9").unwrap()),
+        }
+        .into(),
+    ]);
     events.extend(v4_kinds());
     events
 }

@@ -627,11 +627,11 @@ mod heads {
     }
 
     fn started(run: &str) -> Event {
-        RunStarted { run: RunId::from(run), entry: Entry::Wake }.into()
+        RunStarted { run: RunId::from(run), entry: Entry::Wake, by: None }.into()
     }
 
     fn ended(run: &str, outcome: RunOutcome) -> Event {
-        RunEnded { run: RunId::from(run), outcome, error: None }.into()
+        RunEnded { run: RunId::from(run), outcome, error: None, by: None }.into()
     }
 
     #[test]

@@ -192,8 +192,10 @@ fn sessions_of_a_schema_written_before_heads_read_as_unknown_until_a_run_event()
     assert_eq!((head.tail, head.last_at, head.run), (Seq(3), last, RunState::Unknown));
     store.append(&s, Seq(3), &stamped_numbered(3, 1), Durability::Synced).unwrap();
     assert_eq!(store.head(&s).unwrap().unwrap().run, RunState::Unknown, "still not known");
-    let started =
-        Stamped::at(UnixMillis(9), RunStarted { run: RunId::new("r"), entry: Entry::Wake });
+    let started = Stamped::at(
+        UnixMillis(9),
+        RunStarted { run: RunId::new("r"), entry: Entry::Wake, by: None },
+    );
     store.append(&s, Seq(4), &[started], Durability::Synced).unwrap();
     let head = store.head(&s).unwrap().unwrap();
     assert_eq!((head.tail, head.run), (Seq(5), RunState::Open { run: RunId::new("r") }));

@@ -170,7 +170,7 @@ proptest! {
             events.push(Event::RunEnded(stepjournal_codec::RunEnded {
                 run,
                 outcome: RunOutcome::Failed,
-                error: None,
+                error: None, by: None,
             }));
         }
         for (n, pick) in later.iter().enumerate() {

@@ -136,7 +136,7 @@ fn leases_are_judged_by_the_store_s_clock_on(store: Arc<dyn JournalStore>, tag: 
         let run = RunId::new(format!("{name}-run"));
         let taken = store.take_lease(&s(name), &other, &run, ttl, false).unwrap();
         assert!(matches!(taken, LeaseTaken::Taken { took_over: None, .. }), "{taken:?}");
-        let started = Event::RunStarted(RunStarted { run, entry: Entry::Wake });
+        let started = Event::RunStarted(RunStarted { run, entry: Entry::Wake, by: None });
         store
             .append(&s(name), Seq(0), &[Stamped::at(UnixMillis(1), started)], Durability::Synced)
             .unwrap();

@@ -141,10 +141,10 @@ mod tests {
     /// Every event kind the rule reads, in a few variants, and one it does not.
     fn alphabet() -> Vec<Event> {
         let ended = |run: &str, outcome| {
-            Event::RunEnded(RunEnded { run: RunId::new(run), outcome, error: None })
+            Event::RunEnded(RunEnded { run: RunId::new(run), outcome, error: None, by: None })
         };
         vec![
-            Event::RunStarted(RunStarted { run: RunId::new("r1"), entry: Entry::Wake }),
+            Event::RunStarted(RunStarted { run: RunId::new("r1"), entry: Entry::Wake, by: None }),
             ended("r1", RunOutcome::Suspended),
             ended("r1", RunOutcome::Completed),
             ended("r2", RunOutcome::Stopped),

@@ -252,6 +252,25 @@ export class Run {
     return { run: new Run(this.#journal, driven.run), outcome: parse(driven.outcome) };
   }
 
+  /**
+   * Records that a model request was cut off (`model_aborted`): its partial answer, kept and
+   * marked aborted in the transcript, and the provider's handle to go on with it
+   * (`{continuation}`: a background job id), which `transcript()` gives back (after a crash
+   * too) so the runtime resumes the answer rather than asks again. Rejects with code
+   * `refused`, refusal `step_open`, while a step is open; with `invalid_id` for a continuation
+   * that is empty, longer than 1024 bytes or holds a control character.
+   */
+  modelAborted(partial, options = {}) {
+    if (typeof partial !== 'string') {
+      throw new TypeError(`run.modelAborted: partial must be a string (got ${typeof partial})`);
+    }
+    const { continuation } = options ?? {};
+    if (continuation !== undefined && continuation !== null && typeof continuation !== 'string') {
+      throw new TypeError(`run.modelAborted: continuation must be a string (got ${typeof continuation})`);
+    }
+    return wrap(this.#native.modelAborted(partial, continuation ?? null));
+  }
+
   /** Ends the run: 'completed' (default), 'failed' or 'stopped'. */
   end(outcome = 'completed') {
     return wrap(this.#native.end(outcome));

@@ -1,7 +1,7 @@
 //! `NativeRun`: one pass of the runtime over a session, with its entry's plan.
 
 use napi_derive::napi;
-use stepjournal::codec::Seq;
+use stepjournal::codec::{ContinuationId, Seq};
 use stepjournal::{DriveOptions, Journal, Run, Tools};
 
 use crate::convert;
@@ -90,6 +90,19 @@ impl NativeRun {
         let at = self.run.snapshot_async().await.map_err(thrown)?;
         // A JavaScript number, as every seq in the JSON the module gives (a transcript item's).
         Ok(at.map(|seq| seq.get() as f64))
+    }
+
+    /// Records that a model request was cut off (`model_aborted`) with its partial answer and,
+    /// if the provider gave one, the handle to go on with it (`continuation`: checked as ids
+    /// are, `invalid_id` otherwise). Refused while a step is open (`step_open`).
+    #[napi]
+    pub async fn model_aborted(
+        &self,
+        partial: String,
+        continuation: Option<String>,
+    ) -> napi::Result<()> {
+        let continuation = continuation.map(ContinuationId::new).transpose().map_err(thrown)?;
+        self.run.model_aborted_with_async(partial, continuation).await.map_err(thrown)
     }
 
     /// The step the run has open (a recovered step), if any.

@@ -60,3 +60,20 @@ test('a body that returns nothing records null, not an error', async () => {
   const outcome = await step.drive();
   assert.deepEqual([outcome.answers[0].output, outcome.answers[0].isError], [null, false]);
 });
+
+test('a result over the record limit is recorded cut to its head, not as an error, and the step commits', async () => {
+  // 20 MiB of text: over the 16 MiB a record holds.
+  const huge = defineTool({ name: 'huge', replay: 'safe', execute: async () => ({ text: 'x'.repeat(20 << 20) }) });
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`, { tools: [huge] });
+  const run = await journal.beginRun('s', { kind: 'new_turn', message: 'go' });
+  const step = await run.commitReply({ text: '', calls: [{ call: 'c1', tool: 'huge', args: {} }] });
+  const outcome = await step.drive();
+  assert.equal(outcome.status, 'committed');
+  const [answer] = outcome.answers;
+  assert.equal(answer.isError, false, 'the tool succeeded: its effect is not reported as an error');
+  assert.equal(answer.output.bytes, (20 << 20) + '{"text":""}'.length);
+  assert.match(answer.output.output_cut, /over the limit of 1048576 bytes/);
+  assert.equal(answer.output.head.length, 1 << 20);
+  assert.ok(answer.output.head.startsWith('{"text":"xxx'));
+  await journal.close();
+});

@@ -9,6 +9,7 @@ use stepjournal_codec::{Call, Entry, Event, PairReason, Record, ResumeMode, RunO
 use stepjournal_recovery::{SessionState, fold};
 
 use crate::columns::bounded;
+use crate::operator::operator_text;
 use crate::sessions::{Held, SessionStatus, SessionSummary};
 use crate::shown::{Shown, escape};
 use crate::time::rfc3339;
@@ -341,7 +342,10 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
         line.text = match &r.event {
             Event::RunStarted(e) => {
                 line.depth = 0;
-                let text = format!("run {} started: {}", Shown(&e.run), entry_text(&e.entry));
+                let mut text = format!("run {} started: {}", Shown(&e.run), entry_text(&e.entry));
+                if let Some(by) = &e.by {
+                    text.push_str(&format!(" ({})", operator_text(by)));
+                }
                 style.paint(Paint::Bold, &text)
             }
             Event::RunEnded(e) => {
@@ -355,6 +359,9 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                 t.push_str(&style.paint(paint, e.outcome.as_str()));
                 if let Some(err) = &e.error {
                     t.push_str(&format!(": error {}", quoted(err)));
+                }
+                if let Some(by) = &e.by {
+                    t.push_str(&format!(" ({})", operator_text(by)));
                 }
                 t.push_str(&void_note(r.seq));
                 t
@@ -396,7 +403,11 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
             }
             Event::ModelAborted(e) => {
                 line.depth = 1;
-                format!("model answer cut off: partial {}", quoted(&e.partial))
+                let mut t = format!("model answer cut off: partial {}", quoted(&e.partial));
+                if let Some(c) = &e.continuation {
+                    t.push_str(&format!(", continuation {}", Shown(c)));
+                }
+                t
             }
             Event::ForkedFrom(e) => {
                 line.depth = 0;

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use stepjournal_codec::{CallId, CallKind, Event, Record};
+use stepjournal_codec::{CallId, CallKind, Event, Operator, Record};
+
+use crate::operator::operator_text;
 
 /// A run as drawn: where it begins and ends, and how it ended.
 pub(super) struct RunBand {
@@ -16,6 +18,10 @@ pub(super) struct RunBand {
     /// `running` (the log's last run, held by a runtime) or `open` (the log's last run, and the
     /// store cannot say whether it is held).
     pub(super) outcome: String,
+    /// Who began it from the command line, and why (`run_started.by`).
+    pub(super) started_by: Option<Operator>,
+    /// Who stopped it from the command line, and why (the stop's `run_ended.by`).
+    pub(super) ended_by: Option<Operator>,
 }
 
 /// One mark in a row: a bar (`end` > `start` or a bar class) or a tick.
@@ -64,6 +70,8 @@ pub(super) fn runs_of(records: &[Record], last_open: &str) -> Vec<RunBand> {
                     start: r.seq.get(),
                     end: last,
                     outcome: "open".to_owned(),
+                    started_by: e.by.clone(),
+                    ended_by: None,
                 });
             }
             Event::RunEnded(e) => {
@@ -73,9 +81,12 @@ pub(super) fn runs_of(records: &[Record], last_open: &str) -> Vec<RunBand> {
                     start: r.seq.get(),
                     end: r.seq.get(),
                     outcome: String::new(),
+                    started_by: None,
+                    ended_by: None,
                 });
                 run.end = r.seq.get();
                 run.outcome = e.outcome.as_str().to_owned();
+                run.ended_by = e.by.clone();
                 runs.push(run);
             }
             _ => {}
@@ -238,8 +249,8 @@ pub(super) fn lanes_of(records: &[Record], runs: &[RunBand]) -> Vec<Lane> {
 pub(super) fn run_marks(records: &[Record], runs: &[RunBand]) -> Vec<Mark> {
     let mut marks: Vec<Mark> = runs
         .iter()
-        .map(|r| Mark {
-            text: format!(
+        .map(|r| {
+            let mut text = format!(
                 "{} {}",
                 r.id,
                 match r.outcome.as_str() {
@@ -248,13 +259,30 @@ pub(super) fn run_marks(records: &[Record], runs: &[RunBand]) -> Vec<Mark> {
                     "locked" => "LOCKED (its lease lapsed; another process holds the write lock)",
                     other => other,
                 }
-            ),
-            class: format!("run outcome-{}", r.outcome),
-            start: r.start,
-            end: r.end,
-            title: format!("run {} ({}): {}", r.id, r.entry, r.outcome),
-            seq: r.start,
-            attrs: vec![("data-run", r.id.clone()), ("data-outcome", r.outcome.clone())],
+            );
+            let mut title = format!("run {} ({}): {}", r.id, r.entry, r.outcome);
+            let mut attrs = vec![("data-run", r.id.clone()), ("data-outcome", r.outcome.clone())];
+            // Who and why, where the command line began or stopped the run.
+            for (by, begun, name_attr, reason_attr) in [
+                (&r.started_by, true, "data-by", "data-reason"),
+                (&r.ended_by, false, "data-ended-by", "data-ended-reason"),
+            ] {
+                let Some(by) = by else { continue };
+                let said = operator_text(by);
+                text.push_str(&format!(" ({} {said})", if begun { "begun" } else { "ended" }));
+                title.push_str(&format!("; {} {said}", if begun { "begun" } else { "ended" }));
+                attrs.extend(by.name().map(|n| (name_attr, n.to_owned())));
+                attrs.extend(by.reason().map(|n| (reason_attr, n.to_owned())));
+            }
+            Mark {
+                text,
+                class: format!("run outcome-{}", r.outcome),
+                start: r.start,
+                end: r.end,
+                title,
+                seq: r.start,
+                attrs,
+            }
         })
         .collect();
     for r in records {
@@ -263,7 +291,13 @@ pub(super) fn run_marks(records: &[Record], runs: &[RunBand]) -> Vec<Mark> {
             Event::Message(_) => ("message", "a message".to_owned()),
             Event::Rewound(e) => ("rewound", format!("rewound to checkpoint {}", e.to)),
             Event::Suspended(e) => ("suspended", format!("suspended on {} calls", e.calls.len())),
-            Event::ModelAborted(_) => ("aborted", "the model's reply was aborted".to_owned()),
+            Event::ModelAborted(e) => (
+                "aborted",
+                match &e.continuation {
+                    Some(c) => format!("the model's reply was aborted; continuation {c}"),
+                    None => "the model's reply was aborted".to_owned(),
+                },
+            ),
             _ => continue,
         };
         marks.push(Mark {

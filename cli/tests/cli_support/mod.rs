@@ -17,9 +17,20 @@ use stepjournal_codec::{
 /// 2025-01-15T09:00:00Z.
 pub const T0: u64 = 1_736_931_600_000;
 
-/// Runs the binary with `args`.
+/// Runs the binary with `args`, with no operator in its environment (`--as` defaults to
+/// `$STEPJOURNAL_OPERATOR`, `$USER` or `$LOGNAME`: what a write command records must not
+/// depend on who runs the tests).
 pub fn bin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stepjournal")).args(args).output().expect("the binary runs")
+    bin_env(args, &[])
+}
+
+/// Runs the binary with `args` and, of the operator variables, only `vars` set.
+pub fn bin_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stepjournal"));
+    for var in ["STEPJOURNAL_OPERATOR", "USER", "LOGNAME"] {
+        command.env_remove(var);
+    }
+    command.envs(vars.iter().copied()).args(args).output().expect("the binary runs")
 }
 
 /// Runs the binary and returns its stdout, asserting it exited with `code`.
@@ -60,7 +71,7 @@ pub fn call(id: &str, tool: &str, replay: Replay, kind: CallKind) -> Call {
 }
 
 pub fn run_started(run: &str, entry: Entry) -> Event {
-    RunStarted { run: RunId::from(run), entry }.into()
+    RunStarted { run: RunId::from(run), entry, by: None }.into()
 }
 
 pub fn message(text: &str) -> Event {
@@ -117,7 +128,7 @@ pub fn commit(step: u64, cp: &str) -> Event {
 }
 
 pub fn ended(run: &str, outcome: RunOutcome) -> Event {
-    RunEnded { run: RunId::from(run), outcome, error: None }.into()
+    RunEnded { run: RunId::from(run), outcome, error: None, by: None }.into()
 }
 
 /// A session's events in the batches a writer appends them in.

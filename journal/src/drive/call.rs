@@ -224,20 +224,33 @@ async fn without_handler(step: &Step, job: &Job, limits: Limits) -> Result<(), F
         .map_err(failed(call, "recording the call's result"))
 }
 
-/// Records `outcome` as the body's result (an over-size output as an error result saying so).
+/// How much of an output too large for the store's record limit is kept, cut ([`cut_output`]).
+///
+/// [`cut_output`]: crate::writer::body::cut_output
+const CUT_TO: usize = 1 << 20;
+
+/// Records `outcome` as the body's result (an over-size output cut to its head, saying so).
 async fn finish(body: Body, outcome: Outcome, limits: Limits) -> Result<(), WriteError> {
     let (output, is_error) = outcome.into_result();
+    // Kept for the cut below only when it may be too large for a record: results are small.
+    let large = (output.get().len() > CUT_TO).then(|| output.clone());
     let finished = match limits.max_output_bytes {
         Some(max) => body.finish_capped_async(output, is_error, max).await.map(|_| ()),
         None => body.finish_async(output, is_error).await,
     };
     match finished {
         Ok(()) => Ok(()),
-        // Not storable as it is (over the store's record limit): the same body records an
-        // error result saying why.
+        // Not storable as it is (over the store's record limit): the same body records the
+        // output cut to its head, an error only if the tool's result was one.
         Err(failed) if matches!(*failed.error, WriteError::Encode { .. }) => {
-            let said = format!("the tool's result could not be stored: {}", failed.error);
-            failed.body.finish_async(error_output(&said), true).await.map_err(WriteError::from)
+            let recorded = match large {
+                Some(output) => (crate::writer::body::cut_output(&output, CUT_TO), is_error),
+                None => {
+                    let said = format!("the tool's result could not be stored: {}", failed.error);
+                    (error_output(&said), true)
+                }
+            };
+            failed.body.finish_async(recorded.0, recorded.1).await.map_err(WriteError::from)
         }
         Err(failed) => Err(WriteError::from(failed)),
     }

@@ -168,8 +168,9 @@ impl Body {
     }
 
     /// [`finish`](Self::finish) with a size limit: an output whose JSON text is over
-    /// `max_bytes` is not kept; an error result saying so is recorded instead (the model learns
-    /// the tool ran and that its output was too large).
+    /// `max_bytes` is not kept whole; a result saying so is recorded instead, holding the first
+    /// `max_bytes` of the text ([`cut_output`]), marked an error only when the tool's result
+    /// was one (the tool ran and did its work; the model learns its output was cut).
     pub fn finish_capped(
         self,
         output: RawJson,
@@ -195,14 +196,8 @@ impl Body {
         if bytes <= max_bytes {
             return self.finish_async(output, is_error).await.map(|()| Recorded::Output);
         }
-        let said = serde_json::json!({
-            "error": format!(
-                "the tool's output was {bytes} bytes, over the limit of {max_bytes} bytes: it was \
-                 not kept"
-            )
-        });
-        let output = RawJson::from_value(&said).unwrap_or_else(|_| RawJson::null());
-        self.finish_async(output, true).await.map(|()| Recorded::OverLimit { bytes, max_bytes })
+        let output = cut_output(&output, max_bytes);
+        self.finish_async(output, is_error).await.map(|()| Recorded::OverLimit { bytes, max_bytes })
     }
 
     async fn append(&self, event: impl Fn(CallId, Attempt) -> Event) -> Result<(), WriteError> {
@@ -216,6 +211,28 @@ impl Body {
             })
             .await
     }
+}
+
+/// What is recorded in place of an output whose JSON text is over `max_bytes`: an object saying
+/// so, with the text's length and its first `max_bytes` bytes (cut at a character boundary) as a
+/// string:
+/// `{"output_cut": "the tool's output was N bytes, over the limit of M bytes: its first M bytes are in head", "bytes": N, "head": "..."}`.
+pub fn cut_output(output: &RawJson, max_bytes: usize) -> RawJson {
+    let text = output.get();
+    let mut end = max_bytes.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let said = serde_json::json!({
+        "output_cut": format!(
+            "the tool's output was {} bytes, over the limit of {max_bytes} bytes: its first {end} \
+             bytes are in head",
+            text.len()
+        ),
+        "bytes": text.len(),
+        "head": text.get(..end).unwrap_or_default(),
+    });
+    RawJson::from_value(&said).unwrap_or_else(|_| RawJson::null())
 }
 
 /// Why [`Body::finish`](super::Body::finish) recorded no result, with the body handed back:
@@ -244,7 +261,7 @@ impl From<FinishError> for WriteError {
 pub enum Recorded {
     /// The output, as given.
     Output,
-    /// An error result saying the output was over the limit (the output was not kept).
+    /// A result saying the output was over the limit, with its head ([`cut_output`]).
     OverLimit {
         /// The output's size, in bytes of JSON text.
         bytes: usize,

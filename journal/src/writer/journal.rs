@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use stepjournal_backends::{AppendError, JournalStore, StoreError};
-use stepjournal_codec::{Entry, Event, Record, RunOutcome, Seq, SessionId, Stamped};
+use stepjournal_codec::{Entry, Event, Operator, Record, RunOutcome, Seq, SessionId, Stamped};
 use stepjournal_recovery::{
     Config, NewRun, Plan, SessionState, ToolRegistry, TranscriptItem, plan, transcript,
 };
@@ -183,6 +183,31 @@ impl Journal {
         self.begin(session, entry, Begin::explicit()).await
     }
 
+    /// [`begin_run`](Self::begin_run) on behalf of `by`: who begins it from outside the
+    /// runtime, and why. The entry's `run_started` carries it (`run_started.by`; a stop's
+    /// `run_ended`, since a stop begins no run), in place of [`JournalOptions::operator`].
+    /// Format version 4: a store writing an older version refuses the entry
+    /// ([`BeginError::Append`] with [`EncodeError::NotInVersion`](stepjournal_codec::EncodeError::NotInVersion)).
+    pub fn begin_run_as(
+        &self,
+        session: &SessionId,
+        entry: Entry,
+        by: Operator,
+    ) -> Result<Run, BeginError> {
+        block_on(self.begin_run_as_async(session, entry, by))
+    }
+
+    /// [`begin_run_as`](Self::begin_run_as), awaited; dropped before it finished, as
+    /// [`begin_run_async`](Self::begin_run_async).
+    pub async fn begin_run_as_async(
+        &self,
+        session: &SessionId,
+        entry: Entry,
+        by: Operator,
+    ) -> Result<Run, BeginError> {
+        self.begin(session, entry, Begin { by: Some(by), ..Begin::explicit() }).await
+    }
+
     /// Begins a run as `how` says (see [`Begin`]).
     pub(crate) async fn begin(
         &self,
@@ -190,7 +215,8 @@ impl Journal {
         entry: Entry,
         how: Begin,
     ) -> Result<Run, BeginError> {
-        let Begin { force, at, with } = how;
+        let Begin { force, at, with, by } = how;
+        let by = by.or_else(|| self.options.operator.clone());
         if self.own.is_shutting_down() {
             return Err(BeginError::ShuttingDown { session: session.clone() });
         }
@@ -218,7 +244,7 @@ impl Journal {
         // go on through: the session is then a crashed one (listed by `sessions_to_recover`),
         // and the lease is released by the keeper.
         let mut dropped = OrphanIfDropped { own: &self.own, session, run: &run_id, armed: leased };
-        let appended = self.append_entry(session, new_run, at, &with).await;
+        let appended = self.append_entry(session, new_run, at, &with, by.as_ref()).await;
         dropped.armed = false;
         match appended {
             Ok(run) => {
@@ -241,13 +267,15 @@ impl Journal {
 
     /// Reads, folds and plans the entry, and appends the plan's batch (then `with`, in the
     /// same batch) at the tail read, again on each conflict; with `at`, only at that tail (a
-    /// conflict, or a log found at another length, is [`BeginError::Changed`]).
+    /// conflict, or a log found at another length, is [`BeginError::Changed`]). `by` goes on
+    /// the batch's `run_started` (a stop's `run_ended`).
     async fn append_entry(
         &self,
         session: &SessionId,
         new_run: NewRun,
         at: Option<Seq>,
         with: &[Event],
+        by: Option<&Operator>,
     ) -> Result<Run, BeginError> {
         let read_error = |source| BeginError::Read { session: session.clone(), source };
         // A batch whose append's outcome was unknown: where it was to land, and its plan. The
@@ -304,9 +332,12 @@ impl Journal {
             {
                 return Err(BeginError::NothingToStop { session: session.clone(), outcome });
             }
-            let plan = plan(&state, &new_run, &*self.registry, &self.options.config);
+            let mut plan = plan(&state, &new_run, &*self.registry, &self.options.config);
             if let Some(error) = plan.error {
                 return Err(BeginError::Refused(error));
+            }
+            if let Some(by) = by {
+                sign(&mut plan.appends, by);
             }
             let at = self.options.clock.now();
             let stamped: Vec<Stamped> =
@@ -450,6 +481,21 @@ pub(crate) struct Begin {
     pub(crate) at: Option<Seq>,
     /// Events appended after the plan's, in the same batch (an answer the wake carries).
     pub(crate) with: Vec<Event>,
+    /// Who begins the run from outside the runtime, and why; else the journal's
+    /// [`JournalOptions::operator`].
+    pub(crate) by: Option<Operator>,
+}
+
+/// Puts `by` on the entry's `run_started`, or on a stop's `run_ended` (a stop begins no run):
+/// the plan's rules never write it, so the plan is the same with or without it.
+fn sign(appends: &mut [Event], by: &Operator) {
+    for event in appends {
+        match event {
+            Event::RunStarted(e) => e.by = Some(by.clone()),
+            Event::RunEnded(e) => e.by = Some(by.clone()),
+            _ => {}
+        }
+    }
 }
 
 impl Begin {

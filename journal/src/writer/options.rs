@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stepjournal_backends::{Durability, OwnerId};
+use stepjournal_codec::Operator;
 use stepjournal_recovery::Config;
 
 use super::clock::{Clock, SystemClock};
@@ -25,6 +26,7 @@ use super::owner::default_owner;
 /// | [`lease_keeper`](Self::lease_keeper) | on: a thread keeps the leases |
 /// | [`snapshot_every`](Self::snapshot_every) | 32 steps |
 /// | [`snapshot_after_bytes`](Self::snapshot_after_bytes) | 1 MiB of text |
+/// | [`operator`](Self::operator) | none: runs carry no operator |
 /// | [`retain_ended_for`](Self::retain_ended_for) | off: sessions are kept until deleted |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
@@ -39,6 +41,7 @@ pub struct JournalOptions {
     pub(crate) lease_keeper: bool,
     pub(crate) snapshot_every: u32,
     pub(crate) snapshot_after_bytes: u64,
+    pub(crate) operator: Option<Operator>,
     pub(crate) retain_ended_for: Option<Duration>,
 }
 
@@ -74,6 +77,7 @@ impl JournalOptions {
             lease_keeper: true,
             snapshot_every: Self::DEFAULT_SNAPSHOT_EVERY,
             snapshot_after_bytes: Self::DEFAULT_SNAPSHOT_AFTER_BYTES,
+            operator: None,
             retain_ended_for: None,
         }
     }
@@ -170,6 +174,20 @@ impl JournalOptions {
     /// renewed in time lapses, and another runtime may recover the run.
     pub fn lease_keeper(mut self, on: bool) -> Self {
         self.lease_keeper = on;
+        self
+    }
+
+    /// Who acts through this journal, and why (an operator's tool: the `stepjournal` command
+    /// line's `--as` and `--reason`): every entry's batch carries it, on its `run_started`
+    /// (`run_started.by`), or on the `run_ended` of a stop, which begins no run
+    /// (`run_ended.by`); so do the wakes [`answer_client`](super::Journal::answer_client) and
+    /// [`decide_approval`](super::Journal::decide_approval) begin.
+    /// [`Journal::begin_run_as`](super::Journal::begin_run_as) names another for one entry.
+    /// Default none: a runtime's own runs carry no operator. The member is format version 4: a
+    /// store writing an older version refuses an entry that carries it
+    /// ([`EncodeError::NotInVersion`](stepjournal_codec::EncodeError::NotInVersion)).
+    pub fn operator(mut self, operator: Option<Operator>) -> Self {
+        self.operator = operator;
         self
     }
 

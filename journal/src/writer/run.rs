@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use stepjournal_codec::{
-    Call, CallId, DispatchId, DispatchMinted, Entry, Event, ModelAborted, RawJson, ReplyCommitted,
-    RunEnded, RunId, RunOutcome, Seq, SessionId, StepNo,
+    Call, CallId, ContinuationId, DispatchId, DispatchMinted, Entry, Event, ModelAborted, RawJson,
+    ReplyCommitted, RunEnded, RunId, RunOutcome, Seq, SessionId, StepNo,
 };
 use stepjournal_recovery::{Plan, SessionState, TranscriptItem, transcript};
 
@@ -368,7 +368,7 @@ impl Run {
                 if let Some(open) = &inner.step {
                     return Err(Refusal::StepOpen { step: open.number });
                 }
-                let end = RunEnded { run: self.shared.run.clone(), outcome, error: None };
+                let end = RunEnded { run: self.shared.run.clone(), outcome, error: None, by: None };
                 Ok((vec![Event::RunEnded(end)], ()))
             })
             .await?;
@@ -403,6 +403,21 @@ impl Run {
         block_on(self.model_aborted_async(partial))
     }
 
+    /// [`model_aborted`](Self::model_aborted) with the provider's handle to go on with the
+    /// answer (`model_aborted.continuation`: a background job id, a response id), so that after
+    /// a crash the runtime resumes the answer rather than asks again: the transcript's aborted
+    /// item carries it ([`TranscriptItem::AbortedModelAnswer`](stepjournal_recovery::TranscriptItem)).
+    /// `None` writes what [`model_aborted`](Self::model_aborted) writes. Format version 4: a
+    /// store writing an older version refuses a continuation
+    /// ([`EncodeError::NotInVersion`](stepjournal_codec::EncodeError::NotInVersion)).
+    pub fn model_aborted_with(
+        &self,
+        partial: impl Into<String>,
+        continuation: Option<ContinuationId>,
+    ) -> Result<(), WriteError> {
+        block_on(self.model_aborted_with_async(partial, continuation))
+    }
+
     /// [`model_aborted`](Self::model_aborted), awaited.
     ///
     /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
@@ -410,6 +425,16 @@ impl Run {
     /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)): every later write
     /// through it is refused and a `wake` goes on from what landed.
     pub async fn model_aborted_async(&self, partial: impl Into<String>) -> Result<(), WriteError> {
+        self.model_aborted_with_async(partial, None).await
+    }
+
+    /// [`model_aborted_with`](Self::model_aborted_with), awaited; dropped before it finished,
+    /// as [`model_aborted_async`](Self::model_aborted_async).
+    pub async fn model_aborted_with_async(
+        &self,
+        partial: impl Into<String>,
+        continuation: Option<ContinuationId>,
+    ) -> Result<(), WriteError> {
         let partial = partial.into();
         let mut writer = self.shared.write().await;
         writer
@@ -417,7 +442,8 @@ impl Run {
                 if let Some(open) = &inner.step {
                     return Err(Refusal::StepOpen { step: open.number });
                 }
-                let event = ModelAborted { partial: partial.clone() };
+                let event =
+                    ModelAborted { partial: partial.clone(), continuation: continuation.clone() };
                 Ok((vec![Event::ModelAborted(event)], ()))
             })
             .await

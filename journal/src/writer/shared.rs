@@ -208,6 +208,7 @@ pub(crate) fn failure_events(shared: &Shared, inner: &Inner, error: Option<&str>
         run: shared.run.clone(),
         outcome: RunOutcome::Failed,
         error: error.map(str::to_owned),
+        by: None,
     }));
     events
 }

@@ -467,6 +467,7 @@ impl Step {
                         run: run.clone(),
                         outcome: RunOutcome::Suspended,
                         error: None,
+                        by: None,
                     }),
                 ];
                 Ok((events, ()))

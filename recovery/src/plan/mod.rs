@@ -87,6 +87,7 @@ pub fn plan(
         appends.push(Event::RunStarted(RunStarted {
             run: new_run.run.clone(),
             entry: new_run.entry.clone(),
+            by: None,
         }));
     }
     if let (EntryMode::Recover { rewind: true }, Some(reply)) = (&mode, saved) {
@@ -117,6 +118,7 @@ pub fn plan(
             run: state.last_run().map(|r| r.run.clone()).unwrap_or_else(|| new_run.run.clone()),
             outcome: RunOutcome::Stopped,
             error: None,
+            by: None,
         })),
         EntryMode::Recover { .. } => {}
     }

@@ -64,9 +64,11 @@ macro_rules! fold_event {
                 voided_by: None,
             }),
             Event::Rewound(e) => $state.on_rewind($seq, $take!(e.to)),
-            Event::ModelAborted(e) => {
-                $state.aborts.push(AbortRecord { seq: $seq, partial: $take!(e.partial) })
-            }
+            Event::ModelAborted(e) => $state.aborts.push(AbortRecord {
+                seq: $seq,
+                partial: $take!(e.partial),
+                continuation: $take!(e.continuation),
+            }),
             // Changes no plan: a fold of the whole log notes where it is, and skips it; but a
             // fork's first state is its snapshot (`fork.rs`).
             Event::Snapshot(e) => $state.on_snapshot($seq, &e),

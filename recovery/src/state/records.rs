@@ -1,8 +1,8 @@
 //! What the fold keeps of each event: plain records with the sequence number they came from.
 
 use stepjournal_codec::{
-    Attempt, Call, CallId, CheckpointId, DispatchId, Entry, PairReason, RawJson, Role, RunId,
-    RunOutcome, Seq, SessionId, StepNo,
+    Attempt, Call, CallId, CheckpointId, ContinuationId, DispatchId, Entry, PairReason, RawJson,
+    Role, RunId, RunOutcome, Seq, SessionId, StepNo,
 };
 
 /// A `run_started`.
@@ -192,6 +192,8 @@ pub struct AbortRecord {
     pub seq: Seq,
     /// The partial answer, kept and marked aborted.
     pub partial: String,
+    /// The provider's handle to go on with the answer, if the run recorded one.
+    pub continuation: Option<ContinuationId>,
 }
 
 /// A `rewound`.

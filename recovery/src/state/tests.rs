@@ -65,7 +65,7 @@ fn every_kind() -> Log {
         .ended("r1", RunOutcome::Failed)
         .run("r2", retry())
         .rewound("cp-1")
-        .push(Event::ModelAborted(ModelAborted { partial: "Let me".into() }))
+        .push(Event::ModelAborted(ModelAborted { partial: "Let me".into(), continuation: None }))
         .commit(1, "cp-1-commit")
         .snapshot()
 }

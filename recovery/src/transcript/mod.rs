@@ -2,7 +2,7 @@
 
 mod json;
 
-use stepjournal_codec::{Call, CallId, PairReason, RawJson, Seq, StepNo};
+use stepjournal_codec::{Call, CallId, ContinuationId, PairReason, RawJson, Seq, StepNo};
 
 use crate::SessionState;
 use crate::state::ReplyRecord;
@@ -75,6 +75,10 @@ pub enum TranscriptItem {
         seq: Seq,
         /// The partial answer.
         partial: String,
+        /// The provider's handle to go on with the answer (`model_aborted.continuation`), if
+        /// the run recorded one: a runtime recovering the session resumes the answer through
+        /// it rather than asks the model again.
+        continuation: Option<ContinuationId>,
     },
 }
 
@@ -163,7 +167,11 @@ pub fn transcript(state: &SessionState) -> Vec<TranscriptItem> {
                 items.extend(answers_of(state, reply));
             }
         } else if let Some(a) = aborts.next() {
-            items.push(TranscriptItem::Aborted { seq: a.seq, partial: a.partial.clone() });
+            items.push(TranscriptItem::Aborted {
+                seq: a.seq,
+                partial: a.partial.clone(),
+                continuation: a.continuation.clone(),
+            });
         }
     }
     items
@@ -180,7 +188,10 @@ mod tests {
     #[test]
     fn transcript_shows_messages_replies_and_answers_in_reply_order_without_voided_pairings() {
         let log = Log::new()
-            .push(Event::ModelAborted(ModelAborted { partial: "I will".into() }))
+            .push(Event::ModelAborted(ModelAborted {
+                partial: "I will".into(),
+                continuation: None,
+            }))
             .reply(1, "cp-1", vec![call("c1", "safe_tool").safe(), call("c2", "unsafe_tool")])
             .bodies("c1", 1)
             .bodies("c2", 1)
@@ -208,5 +219,35 @@ mod tests {
             shape,
             ["message hello", "aborted I will", "reply 2", "result c1", "paired c2 13"]
         );
+    }
+
+    #[test]
+    fn an_aborted_answer_carries_its_continuation_so_a_runtime_resumes_it() {
+        let handle = ContinuationId::new("resp_bg_7").unwrap();
+        let log = Log::new()
+            .push(Event::ModelAborted(ModelAborted {
+                partial: "Half".into(),
+                continuation: Some(handle.clone()),
+            }))
+            .push(Event::ModelAborted(ModelAborted {
+                partial: "Other".into(),
+                continuation: None,
+            }));
+        let items = transcript(&fold(&log.events));
+        let aborted: Vec<(&str, Option<&ContinuationId>)> = items
+            .iter()
+            .filter_map(|i| match i {
+                TranscriptItem::Aborted { partial, continuation, .. } => {
+                    Some((partial.as_str(), continuation.as_ref()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(aborted, [("Half", Some(&handle)), ("Other", None)]);
+        let json = TranscriptItem::list_to_json(&items);
+        let aborted: Vec<&serde_json::Value> =
+            json.as_array().unwrap().iter().filter(|i| i["type"] == "aborted").collect();
+        assert_eq!(aborted[0]["continuation"], "resp_bg_7");
+        assert!(aborted[1].get("continuation").is_none(), "absent, not null: {}", aborted[1]);
     }
 }

@@ -227,7 +227,7 @@ impl EventSpec {
     fn push_into(&self, out: &mut Vec<Event>) {
         let e: Event = match self {
             EventSpec::RunStarted { run, entry } => {
-                RunStarted { run: run_id(*run), entry: entry.entry() }.into()
+                RunStarted { run: run_id(*run), entry: entry.entry(), by: None }.into()
             }
             EventSpec::Message => Message { role: Role::User, text: "hello".into() }.into(),
             EventSpec::Reply { step, checkpoint, calls } => reply(*step, *checkpoint, calls).into(),
@@ -292,10 +292,12 @@ impl EventSpec {
                 StepCommit { step: StepNo(u64::from(step % 6)), checkpoint: checkpoint(*cp) }.into()
             }
             EventSpec::RunEnded { run, outcome: o } => {
-                RunEnded { run: run_id(*run), outcome: outcome(*o), error: None }.into()
+                RunEnded { run: run_id(*run), outcome: outcome(*o), error: None, by: None }.into()
             }
             EventSpec::Rewound { to } => Rewound { to: checkpoint(*to) }.into(),
-            EventSpec::Aborted => ModelAborted { partial: "I was about to".into() }.into(),
+            EventSpec::Aborted => {
+                ModelAborted { partial: "I was about to".into(), continuation: None }.into()
+            }
         };
         out.push(e);
     }

@@ -234,12 +234,13 @@ mod tests {
     #[test]
     fn a_batch_read_back_moves_the_head_as_its_events_do_on_append() {
         let events = vec![
-            Event::RunStarted(RunStarted { run: RunId::new("r1"), entry: Entry::Wake }),
+            Event::RunStarted(RunStarted { run: RunId::new("r1"), entry: Entry::Wake, by: None }),
             Event::Message(Message { role: Role::User, text: "hi".into() }),
             Event::RunEnded(RunEnded {
                 run: RunId::new("r1"),
                 outcome: RunOutcome::Suspended,
                 error: None,
+                by: None,
             }),
             Event::ClientAnswer(ClientAnswer {
                 call: CallId::new("c1"),

@@ -490,6 +490,7 @@ mod tests {
                     stepjournal_codec::RunStarted {
                         run: stepjournal_codec::RunId::new(run),
                         entry: stepjournal_codec::Entry::Wake,
+                        by: None,
                     },
                 ))]
                 .into_boxed_slice(),

@@ -57,3 +57,14 @@ export async function snapshots(): Promise<number | null> {
   const run = await journal.beginRun('user-42', 'wake');
   return run.snapshot();
 }
+
+export async function cutStream(): Promise<string | undefined> {
+  const journal = await openJournal('file:./data');
+  const run = await journal.beginRun('user-42', 'wake');
+  await run.modelAborted('Here is half', { continuation: 'resp_bg_1' });
+  await run.modelAborted('no handle');
+  for (const item of await run.transcript()) {
+    if (item.type === 'aborted') return item.continuation;
+  }
+  return undefined;
+}
