@@ -206,6 +206,14 @@ export class Journal {
   recoverAll(options?: { concurrency?: number; onRecovered?: (run: Run, outcome: StepOutcome | null) => unknown }): Promise<Recovered>;
   answerClient(session: string, call: string, output: Json | object): Promise<Run>;
   decideApproval(session: string, call: string, approved: boolean): Promise<Run>;
+  /**
+   * Forks `session` at `checkpointId` (a step commit's checkpoint, see `steps`) into `newSession`,
+   * which must not exist; the new session's events as written (`forked_from`, then `snapshot`).
+   * Refused (nothing written): a saved step with calls still open, any other checkpoint, an
+   * existing or invalid new session.
+   */
+  fork(session: string, checkpointId: string, newSession: string): Promise<Array<{ type: string; session: string; seq: number; at: number; [member: string]: unknown }>>;
+  /** What the model is shown for the session now (a fork's begins with the original's turns up to the fork). */
   transcript(session: string): Promise<TranscriptItem[]>;
   /** The session's steps, oldest first: each step's checkpoint (what from_checkpoint and retry take) and, once committed, its commit checkpoint. */
   steps(session: string): Promise<{ step: number; checkpoint: string; committed: boolean; commitCheckpoint: string | null }[]>;

@@ -255,6 +255,9 @@ pub enum ActionError {
     /// The answer or decision was refused or could not be written.
     #[error(transparent)]
     Answer(#[from] stepjournal::AnswerError),
+    /// The fork was refused or could not be written.
+    #[error(transparent)]
+    Fork(#[from] stepjournal::ForkError),
 }
 
 /// Why an import stopped partway through a session.

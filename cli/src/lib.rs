@@ -7,7 +7,7 @@
 //! one variant of [`Command`].
 //!
 //! Every read command opens its store read-only (a file journal without the writer's lock), so
-//! each is safe on a journal a runtime is writing; the write commands (`stop`, `answer`,
+//! each is safe on a journal a runtime is writing; the write commands (`stop`, `fork`, `answer`,
 //! `approve`, `deny`, `delete`) go through the session writer. Exit status: 0 on success, 1 when
 //! `verify` found a problem or damaged sessions were skipped, 2 on an error (named on standard
 //! error), 74 when the output cannot be written.
@@ -20,6 +20,7 @@ pub mod delete;
 pub mod demo;
 mod error;
 pub mod export;
+pub mod fork;
 mod holders;
 pub mod import;
 pub mod operator;
@@ -62,6 +63,7 @@ stepjournal show file:./stepjournal-demo SESSION\n  \
 stepjournal plan file:./stepjournal-demo SESSION --entry wake\n  \
 stepjournal view file:./stepjournal-demo SESSION -o session.html\n  \
 stepjournal stop sqlite:journal.db SESSION --dry-run\n  \
+stepjournal fork file:./stepjournal-demo SESSION --at CHECKPOINT --to NEW\n  \
 stepjournal salvage file:./damaged --to file:./salvaged\n  \
 stepjournal export file:./stepjournal-demo > journal.jsonl"
 )]
@@ -92,6 +94,8 @@ pub enum Command {
     Salvage(salvage::SalvageArgs),
     /// Stop a session's work through the session writer (fences its running run).
     Stop(stop::StopArgs),
+    /// Fork a session at a committed step into a new session.
+    Fork(fork::ForkArgs),
     /// Answer a waiting client call through the session writer.
     Answer(answer::AnswerArgs),
     /// Approve an approval-gated call through the session writer.
@@ -158,6 +162,7 @@ pub fn run_with(
         Command::Export(args) => export::run(&args, out, term.progress),
         Command::Import(args) => import::run(&args, out, term.progress),
         Command::Stop(args) => stop::run(&args, out),
+        Command::Fork(args) => fork::run(&args, out),
         Command::Answer(args) => answer::run_answer(&args, out),
         Command::Approve(args) => answer::run_decide(&args, true, out),
         Command::Deny(args) => answer::run_decide(&args, false, out),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Attempt, Call, CallId, CheckpointId, ContinuationId, DispatchId, Entry, Operator, RawJson,
-    RunId, RunOutcome, SessionId, Snapshot, StepNo,
+    RunId, RunOutcome, Seq, SessionId, Snapshot, StepNo,
 };
 
 /// Who wrote a message.
@@ -242,6 +242,22 @@ pub struct ModelAborted {
     pub continuation: Option<ContinuationId>,
 }
 
+/// `forked_from` (format version 4): the session was forked from another session at a
+/// committed step. Only ever the first event of a session (seq 0), followed by the `snapshot` of
+/// the original's state at that step commit: a fold of the whole log starts from that snapshot
+/// (the state before it is the original's, not this log's). Changes no plan by itself.
+///
+/// Its members are not named `session` and `seq`: an export line adds those for the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    /// The original session.
+    pub original: SessionId,
+    /// Where the fork point is in the original's log: the seq of its `step_commit`.
+    pub commit_seq: Seq,
+    /// The checkpoint of that `step_commit`.
+    pub checkpoint: CheckpointId,
+}
+
 macro_rules! events {
     ($($variant:ident($ty:ty) = $code:literal, $name:literal;)*) => {
         /// One event of a session's log.
@@ -361,6 +377,7 @@ events! {
     ModelAborted(ModelAborted) = 16, "model_aborted";
     // Boxed: the largest payload, and the rarest, would otherwise size every event.
     Snapshot(Box<Snapshot>) = 17, "snapshot";
+    ForkedFrom(ForkedFrom) = 18, "forked_from";
 }
 
 impl From<Snapshot> for Event {

@@ -34,8 +34,8 @@ pub use entry::{Entry, ResumeMode};
 pub use error::{DecodeError, EncodeError, FormatPart, JsonError};
 pub use event::{
     ApprovalDecided, AttemptStarted, ChildAttached, ClientAnswer, DispatchMinted, Event, EventKind,
-    Message, ModelAborted, OutputChunk, PairReason, Paired, ReplyCommitted, Rewound, Role,
-    RunEnded, RunStarted, StepCommit, Suspended, ToolResult,
+    ForkedFrom, Message, ModelAborted, OutputChunk, PairReason, Paired, ReplyCommitted, Rewound,
+    Role, RunEnded, RunStarted, StepCommit, Suspended, ToolResult,
 };
 pub use ids::{
     Attempt, CallId, CheckpointId, DispatchId, IdError, RunId, Seq, SessionId, StepNo, ToolName,

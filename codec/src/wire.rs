@@ -211,13 +211,55 @@ impl EventKind {
     pub fn since(self) -> FormatVersion {
         match self {
             EventKind::Snapshot => FormatVersion::V3,
+            EventKind::ForkedFrom => FormatVersion::V4,
             _ => FormatVersion::V1,
         }
     }
 
     /// Whether the type changes no plan: a reader that folds the whole log skips it
-    /// (`snapshot`).
+    /// (`snapshot`, `forked_from`; the one exception, a fork's opening snapshot, is in
+    /// `docs/recovery.md`).
     pub fn changes_no_plan(self) -> bool {
-        matches!(self, EventKind::Snapshot)
+        matches!(self, EventKind::Snapshot | EventKind::ForkedFrom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::json::{event_to_json, parse_event};
+    use crate::record::{decode, encode};
+    use crate::{Event, ForkedFrom, Limits, Record, Seq, SessionId, UnixMillis};
+
+    use super::*;
+
+    fn forked() -> Record {
+        Record {
+            session: SessionId::new("s-fork").unwrap(),
+            seq: Seq(0),
+            at: UnixMillis(7),
+            event: Event::ForkedFrom(ForkedFrom {
+                original: SessionId::new("s-1").unwrap(),
+                commit_seq: Seq(41),
+                checkpoint: "cp-10-commit".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn forked_from_is_written_from_version_4_and_its_forms_round_trip() {
+        let record = forked();
+        let bytes = encode(&record, &Limits::default()).unwrap();
+        assert_eq!(decode(&bytes, &Limits::default()).unwrap().0, record);
+        let json = event_to_json(&record.event);
+        assert_eq!(
+            json,
+            r#"{"type":"forked_from","original":"s-1","commit_seq":41,"checkpoint":"cp-10-commit"}"#
+        );
+        assert_eq!(parse_event(&json).unwrap(), record.event);
+        let v3 = Limits { write_version: FormatVersion::V3, ..Limits::default() };
+        let e = encode(&record, &v3).unwrap_err();
+        assert!(e.to_string().contains("needs version 4"), "{e}");
+        assert_eq!(EventKind::ForkedFrom.code(), 18);
+        assert!(EventKind::ForkedFrom.changes_no_plan());
     }
 }

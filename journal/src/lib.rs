@@ -56,7 +56,7 @@ pub use tools::{CallCtx, ToolError, Tools};
 pub use writer::body::{FinishError, Recorded};
 pub use writer::error::{AfterFailure, BeginError, JournalError, Refusal, WriteError};
 pub use writer::status::{Fence, Interruption, Order, RunStatus};
-pub use writer::{Body, Journal, JournalOptions, Reply, Retained, Run, Step};
+pub use writer::{Body, ForkError, Journal, JournalOptions, Reply, Retained, Run, Step};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

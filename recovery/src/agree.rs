@@ -78,7 +78,7 @@ pub fn snapshots_agree(
     Ok(agreement)
 }
 
-fn compare(
+pub(crate) fn compare(
     whole: &SessionState,
     based: &SessionState,
     entries: &[NewRun],
@@ -105,7 +105,7 @@ fn compare(
 }
 
 /// Up to `n` of `at`, spread: the first, the last, and evenly between.
-fn spread(at: &[usize], n: usize) -> Vec<usize> {
+pub(crate) fn spread(at: &[usize], n: usize) -> Vec<usize> {
     if at.len() <= n {
         return at.to_vec();
     }

@@ -42,6 +42,7 @@
 
 mod agree;
 mod config;
+mod fork_agree;
 pub mod order;
 mod plan;
 #[cfg(feature = "plant")]
@@ -57,6 +58,7 @@ mod testlog;
 
 pub use agree::{Agreement, snapshots_agree};
 pub use config::{Config, ConfigError};
+pub use fork_agree::forks_agree;
 pub use plan::{Action, CallPlan, NewRun, Plan, Rule, ValidationError, plan};
 pub use registry::{ArgsCheck, MemoryRegistry, ToolRegistry};
 pub use state::{

@@ -129,6 +129,21 @@ pub enum Problem {
         /// How it differs.
         why: String,
     },
+    /// A `forked_from` that is not the first event of the log: it stands for nothing there.
+    #[error("`forked_from` (of session `{original}`) is not the log's first event")]
+    ForkNotFirst {
+        /// The original session it names.
+        original: stepjournal_codec::SessionId,
+    },
+    /// A fork whose `forked_from` is not followed by the snapshot of the original's state, or
+    /// by one that cannot stand there: the fork folds as a session with no history.
+    #[error("the fork of session `{original}` does not open with a usable snapshot: {why}")]
+    ForkWithoutSnapshot {
+        /// The original session.
+        original: stepjournal_codec::SessionId,
+        /// What is there instead.
+        why: String,
+    },
 }
 
 /// Checks a log against the protocol: dispatch ids minted once per call, attempts dense from 1,
@@ -175,6 +190,39 @@ fn resolves(event: &Event) -> bool {
 }
 
 fn check(state: &SessionState, event: &Event, found: &mut impl FnMut(Problem)) {
+    if let Event::ForkedFrom(e) = event {
+        if !state.is_empty() {
+            found(Problem::ForkNotFirst { original: e.original.clone() });
+        }
+        return;
+    }
+    // The event after a fork's `forked_from`: the original's state, which the log before it
+    // cannot be checked against; it must stand at seq 1 and end at the fork's commit.
+    if let Some(fork) = state.forked_from()
+        && state.len() == 1
+    {
+        let why = match event {
+            Event::Snapshot(snapshot) => match snapshot.flaw(Seq(1)) {
+                Some(flaw) => Some(flaw),
+                None if snapshot.commit.as_ref().map(|c| &c.checkpoint)
+                    != Some(&fork.checkpoint) =>
+                {
+                    Some(format!(
+                        "its last commit is not the fork's step commit `{}`",
+                        fork.checkpoint
+                    ))
+                }
+                None => None,
+            },
+            other => Some(format!("the second event is `{}`", other.kind())),
+        };
+        if let Some(why) = why {
+            found(Problem::ForkWithoutSnapshot { original: fork.original.clone(), why });
+        }
+        if matches!(event, Event::Snapshot(_)) {
+            return;
+        }
+    }
     if let Event::Snapshot(snapshot) = event {
         let why = match state.snapshot() {
             None => Some("is not at a committed step boundary (the last reply has no step_commit)"),

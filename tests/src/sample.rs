@@ -2,11 +2,11 @@
 
 use stepjournal_codec::{
     ApprovalDecided, Attempt, AttemptStarted, Call, CallId, CallKind, CheckpointId, ChildAttached,
-    ClientAnswer, ContinuationId, DispatchId, DispatchMinted, Entry, Event, FormatVersion, Message,
-    ModelAborted, Operator, OutputChunk, PairReason, Paired, RawJson, Replay, ReplyCommitted,
-    ResumeMode, Rewound, Role, RunEnded, RunId, RunOutcome, RunStarted, Seq, SessionId, Snapshot,
-    SnapshotRun, SnapshotRunEnd, SnapshotStep, Stamped, StepCommit, StepNo, StepRange, Suspended,
-    ToolName, ToolResult, UnixMillis,
+    ClientAnswer, ContinuationId, DispatchId, DispatchMinted, Entry, Event, ForkedFrom,
+    FormatVersion, Message, ModelAborted, Operator, OutputChunk, PairReason, Paired, RawJson,
+    Replay, ReplyCommitted, ResumeMode, Rewound, Role, RunEnded, RunId, RunOutcome, RunStarted,
+    Seq, SessionId, Snapshot, SnapshotRun, SnapshotRunEnd, SnapshotStep, Stamped, StepCommit,
+    StepNo, StepRange, Suspended, ToolName, ToolResult, UnixMillis,
 };
 
 /// One event of every type, with every optional member both present and absent somewhere (a
@@ -163,10 +163,23 @@ pub fn every_event_type_v2() -> Vec<Event> {
     events
 }
 
+/// The events of the kinds format version 4 added, one of each: `forked_from`.
+pub fn v4_kinds() -> Vec<Event> {
+    vec![
+        ForkedFrom {
+            original: SessionId::new("s-original").unwrap(),
+            commit_seq: Seq(14),
+            checkpoint: CheckpointId::from("cp-1-commit"),
+        }
+        .into(),
+    ]
+}
+
 /// [`every_event_type_v2`] with the members format version 4 added, each present and absent:
 /// a `run_started` carrying who and why (`by` with a name and a reason) and one carrying only
 /// who, a `run_ended` carrying only why (a stop), a `model_aborted` with the provider's
-/// `continuation`. (The events of [`every_event_type_v2`] hold each member absent.)
+/// `continuation`; then the kinds version 4 added ([`v4_kinds`]). (The events of
+/// [`every_event_type_v2`] hold each member absent.)
 pub fn every_event_type_v4() -> Vec<Event> {
     let mut events = every_event_type_v2();
     let operator =
@@ -197,6 +210,7 @@ pub fn every_event_type_v4() -> Vec<Event> {
         }
         .into(),
     ]);
+    events.extend(v4_kinds());
     events
 }
 

@@ -109,6 +109,30 @@ fn the_fold_plan_corpus_compares_many_plans_from_snapshots() {
 }
 
 #[test]
+fn the_fold_plan_corpus_compares_many_plans_of_forks() {
+    // Forked at committed steps of every log, the fork plans as its whole fold and as the
+    // original; this says it is checked often enough to mean something.
+    let mut total = stepjournal_recovery::Agreement::default();
+    for path in files(&fuzz_dir().join("corpus").join("fold_plan")) {
+        let data = std::fs::read(&path).unwrap();
+        let Some(input) = checks::FoldInput::from_bytes(&data) else { continue };
+        let events = input.log();
+        let got = checks::fork_fold_agrees(
+            &input,
+            &events,
+            &input.registry(),
+            &stepjournal_recovery::Config::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        total.snapshots += got.snapshots;
+        total.plans += got.plans;
+        total.needed_history += got.needed_history;
+    }
+    println!("{total:?}");
+    assert!(total.snapshots >= 100 && total.plans >= 10_000, "{total:?}");
+}
+
+#[test]
 fn the_file_ops_corpus_replays_clean() {
     replay("file_ops");
 }

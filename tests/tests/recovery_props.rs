@@ -5,7 +5,7 @@ use stepjournal_codec::{
     CallId, CheckpointId, Entry, Event, Replay, ResumeMode, RunId, RunOutcome,
 };
 use stepjournal_recovery::{
-    Action, NewRun, Plan, SessionState, ToolRegistry, fold, fold_owned, plan,
+    Action, NewRun, Plan, SessionState, ToolRegistry, fold, fold_owned, forks_agree, plan,
 };
 use stepjournal_tests::protocol_gen::{ProtocolCase, every_entry, protocol_case};
 
@@ -41,6 +41,16 @@ fn paired_calls(plan: &Plan) -> Vec<CallId> {
 
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn a_fork_at_every_committed_step_plans_as_its_whole_fold_and_as_the_original(
+        case in protocol_case(),
+    ) {
+        let entries: Vec<NewRun> =
+            every_entry(&case.events).iter().enumerate().map(|(n, e)| new_run(e, n)).collect();
+        let got = forks_agree(&case.events, &entries, &case.registry, &case.config, usize::MAX);
+        prop_assert!(got.is_ok(), "{}", got.unwrap_err());
+    }
 
     #[test]
     fn the_fold_and_the_plan_are_deterministic(case in protocol_case()) {

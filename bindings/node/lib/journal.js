@@ -125,7 +125,19 @@ export class Journal {
     return new Run(this, await wrap(this.#native.decideApproval(String(session), String(callId), Boolean(approved))));
   }
 
-  /** What the model is shown for the session now. */
+  /**
+   * Forks `session` at `checkpointId`, a step commit's checkpoint (see `steps`), into
+   * `newSession`, which must not exist: the new session's events as written (`forked_from`,
+   * then the `snapshot` of the original's state there). A saved step's checkpoint with calls
+   * still open, any other checkpoint, an existing or invalid new session are refused
+   * (StepjournalError) and nothing is written. The original is not changed.
+   */
+  async fork(session, checkpointId, newSession) {
+    const lines = await wrap(this.#native.fork(String(session), String(checkpointId), String(newSession)));
+    return lines.map((l) => JSON.parse(l));
+  }
+
+  /** What the model is shown for the session now (a fork's begins with the original's turns up to the fork). */
   async transcript(session) {
     return JSON.parse(await wrap(this.#native.transcript(String(session))));
   }

@@ -7,7 +7,7 @@ use napi_derive::napi;
 use serde_json::json;
 use stepjournal::backends::{Durability, OpenOptions, OwnerId, open_url};
 use stepjournal::codec::json::record_to_export_line;
-use stepjournal::codec::{CallId, RawJson, SessionId};
+use stepjournal::codec::{CallId, CheckpointId, RawJson, SessionId};
 use stepjournal::recovery::Config;
 use stepjournal::{Journal, JournalOptions, Tools};
 
@@ -184,6 +184,23 @@ impl NativeJournal {
         let call = CallId::from(call.as_str());
         let run = self.journal.decide_approval(&session, &call, approved).await.map_err(thrown)?;
         Ok(self.native_run(run))
+    }
+
+    /// Forks `session` at `checkpoint` (a step commit's) into `new_session`: the new session's
+    /// events as written, as export lines (`forked_from`, then the `snapshot`).
+    #[napi]
+    pub async fn fork(
+        &self,
+        session: String,
+        checkpoint: String,
+        new_session: String,
+    ) -> napi::Result<Vec<String>> {
+        let session = SessionId::from_stored(session.as_str());
+        let checkpoint = CheckpointId::from(checkpoint.as_str());
+        let new_session = convert::session(&new_session)?;
+        let written =
+            self.journal.fork_async(&session, &checkpoint, &new_session).await.map_err(thrown)?;
+        Ok(written.iter().map(record_to_export_line).collect())
     }
 
     /// What the model is shown for the session now, as a JSON array's text.

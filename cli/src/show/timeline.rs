@@ -409,6 +409,29 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                 }
                 t
             }
+            Event::ForkedFrom(e) => {
+                line.depth = 0;
+                let text = format!(
+                    "forked from session {} at its step commit {} (seq {} there)",
+                    Shown(&e.original),
+                    Shown(&e.checkpoint),
+                    e.commit_seq
+                );
+                style.paint(Paint::Bold, &text)
+            }
+            Event::Snapshot(e)
+                if r.seq == Seq(1)
+                    && e.len == 1
+                    && i == 1
+                    && matches!(records.first().map(|r| &r.event), Some(Event::ForkedFrom(_))) =>
+            {
+                line.depth = 0;
+                let mut t = "the original's state at the fork".to_owned();
+                if let Some(commit) = &e.commit {
+                    t.push_str(&format!(", after step {} committed", commit.step));
+                }
+                style.paint(Paint::Dim, &t)
+            }
             Event::Snapshot(e) => {
                 line.depth = 0;
                 let mut t = format!("snapshot of the {} events before it", e.len);

@@ -112,8 +112,21 @@ impl Journal {
     }
 
     /// What the model is shown for the session now (see [`stepjournal_recovery::transcript`]).
+    ///
+    /// A fork ([`fork`](Self::fork)) shows the original's items up to the fork point first
+    /// (read from the original, through its own `forked_from` when it is a fork too; their
+    /// `seq`s are positions in the original's log), then its own. When the original no longer
+    /// holds that step commit (deleted, or trimmed away), the earlier turns are not available
+    /// and only the fork's own items are shown: [`SessionState::forked_from`] still says it is
+    /// a fork.
     pub fn transcript(&self, session: &SessionId) -> Result<Vec<TranscriptItem>, StoreError> {
-        Ok(transcript(&self.state(session)?))
+        let state = self.state(session)?;
+        let mut items = match state.forked_from() {
+            Some(fork) => block_on(self.before_fork(fork))?,
+            None => Vec::new(),
+        };
+        items.extend(transcript(&state));
+        Ok(items)
     }
 
     /// [`transcript`](Self::transcript) for an async caller, read and folded as
@@ -124,7 +137,13 @@ impl Journal {
         &self,
         session: &SessionId,
     ) -> Result<Vec<TranscriptItem>, StoreError> {
-        Ok(transcript(&self.state_async(session).await?))
+        let state = self.state_async(session).await?;
+        let mut items = match state.forked_from() {
+            Some(fork) => self.before_fork(fork).await?,
+            None => Vec::new(),
+        };
+        items.extend(transcript(&state));
+        Ok(items)
     }
 
     /// Begins a run of `session` through `entry`.

@@ -69,8 +69,10 @@ macro_rules! fold_event {
                 partial: $take!(e.partial),
                 continuation: $take!(e.continuation),
             }),
-            // Changes no plan: a fold of the whole log notes where it is, and skips it.
-            Event::Snapshot(_) => $state.last_snapshot = Some($seq),
+            // Changes no plan: a fold of the whole log notes where it is, and skips it; but a
+            // fork's first state is its snapshot (`fork.rs`).
+            Event::Snapshot(e) => $state.on_snapshot($seq, &e),
+            Event::ForkedFrom(e) => $state.on_forked($seq, $take!(e)),
         }
     };
 }

@@ -2,6 +2,7 @@
 
 mod apply;
 mod call;
+mod fork;
 mod index;
 mod records;
 mod snapshot;
@@ -56,6 +57,8 @@ pub struct SessionState {
     base: Option<Box<snapshot::Base>>,
     /// Where the last `snapshot` folded (or started from) is.
     last_snapshot: Option<Seq>,
+    /// The `forked_from` that opens the log (seq 0), when the session is a fork.
+    forked: Option<Box<stepjournal_codec::ForkedFrom>>,
 }
 
 /// The id of the call in slot `i`.

@@ -32,9 +32,18 @@ fn feeding_events_one_by_one_gives_the_same_state_as_all_at_once() {
     assert_eq!(state.len(), log.events.len() as u64);
 }
 
-/// A log holding every kind of event, each naming what it can of the reply's calls.
+/// A log holding every kind of event, each naming what it can of the reply's calls: a fork
+/// (`forked_from` and the original's state, here an empty one), then a step.
 fn every_kind() -> Log {
+    let forked = stepjournal_codec::ForkedFrom {
+        original: stepjournal_codec::SessionId::from_stored("s-0"),
+        commit_seq: Seq(0),
+        checkpoint: "cp-0-commit".into(),
+    };
+    let original = fold(&[]).fork_snapshot().unwrap();
     Log::new()
+        .push(Event::ForkedFrom(forked))
+        .push(Event::from(original))
         .reply(
             1,
             "cp-1",

@@ -135,11 +135,14 @@ pub fn answers_of(state: &SessionState, reply: &ReplyRecord) -> Vec<TranscriptIt
 
 /// What the model is shown, in log order: messages, replies (each followed by its calls' results
 /// or pairings, in reply order), and aborted model answers marked aborted. Voided pairings are
-/// dropped; a call with nothing that resolves it yet shows nothing.
+/// dropped; a call with nothing that resolves it yet shows nothing. A state folded from a
+/// snapshot (a fork's, whole or not) shows what came after the snapshot: the snapshot's last
+/// reply, kept without its text and calls, is not shown.
 pub fn transcript(state: &SessionState) -> Vec<TranscriptItem> {
     let mut items = Vec::new();
     let mut messages = state.messages().iter().peekable();
-    let mut replies = state.replies().iter().peekable();
+    let base = state.snapshot_seq();
+    let mut replies = state.replies().iter().filter(|r| base.is_none_or(|b| r.seq > b)).peekable();
     let mut aborts = state.aborts().iter().peekable();
     loop {
         let next_message = messages.peek().map(|m| m.seq);

@@ -13,7 +13,7 @@ use stepjournal_codec::{
     CheckpointId, Entry, Event, Record, ResumeMode, RunId, Seq, SessionId, Stamped,
 };
 use stepjournal_recovery::{
-    Config, NewRun, Plan, SessionState, ToolRegistry, plan, snapshots_agree,
+    Config, NewRun, Plan, SessionState, ToolRegistry, forks_agree, plan, snapshots_agree,
 };
 
 /// Where the copies of a log differ, or could not be made.
@@ -198,8 +198,14 @@ pub(crate) fn compare(
     let runs: Vec<NewRun> = entries(&fold(log)).into_iter().map(next_run).collect();
     snapshots_agree(&events, &runs, registry, config, SNAPSHOT_BOUNDARIES)
         .map_err(|e| Mismatch { what: format!("a fold from a snapshot: {e}") })?;
+    // Forked at committed steps, the fork plans as its whole fold and as the original.
+    forks_agree(&events, &runs, registry, config, FORK_POINTS)
+        .map_err(|e| Mismatch { what: format!("a fork: {e}") })?;
     Ok(())
 }
 
 /// How many committed step boundaries of each log a snapshot is taken at.
 const SNAPSHOT_BOUNDARIES: usize = 4;
+
+/// How many committed steps of each log a fork is made at.
+const FORK_POINTS: usize = 2;

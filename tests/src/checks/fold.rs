@@ -9,7 +9,7 @@ use stepjournal_codec::{
     RunId, RunOutcome, RunStarted, SessionId, StepCommit, StepNo, Suspended, ToolName, ToolResult,
 };
 use stepjournal_recovery::{
-    Agreement, Config, MemoryRegistry, NewRun, SessionState, fold, fold_owned, plan,
+    Agreement, Config, MemoryRegistry, NewRun, SessionState, fold, fold_owned, forks_agree, plan,
     snapshots_agree, transcript, verify,
 };
 
@@ -376,6 +376,7 @@ pub fn check_fold_and_plan(input: &FoldInput) -> Result<(), String> {
     let _ = verify(&events);
     let _ = transcript(&state);
     snapshot_fold_agrees(input, &events, &registry, &config)?;
+    fork_fold_agrees(input, &events, &registry, &config)?;
 
     let mut closed: Vec<CallId> = Vec::new();
     let ids_unique = call_ids_unique(&events);
@@ -438,4 +439,36 @@ pub fn snapshot_fold_agrees(
         .collect();
     snapshots_agree(events, &entries, registry, config, SNAPSHOT_BOUNDARIES)
         .map_err(|e| format!("a fold from a snapshot plans otherwise: {e}"))
+}
+
+/// How many committed steps of a log a fork is made at.
+const FORK_POINTS: usize = 3;
+
+/// The snapshot property for forks over the input's log: forked at up to [`FORK_POINTS`]
+/// committed steps, the fork's whole fold and its fold from its snapshot plan alike, and as the
+/// original at the same point, right after the fork and as the original's events go on
+/// ([`forks_agree`]).
+pub fn fork_fold_agrees(
+    input: &FoldInput,
+    events: &[Event],
+    registry: &MemoryRegistry,
+    config: &Config,
+) -> Result<Agreement, String> {
+    let kinds = [
+        EntrySpec::Wake,
+        EntrySpec::Stop,
+        EntrySpec::Continue,
+        EntrySpec::WithMessage,
+        EntrySpec::Retry { checkpoint: None, message: false },
+        EntrySpec::FromCheckpoint(0),
+        EntrySpec::Retry { checkpoint: Some(1), message: true },
+    ];
+    let entries: Vec<NewRun> = std::iter::once(input.entry)
+        .chain(input.later.iter().copied().take(MAX_LATER))
+        .chain(kinds)
+        .enumerate()
+        .map(|(n, spec)| new_run(spec.entry(), n))
+        .collect();
+    forks_agree(events, &entries, registry, config, FORK_POINTS)
+        .map_err(|e| format!("a fork plans otherwise: {e}"))
 }

@@ -26,7 +26,7 @@ pub use file_journal::{
     build_disk, check_file_journal_bytes, dir as journal_dir, journal_of_input,
 };
 pub use file_ops::{FileOp, FileOpsInput, check_file_ops};
-pub use fold::{FoldInput, check_fold_and_plan, snapshot_fold_agrees};
+pub use fold::{FoldInput, check_fold_and_plan, fork_fold_agrees, snapshot_fold_agrees};
 pub use scenario::check_scenario_json;
 
 use stepjournal_codec::{Entry, Event, Replay};
