@@ -11,9 +11,9 @@ use std::fmt::{self, Write as _};
 use stepjournal_backends::StoreUrl;
 
 /// Whether `c` is escaped when shown: the characters that act on a terminal or on the text
-/// around them ([`acts_on_text`], the rule session ids are checked by): the C0 controls
-/// (newline and tab among them), DEL, the C1 controls, the line and paragraph separators, and
-/// the bidirectional controls.
+/// around them (`stepjournal_codec::acts_on_text`, the rule session ids are checked by): the
+/// C0 controls (newline and tab among them), DEL, the C1 controls, the line and paragraph
+/// separators, and the bidirectional controls.
 pub use stepjournal_codec::acts_on_text as is_escaped;
 
 /// Writes `text` to `out` with every [escaped](is_escaped) character as `\u{HEX}` (ESC shows as

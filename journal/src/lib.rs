@@ -53,7 +53,7 @@ pub use stepjournal_codec as codec;
 pub use stepjournal_codec::{Coded, ErrorCode, RefusalCode};
 pub use stepjournal_recovery as recovery;
 pub use tools::{CallCtx, ToolError, Tools};
-pub use writer::body::{FinishError, Recorded};
+pub use writer::body::{FinishError, Recorded, cut_output};
 pub use writer::error::{AfterFailure, BeginError, JournalError, Refusal, WriteError};
 pub use writer::status::{Fence, Interruption, Order, RunStatus};
 pub use writer::{Body, ForkError, Journal, JournalOptions, Reply, Retained, Run, Step};

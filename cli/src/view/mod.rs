@@ -1,6 +1,6 @@
 //! `stepjournal view`: one session's timeline as one self-contained HTML file (inline CSS and
 //! script, nothing fetched), for a person at an incident. First what a `wake` would do to each
-//! call and by which rule (the library's recovery plan, [`wake`]); then the runs as bands (a run
+//! call and by which rule (the library's recovery plan, `wake`); then the runs as bands (a run
 //! with no `run_ended` drawn crashed, running or open as `sessions` says), steps, and one lane
 //! per call: its kind, policy and order, an arrow to the call it waits behind, each attempt as a
 //! bar from `attempt_started` to its result, output chunks as ticks, pairings coloured by reason,

@@ -158,8 +158,9 @@ impl JournalOptions {
 
     /// How many bytes of text (tool outputs and output chunks, replies and their calls'
     /// arguments, answers, messages: `SessionState::text_since_snapshot`) after the last
-    /// snapshot make the next step commit carry one, whatever [`snapshot_every`]
-    /// (Self::snapshot_every) says: a few steps of large outputs make a long suffix too.
+    /// snapshot make the next step commit carry one, whatever
+    /// [`snapshot_every`](Self::snapshot_every) says: a few steps of large outputs make a long
+    /// suffix too.
     /// Default 1 MiB; 0 weighs no bytes. The same version-2 caveat as `snapshot_every` holds.
     pub fn snapshot_after_bytes(mut self, bytes: u64) -> Self {
         self.snapshot_after_bytes = bytes;

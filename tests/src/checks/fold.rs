@@ -414,7 +414,7 @@ pub fn check_fold_and_plan(input: &FoldInput) -> Result<(), String> {
 /// How many committed step boundaries of a log a snapshot is taken at.
 const SNAPSHOT_BOUNDARIES: usize = 3;
 
-/// The snapshot property over the input's log: at up to [`SNAPSHOT_BOUNDARIES`] committed step
+/// The snapshot property over the input's log: at up to `SNAPSHOT_BOUNDARIES` committed step
 /// boundaries, a fold from the snapshot plans every entry as the whole fold does, at every
 /// longer prefix (the input's entries, and one of each kind naming the log's checkpoints).
 pub fn snapshot_fold_agrees(
@@ -444,7 +444,7 @@ pub fn snapshot_fold_agrees(
 /// How many committed steps of a log a fork is made at.
 const FORK_POINTS: usize = 3;
 
-/// The snapshot property for forks over the input's log: forked at up to [`FORK_POINTS`]
+/// The snapshot property for forks over the input's log: forked at up to `FORK_POINTS`
 /// committed steps, the fork's whole fold and its fold from its snapshot plan alike, and as the
 /// original at the same point, right after the fork and as the original's events go on
 /// ([`forks_agree`]).
