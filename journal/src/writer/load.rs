@@ -6,7 +6,7 @@ use stepjournal_backends::{JournalStore, StoreError};
 use stepjournal_codec::{Entry, Event, Record, Seq, SessionId};
 use stepjournal_recovery::SessionState;
 
-use super::yielding::{YIELD_EVERY, yield_now};
+use super::yielding::{FOLD_SLICE, YIELD_EVERY, yield_now};
 
 /// The records an entry folds: the session's log from `first` on, where `first` is its newest
 /// intact snapshot's position (or 0).
@@ -26,7 +26,7 @@ impl Loaded {
         entry: &Entry,
     ) -> Result<(Loaded, SessionState), StoreError> {
         let loaded = Loaded { records: store.read_from_snapshot_async(session).await? };
-        if let Some(state) = loaded.fold_until(loaded.tail())
+        if let Some(state) = loaded.fold_yielding().await
             && !state.needs_history(entry)
         {
             return Ok((loaded, state));
@@ -43,7 +43,7 @@ impl Loaded {
     ) -> Result<(Loaded, SessionState), StoreError> {
         let loaded = Loaded { records: store.read_from_snapshot_async(session).await? };
         if loaded.first() <= at
-            && let Some(state) = loaded.fold_until(loaded.tail())
+            && let Some(state) = loaded.fold_yielding().await
         {
             return Ok((loaded, state));
         }
@@ -83,16 +83,19 @@ impl Loaded {
         self.records.get(usize::try_from(skip).unwrap_or(usize::MAX)..).unwrap_or_default()
     }
 
-    /// The session folded up to `end` (exclusive): from the snapshot when the records start at
-    /// one, else from the first event. `None` when the records start at a snapshot that
-    /// cannot stand there (damaged).
-    pub(crate) fn fold_until(&self, end: Seq) -> Option<SessionState> {
+    /// The session folded up to the records' tail: from the snapshot when the records start at
+    /// one, else from the first event; `None` when they start at a snapshot that cannot stand
+    /// there (damaged). For an async caller: a suffix longer than [`FOLD_SLICE`] events is
+    /// folded a slice per poll (the snapshot decoded in a poll of its own), so that wakes
+    /// polled back to back hand the executor back between slices.
+    async fn fold_yielding(&self) -> Option<SessionState> {
         let mut state = self.start()?;
-        for record in self.records.iter().skip(usize::from(self.first().get() > 0)) {
-            if record.seq >= end {
-                break;
+        let rest = self.records.get(usize::from(self.first().get() > 0)..).unwrap_or_default();
+        for chunk in rest.chunks(FOLD_SLICE) {
+            if rest.len() > FOLD_SLICE {
+                yield_now().await;
             }
-            state.apply(&record.event);
+            chunk.iter().for_each(|r| state.apply(&r.event));
         }
         Some(state)
     }
@@ -111,5 +114,56 @@ impl Loaded {
     /// The records after those read, once an append of the entry's landed.
     pub(crate) fn extend(&mut self, more: impl IntoIterator<Item = Record>) {
         self.records.extend(more);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use stepjournal_codec::{Message, Role, UnixMillis};
+
+    use super::*;
+
+    fn records(n: u64) -> Vec<Record> {
+        (0..n)
+            .map(|i| Record {
+                session: SessionId::from_stored("s"),
+                seq: Seq(i),
+                at: UnixMillis(i),
+                event: Event::Message(Message { role: Role::User, text: format!("m{i}") }),
+            })
+            .collect()
+    }
+
+    /// How many polls the fold of `n` records takes, and what it folded.
+    fn polls(n: u64) -> (usize, SessionState) {
+        let loaded = Loaded { records: records(n) };
+        let mut fold = pin!(loaded.fold_yielding());
+        let mut cx = Context::from_waker(Waker::noop());
+        for polls in 1.. {
+            if let Poll::Ready(state) = fold.as_mut().poll(&mut cx) {
+                return (polls, state.unwrap());
+            }
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn a_long_suffix_is_folded_a_slice_per_poll_and_a_short_one_in_one() {
+        let (one, short) = polls(FOLD_SLICE as u64);
+        assert_eq!(one, 1, "a suffix of a slice or less never yields");
+        assert_eq!(short.len(), FOLD_SLICE as u64);
+        let n = 5 * FOLD_SLICE as u64 + 3;
+        let (many, long) = polls(n);
+        assert_eq!(many, 7, "six slices, each after a yield");
+        let mut whole = SessionState::default();
+        records(n).iter().for_each(|r| whole.apply(&r.event));
+        assert_eq!(long.len(), whole.len());
+        assert_eq!(
+            stepjournal_recovery::transcript(&long),
+            stepjournal_recovery::transcript(&whole)
+        );
     }
 }

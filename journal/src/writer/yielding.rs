@@ -4,8 +4,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// How many records a fold on an async caller's task applies between yields.
+/// How many records a fold of a whole log on an async caller's task applies between yields.
 pub(crate) const YIELD_EVERY: usize = 4096;
+
+/// How many records an entry's fold after its snapshot applies between yields, when it has
+/// more than that to fold (a snapshot's suffix is about 32 steps).
+pub(crate) const FOLD_SLICE: usize = 64;
 
 /// Ready on its second poll: the task is woken at once and queued behind the executor's other
 /// work (its timers, its other tasks). Names no executor.
