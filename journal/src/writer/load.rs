@@ -119,6 +119,8 @@ impl Loaded {
 
 #[cfg(test)]
 mod tests {
+    #![expect(clippy::expect_used, reason = "tests fail loudly")]
+
     use std::pin::pin;
     use std::task::{Context, Poll, Waker};
 
@@ -144,10 +146,10 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         for polls in 1.. {
             if let Poll::Ready(state) = fold.as_mut().poll(&mut cx) {
-                return (polls, state.unwrap());
+                return (polls, state.expect("the records start at seq 0"));
             }
         }
-        unreachable!()
+        unreachable!("the loop ends only by returning")
     }
 
     #[test]
