@@ -270,3 +270,35 @@ fn a_schema_at_version_3_gets_the_snapshot_index_on_open() {
     assert_eq!(reader.read_from_snapshot(&s).unwrap(), got);
     drop(PgFixture::guest(&pg::url(), &schema, PostgresOptions::default()));
 }
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn a_closed_store_ends_its_connections_to_the_server() {
+    // Its connections are told apart by their application name.
+    let name = format!("sj-close-{}", std::process::id());
+    let fixture = PgFixture::new("close");
+    let url = pg::with_param(&pg::url(), "schema", fixture.schema());
+    let url = pg::with_param(&url, "application_name", &name);
+    let store = PostgresStore::connect(&url, PostgresOptions::default()).unwrap();
+    let s = SessionId::new("s").unwrap();
+    store.append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
+    assert_eq!(store.read_all(&s).unwrap().len(), 2);
+    let mut server = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
+    let mut open = || -> i64 {
+        let q = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1";
+        server.query_one(q, &[&name]).unwrap().get(0)
+    };
+    assert!(open() >= 1, "the store holds a connection");
+    store.close().unwrap();
+    // Ended by the store's side: the server sees them go within moments.
+    let start = std::time::Instant::now();
+    while open() > 0 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{} still open", open());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(store);
+    drop(fixture);
+}

@@ -361,10 +361,12 @@ impl JournalStore for PostgresStore {
         })
     }
 
-    /// Refuses every call from now on; what is in flight finishes. The pool's connections
-    /// and the driver's thread go with the last handle.
+    /// Refuses every call from now on; what is in flight finishes. The pool's connections to
+    /// the server end (an idle one at once, one in use when its operation ends); the driver's
+    /// thread goes with the last handle.
     fn close(&self) -> Result<(), StoreError> {
         let _ = self.shared.closed.set(());
+        self.shared.pool.close();
         Ok(())
     }
 

@@ -80,6 +80,8 @@ pub(crate) struct Pool {
     wait: Duration,
     idle: Mutex<Vec<Conn>>,
     slots: Semaphore,
+    /// The store was closed: connections are dropped as their leases end.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A connection taken from the pool; it goes back when dropped, unless it failed.
@@ -108,7 +110,9 @@ impl Drop for Lease<'_> {
         // The slot is freed after this (the permit is dropped with the lease), so the
         // connection is idle before a waiter can look for one.
         match self.conn.take() {
-            Some(conn) if !self.broken && !conn.client.is_closed() => self.pool.lock().push(conn),
+            Some(conn) if !self.broken && !conn.client.is_closed() && !self.pool.is_closed() => {
+                self.pool.lock().push(conn);
+            }
             _ => {}
         }
     }
@@ -116,7 +120,19 @@ impl Drop for Lease<'_> {
 
 impl Pool {
     pub(crate) fn new(connector: Connector, size: usize, wait: Duration) -> Self {
-        Pool { connector, wait, idle: Mutex::new(Vec::new()), slots: Semaphore::new(size) }
+        let idle = Mutex::new(Vec::new());
+        let closed = std::sync::atomic::AtomicBool::new(false);
+        Pool { connector, wait, idle, slots: Semaphore::new(size), closed }
+    }
+
+    /// Ends the idle connections now, and each one in use as its lease ends.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
+        self.lock().clear();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Conn>> {
