@@ -230,6 +230,11 @@ export class Journal {
    * left for recovery.
    */
   close(options?: { deadlineMs?: number }): Promise<string[]>;
+  /**
+   * One retention pass: deletes the sessions whose last run ended more than `ageMs` ago (never
+   * an open, crashed or suspended one); a session resumed since it was listed is kept, in `changed`.
+   */
+  retain(ageMs: number): Promise<{ deleted: string[]; changed: string[] }>;
 }
 
 export interface OpenOptions {
@@ -253,6 +258,14 @@ export interface OpenOptions {
    * (default 1 MiB; 0 weighs no bytes).
    */
   snapshotAfterBytes?: number;
+  /**
+   * Retention: sessions whose last run ended (completed, failed, stopped) more than this many
+   * milliseconds ago are deleted by a thread of the journal's, a pass every tenth of the age
+   * (default: sessions are kept). Open, crashed and suspended sessions are never deleted.
+   */
+  retainEndedForMs?: number;
+  /** Who begins this journal's runs, and why: recorded on each entry's `run_started` (a stop's `run_ended`). */
+  operator?: { name?: string; reason?: string };
 }
 
 /** Opens `file:PATH`, `sqlite:PATH` or `postgres://...`. */

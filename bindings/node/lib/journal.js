@@ -166,6 +166,16 @@ export class Journal {
     return this.#native.owner;
   }
 
+  /**
+   * One retention pass: deletes the sessions whose last run ended (completed, failed, stopped)
+   * more than `ageMs` ago; never an open, crashed or suspended one. Each is deleted at the tail
+   * it was listed at: one a runtime resumed meanwhile is kept and listed in `changed`.
+   */
+  retain(ageMs) {
+    if (!Number.isSafeInteger(ageMs) || ageMs < 1) throw new TypeError(`retain: ageMs must be a whole number of milliseconds, at least 1 (got ${ageMs})`);
+    return wrap(this.#native.retain(ageMs));
+  }
+
   /** The store's and the writer's counters. */
   metrics() {
     return JSON.parse(this.#native.metrics());
@@ -329,7 +339,7 @@ export class Step {
   }
 }
 
-const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner', 'snapshotEvery', 'snapshotAfterBytes'];
+const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner', 'snapshotEvery', 'snapshotAfterBytes', 'retainEndedForMs', 'operator'];
 
 /**
  * Opens the journal at `url` (`file:PATH`, `sqlite:PATH`, `postgres://...`) with its tools.
@@ -339,13 +349,25 @@ const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'ow
  * died), `owner` (the holder of the runs' leases; default `host:pid:random`), `snapshotEvery`
  * (how many committed steps lie between two `snapshot` events a run writes; default 32, 0 for
  * none but those `run.snapshot()` writes), `snapshotAfterBytes` (bytes of text after the last
- * snapshot that make the next step commit carry one; default 1 MiB, 0 weighs none).
+ * snapshot that make the next step commit carry one; default 1 MiB, 0 weighs none),
+ * `retainEndedForMs` (sessions whose last run ended completed, failed or stopped longer ago are
+ * deleted by the journal; default: kept), `operator` (`{ name, reason }`: who begins this
+ * journal's runs and why, recorded on each run).
  */
 export async function openJournal(url, options = {}) {
   if (options === null || typeof options !== 'object') throw new TypeError('openJournal: options must be an object');
   const unknown = Object.keys(options).filter((k) => !OPTIONS.includes(k));
   if (unknown.length > 0) throw new TypeError(`openJournal: unknown option ${unknown.map((k) => `\`${k}\``).join(', ')} (the options are ${OPTIONS.join(', ')})`);
-  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes } = options;
+  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes, retainEndedForMs, operator } = options;
+  if (retainEndedForMs !== undefined && (!Number.isSafeInteger(retainEndedForMs) || retainEndedForMs < 1)) {
+    throw new TypeError(`openJournal: retainEndedForMs must be a whole number of milliseconds, at least 1 (got ${retainEndedForMs})`);
+  }
+  if (operator !== undefined) {
+    const fields = operator !== null && typeof operator === 'object' ? Object.keys(operator) : null;
+    if (fields === null || fields.some((k) => k !== 'name' && k !== 'reason') || !['name', 'reason'].every((k) => operator[k] === undefined || typeof operator[k] === 'string')) {
+      throw new TypeError('openJournal: operator must be { name?: string, reason?: string }');
+    }
+  }
   if (leaseTtlMs !== undefined && (!Number.isInteger(leaseTtlMs) || leaseTtlMs < 1 || leaseTtlMs > 0xffffffff)) {
     throw new TypeError(`openJournal: leaseTtlMs must be a whole number of milliseconds, at least 1 (got ${leaseTtlMs})`);
   }
@@ -359,6 +381,6 @@ export async function openJournal(url, options = {}) {
     throw new TypeError(`openJournal: snapshotAfterBytes must be a whole number of bytes, 0 or more (got ${snapshotAfterBytes})`);
   }
   const defs = await nativeTools(tools);
-  const config = { durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes };
+  const config = { durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes, retainEndedForMs, operator };
   return new Journal(await wrap(native.open(String(url), defs, abortBody, config)), zodSchemas(tools));
 }

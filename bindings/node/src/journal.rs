@@ -7,7 +7,7 @@ use napi_derive::napi;
 use serde_json::json;
 use stepjournal::backends::{Durability, OpenOptions, OwnerId, open_url};
 use stepjournal::codec::json::record_to_export_line;
-use stepjournal::codec::{CallId, CheckpointId, RawJson, SessionId};
+use stepjournal::codec::{CallId, CheckpointId, Operator, RawJson, SessionId};
 use stepjournal::recovery::Config;
 use stepjournal::{Journal, JournalOptions, Tools};
 
@@ -40,6 +40,46 @@ pub struct JournalConfig {
     /// How many bytes of text after the last snapshot make the next step commit carry one
     /// (default 1 MiB; 0 weighs no bytes). A whole number up to 2^53.
     pub snapshot_after_bytes: Option<f64>,
+    /// Retention: sessions whose last run ended (completed, failed, stopped) more than this many
+    /// milliseconds ago are deleted by a thread of the journal's (default: kept). A whole
+    /// number, at least 1.
+    pub retain_ended_for_ms: Option<f64>,
+    /// Who begins this journal's runs, and why: recorded on each entry's `run_started` (a stop's
+    /// `run_ended`).
+    pub operator: Option<OperatorConfig>,
+}
+
+/// Who acts through a journal, and why.
+#[napi(object)]
+#[derive(Debug)]
+pub struct OperatorConfig {
+    /// Who (1 to 200 bytes, no control characters).
+    pub name: Option<String>,
+    /// Why (1 to 2000 bytes, no control characters).
+    pub reason: Option<String>,
+}
+
+/// What a retention pass did.
+#[napi(object)]
+#[derive(Debug)]
+pub struct RetainedJs {
+    /// The sessions deleted.
+    pub deleted: Vec<String>,
+    /// The sessions judged old whose log changed before their delete: kept.
+    pub changed: Vec<String>,
+}
+
+/// `ms` as a duration, when it is a whole number of milliseconds, at least 1, that JavaScript
+/// holds exactly.
+fn whole_ms(ms: f64, what: &str) -> napi::Result<Duration> {
+    if ms.fract() == 0.0 && (1.0..=9_007_199_254_740_992.0).contains(&ms) {
+        Ok(Duration::from_millis(ms as u64))
+    } else {
+        Err(coded(
+            ErrorCode::InvalidOptions,
+            format!("{what} must be a whole number of milliseconds, at least 1"),
+        ))
+    }
 }
 
 /// A journal: the session writer over one store, with the tools it drives with.
@@ -100,6 +140,14 @@ pub async fn open(
         }
         options = options.snapshot_after_bytes(bytes as u64);
     }
+    if let Some(ms) = config.retain_ended_for_ms {
+        options = options.retain_ended_for(whole_ms(ms, "retainEndedForMs")?);
+    }
+    if let Some(who) = config.operator {
+        let operator =
+            Operator::new(who.name, who.reason).map_err(|e| coded(ErrorCode::InvalidId, e))?;
+        options = options.operator(operator);
+    }
     let open_options =
         if config.create.unwrap_or(true) { OpenOptions::create() } else { OpenOptions::default() };
     let store = open_url(&url, open_options).map_err(thrown)?;
@@ -146,6 +194,14 @@ impl NativeJournal {
         let session = convert::session(&session)?;
         let plan = self.journal.stop_async(&session).await.map_err(thrown)?;
         Ok(plan.to_json())
+    }
+
+    /// One retention pass: deletes the sessions whose last run ended more than `age_ms` ago.
+    #[napi]
+    pub async fn retain(&self, age_ms: f64) -> napi::Result<RetainedJs> {
+        let done = self.journal.retain(whole_ms(age_ms, "ageMs")?).map_err(thrown)?;
+        let ids = |ids: Vec<SessionId>| ids.iter().map(|s| s.as_str().to_owned()).collect();
+        Ok(RetainedJs { deleted: ids(done.deleted), changed: ids(done.changed) })
     }
 
     /// The sessions a start-up recovers.
