@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::StoreFuture;
+use crate::{StoreError, StoreFuture};
 
 /// The most threads one store reads on at once.
 pub(crate) const MAX_THREADS: usize = 4;
@@ -99,6 +99,28 @@ impl Readers {
             }
         }
         future
+    }
+
+    /// `work` over `state` on one of the threads, unless `open` (the store's check that it is
+    /// neither closed nor poisoned) refuses it at once. Should its thread be lost, the future
+    /// has an I/O error whose context is `context`: what was read, and where.
+    pub(crate) fn read_with<S, T>(
+        &self,
+        state: &Arc<S>,
+        open: Result<(), StoreError>,
+        context: String,
+        work: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<Result<T, StoreError>>
+    where
+        S: Send + Sync + 'static,
+        T: Send + 'static,
+    {
+        if let Err(e) = open {
+            return StoreFuture::ready(Err(e));
+        }
+        let state = Arc::clone(state);
+        let source = std::io::Error::other("the thread reading it stopped before it answered");
+        self.read(Err(StoreError::Io { context, source }), move || work(&state))
     }
 
     /// Threads running now (for tests).

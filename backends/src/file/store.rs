@@ -569,11 +569,9 @@ impl FileStore {
         what: &str,
         work: impl FnOnce(&Core) -> Result<T, StoreError> + Send + 'static,
     ) -> StoreFuture<Result<T, StoreError>> {
-        if let Err(e) = lock(&self.core.state).check_open() {
-            return StoreFuture::ready(Err(e));
-        }
-        let core = Arc::clone(&self.core);
-        self.readers.read(Err(lost_read(&self.core, what)), move || work(&core))
+        let open = lock(&self.core.state).check_open();
+        let context = format!("{what} in the journal {}", self.core.dir.display());
+        self.readers.read_with(&self.core, open, context, work)
     }
 
     /// Waits until every request queued is written and answered and no one leads a group: for
@@ -748,14 +746,6 @@ impl JournalStore for FileStore {
             leases_taken_over: 0,
             reclaim_failures: c.reclaim_failures.load(Ordering::Relaxed),
         }
-    }
-}
-
-/// What a read's future holds if its thread is lost.
-fn lost_read(core: &Core, what: &str) -> StoreError {
-    StoreError::Io {
-        context: format!("{what} in the journal {}", core.dir.display()),
-        source: std::io::Error::other("the thread reading it stopped before it answered"),
     }
 }
 

@@ -154,11 +154,8 @@ impl SqliteStore {
         what: &str,
         work: impl FnOnce(&Shared) -> Result<T, StoreError> + Send + 'static,
     ) -> StoreFuture<Result<T, StoreError>> {
-        if let Err(e) = self.shared.check_poison() {
-            return StoreFuture::ready(Err(e));
-        }
-        let shared = Arc::clone(&self.shared);
-        self.readers.read(Err(lost_read(&self.shared, what)), move || work(&shared))
+        let context = format!("{}: {what}", self.shared.location);
+        self.readers.read_with(&self.shared, self.shared.check_poison(), context, work)
     }
 
     /// The database file.
@@ -383,14 +380,6 @@ fn read_snapshot_on(shared: &Shared, session: &SessionId) -> Result<Vec<Record>,
     let records = read::from_snapshot(shared, session)?;
     sql::check_from_snapshot(&shared.location, session, &records)?;
     Ok(records)
-}
-
-/// What a read's future holds if its thread is lost.
-fn lost_read(shared: &Shared, what: &str) -> StoreError {
-    StoreError::Io {
-        context: format!("{}: {what}", shared.location),
-        source: std::io::Error::other("the thread reading it stopped before it answered"),
-    }
 }
 
 /// Deletes the session, if its tail is `tail` when one is given: whether it had events, or its

@@ -431,14 +431,19 @@ pub fn snapshot_fold_agrees(
         EntrySpec::FromCheckpoint(3),
         EntrySpec::Retry { checkpoint: Some(1), message: true },
     ];
-    let entries: Vec<NewRun> = std::iter::once(input.entry)
+    let entries = entries_with(input, kinds);
+    snapshots_agree(events, &entries, registry, config, SNAPSHOT_BOUNDARIES)
+        .map_err(|e| format!("a fold from a snapshot plans otherwise: {e}"))
+}
+
+/// The input's entry and its later ones (at most `MAX_LATER`), then `kinds`, each a new run.
+fn entries_with(input: &FoldInput, kinds: impl IntoIterator<Item = EntrySpec>) -> Vec<NewRun> {
+    std::iter::once(input.entry)
         .chain(input.later.iter().copied().take(MAX_LATER))
         .chain(kinds)
         .enumerate()
         .map(|(n, spec)| new_run(spec.entry(), n))
-        .collect();
-    snapshots_agree(events, &entries, registry, config, SNAPSHOT_BOUNDARIES)
-        .map_err(|e| format!("a fold from a snapshot plans otherwise: {e}"))
+        .collect()
 }
 
 /// How many committed steps of a log a fork is made at.
@@ -463,12 +468,7 @@ pub fn fork_fold_agrees(
         EntrySpec::FromCheckpoint(0),
         EntrySpec::Retry { checkpoint: Some(1), message: true },
     ];
-    let entries: Vec<NewRun> = std::iter::once(input.entry)
-        .chain(input.later.iter().copied().take(MAX_LATER))
-        .chain(kinds)
-        .enumerate()
-        .map(|(n, spec)| new_run(spec.entry(), n))
-        .collect();
+    let entries = entries_with(input, kinds);
     forks_agree(events, &entries, registry, config, FORK_POINTS)
         .map_err(|e| format!("a fork plans otherwise: {e}"))
 }
