@@ -30,6 +30,7 @@ mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod store;
+mod trim;
 mod url;
 
 pub use ack::{AppendAck, Durability};
@@ -39,4 +40,5 @@ pub use head::{Lease, LeaseTaken, OwnerId, RunHead, RunState, SessionHead, Store
 pub use identity::StoreIdentity;
 pub use separate::SeparateProcess;
 pub use store::{DeleteAt, JournalStore, from_last_snapshot};
+pub use trim::trim_point;
 pub use url::{OpenOptions, StoreUrl, open_url};

@@ -14,10 +14,20 @@ use crate::{
 /// One session's events and its head, kept as batches land.
 #[derive(Debug, Default)]
 struct Log {
-    // Invariant: the session's events at seq 0, 1, 2, ... in order.
+    // Invariant: the session's events at seq `start`, `start + 1`, ... in order (`start` 0
+    // unless the session was trimmed).
     records: Vec<Record>,
+    /// The seq of `records[0]`: where a trim left the log's start.
+    start: u64,
     /// `RunHead::advance` over `records`.
     head: RunHead,
+}
+
+impl Log {
+    /// The session's next seq.
+    fn tail(&self) -> u64 {
+        self.start + self.records.len() as u64
+    }
 }
 
 /// Sessions kept in memory. Events are checked against the same limits as the durable backends
@@ -79,8 +89,9 @@ impl JournalStore for MemoryStore {
         let mut scratch = Vec::new();
         batch::encode_into(&mut scratch, session, expected, events, &self.limits)
             .map_err(|e| AppendError::Encode { session: session.clone(), source: Box::new(e) })?;
+        let trim = crate::trim_point(session, expected, events)?;
         let mut sessions = self.lock()?;
-        let actual = Seq(sessions.get(session).map_or(0, |l| l.records.len() as u64));
+        let actual = Seq(sessions.get(session).map_or(0, Log::tail));
         if actual != expected {
             return Err(AppendError::Conflict { expected, actual });
         }
@@ -92,23 +103,29 @@ impl JournalStore for MemoryStore {
             event: e.event.clone(),
         }));
         log.head.advance_all(events);
-        let next = Seq(log.records.len() as u64);
+        if let Some(before) = trim.filter(|b| b.get() > log.start) {
+            let drop = usize::try_from(before.get() - log.start).unwrap_or(usize::MAX);
+            log.records.drain(..drop.min(log.records.len()));
+            log.start = before.get();
+        }
+        let next = Seq(log.tail());
         debug_assert!(
             log.records.last().is_some_and(|r| r.seq.next() == next),
-            "a session's events sit at seq 0, 1, 2, ..."
+            "a session's events sit at seq start, start + 1, ..."
         );
         Ok(AppendAck { first: expected, next, durability: Durability::Volatile })
     }
 
     fn read(&self, session: &SessionId, range: Range<Seq>) -> Result<Vec<Record>, StoreError> {
         let sessions = self.lock()?;
-        let Some(log) = sessions.get(session).map(|l| &l.records) else {
+        let Some(log) = sessions.get(session) else {
             return Ok(Vec::new());
         };
-        let len = log.len() as u64;
-        let start = range.start.get().min(len) as usize;
-        let end = range.end.get().min(len).max(range.start.get().min(len)) as usize;
-        Ok(log.get(start..end).map(<[Record]>::to_vec).unwrap_or_default())
+        // Positions in `records`, the range clipped to the seqs it holds.
+        let at = |seq: Seq| seq.get().clamp(log.start, log.tail()) - log.start;
+        let start = usize::try_from(at(range.start)).unwrap_or(usize::MAX);
+        let end = usize::try_from(at(range.end)).unwrap_or(usize::MAX).max(start);
+        Ok(log.records.get(start..end).map(<[Record]>::to_vec).unwrap_or_default())
     }
 
     fn read_from_snapshot(&self, session: &SessionId) -> Result<Vec<Record>, StoreError> {
@@ -129,7 +146,7 @@ impl JournalStore for MemoryStore {
     }
 
     fn tail(&self, session: &SessionId) -> Result<Seq, StoreError> {
-        Ok(Seq(self.lock()?.get(session).map_or(0, |l| l.records.len() as u64)))
+        Ok(Seq(self.lock()?.get(session).map_or(0, Log::tail)))
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
@@ -143,7 +160,7 @@ impl JournalStore for MemoryStore {
     /// Checked and deleted under the store's lock.
     fn delete_at(&self, session: &SessionId, tail: Seq) -> Result<DeleteAt, StoreError> {
         let mut sessions = self.lock()?;
-        let actual = Seq(sessions.get(session).map_or(0, |l| l.records.len() as u64));
+        let actual = Seq(sessions.get(session).map_or(0, Log::tail));
         if actual != tail {
             return Ok(DeleteAt::Changed { tail: actual });
         }

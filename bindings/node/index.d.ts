@@ -124,6 +124,8 @@ export type TranscriptItem =
   | { type: 'client_answer'; seq: number; call: string; output: Json }
   | { type: 'approval_denied'; seq: number; call: string }
   | { type: 'paired'; seq: number; call: string; reason: string; message: string; partial: string }
+  /** First in a trimmed session's transcript: `turns` earlier turns are no longer in the log. */
+  | { type: 'trimmed'; seq: number; turns: number }
   /** A cut-off model answer; `continuation`, when the run recorded the provider's handle, resumes it. */
   | { type: 'aborted'; seq: number; partial: string; continuation?: string };
 
@@ -235,6 +237,15 @@ export class Journal {
    * an open, crashed or suspended one); a session resumed since it was listed is kept, in `changed`.
    */
   retain(ageMs: number): Promise<{ deleted: string[]; changed: string[] }>;
+  /**
+   * Drops the session's events before a kept snapshot, keeping the last `keepTurns` turns whole
+   * (default 1); never the newest snapshot alone, never what an open call needs. Rejects with
+   * `lease_held` while a run of the session is live, `conflict` when another actor wrote meanwhile.
+   */
+  trim(session: string, options?: { keepTurns?: number }): Promise<
+    | { trimmed: true; before: number; from: number; at: number; turns: number }
+    | { trimmed: false; why: string }
+  >;
 }
 
 export interface OpenOptions {

@@ -11,7 +11,7 @@ use stepjournal_backends::file::{FileOptions, FileStore, LOCK_FILE, writer_is_li
 use stepjournal_backends::{JournalStore, OpenError, OpenOptions, OwnerId, StoreUrl, open_url};
 use stepjournal_codec::json::event_to_json;
 use stepjournal_codec::{Event, Operator, Record, RunId, SessionId};
-use stepjournal_recovery::{SessionState, fold_owned};
+use stepjournal_recovery::SessionState;
 
 use super::CliError;
 use super::plan::SavedPolicies;
@@ -54,7 +54,7 @@ pub(crate) fn read_state(
     session: &SessionId,
 ) -> Result<(Vec<Record>, SessionState), CliError> {
     let records = super::store::read_session(store, url, session)?;
-    let state = fold_owned(records.iter().map(|r| r.event.clone()).collect());
+    let state = super::store::fold_strict(url, session, &records)?;
     Ok((records, state))
 }
 

@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use stepjournal::writer::{Clock, SystemClock};
 use stepjournal_codec::{CallKind, Entry, Event, Operator, Record, Seq, SessionId, UnixMillis};
-use stepjournal_recovery::{Action, ApprovalState, CallRecord, Config, Resolution, fold_owned};
+use stepjournal_recovery::{Action, ApprovalState, CallRecord, Config, Resolution};
 
 use super::CliError;
 use super::operator::{operator_json, operator_text};
@@ -73,8 +73,8 @@ pub struct CallRow {
 
 /// The rows of every call of the session's log, in log order.
 pub fn rows(records: &[Record]) -> Vec<CallRow> {
-    let state = fold_owned(records.iter().map(|r| r.event.clone()).collect());
-    let plan = dry_plan(&state, records.len() as u64, Entry::Wake, &Config::default());
+    let state = crate::store::fold_records(records);
+    let plan = dry_plan(&state, state.len(), Entry::Wake, &Config::default());
     let saved = state.saved_step().map(|r| r.seq);
     let mut out = Vec::new();
     for reply in state.replies() {
@@ -109,7 +109,7 @@ pub fn rows(records: &[Record]) -> Vec<CallRow> {
 /// The rule recorded with the pairing that resolves the call (format version 2 records it).
 fn recorded_rule(c: &CallRecord<'_>, records: &[Record]) -> Option<String> {
     let Some(Resolution::Paired(p)) = c.resolution() else { return None };
-    match records.get(p.seq.get() as usize).map(|r| &r.event) {
+    match crate::store::at_seq(records, p.seq.get()).map(|r| &r.event) {
         Some(Event::Paired(e)) => e.rule.clone(),
         _ => None,
     }
@@ -132,8 +132,8 @@ fn resolved_at(c: &CallRecord<'_>) -> Option<Seq> {
 /// in the same batch (appended at the same time, no run begun between), else the one the run
 /// holding it was begun by.
 fn signed_by(seq: Seq, records: &[Record]) -> Option<&Operator> {
-    let at = records.get(seq.get() as usize)?.at;
-    let after = records.iter().skip(seq.get() as usize + 1).take_while(|r| r.at == at);
+    let at = crate::store::at_seq(records, seq.get())?.at;
+    let after = records.iter().skip_while(|r| r.seq <= seq).take_while(|r| r.at == at);
     for r in after {
         match &r.event {
             Event::RunEnded(e) if e.by.is_some() => return e.by.as_ref(),

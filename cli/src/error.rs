@@ -258,6 +258,9 @@ pub enum ActionError {
     /// The fork was refused or could not be written.
     #[error(transparent)]
     Fork(#[from] stepjournal::ForkError),
+    /// The trim was refused or could not be written.
+    #[error(transparent)]
+    Trim(#[from] stepjournal::TrimError),
 }
 
 /// Why an import stopped partway through a session.

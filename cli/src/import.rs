@@ -166,6 +166,14 @@ fn check(path: &Path) -> Result<Vec<(SessionId, u64)>, CliError> {
             sessions.push((r.session.clone(), 0));
         }
         let expected = sessions.last().map_or(0, |(_, n)| *n);
+        if expected == 0 && r.seq > Seq(0) {
+            return Err(lines.error(format!(
+                "session {} starts at seq {}: it was trimmed (its export starts at the kept \
+                 snapshot), and an import writes each session from seq 0, so it cannot be \
+                 imported; import an export made before the trim",
+                r.session, r.seq
+            )));
+        }
         if r.seq != Seq(expected) {
             return Err(lines.error(format!(
                 "session {} continues at seq {} where seq {expected} is next",

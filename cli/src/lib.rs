@@ -36,6 +36,7 @@ pub mod stats;
 pub mod stop;
 mod store;
 pub mod time;
+pub mod trim;
 pub mod verify;
 pub mod view;
 mod wrap;
@@ -64,6 +65,7 @@ stepjournal plan file:./stepjournal-demo SESSION --entry wake\n  \
 stepjournal view file:./stepjournal-demo SESSION -o session.html\n  \
 stepjournal stop sqlite:journal.db SESSION --dry-run\n  \
 stepjournal fork file:./stepjournal-demo SESSION --at CHECKPOINT --to NEW\n  \
+stepjournal trim file:./stepjournal-demo SESSION --keep-turns 2\n  \
 stepjournal salvage file:./damaged --to file:./salvaged\n  \
 stepjournal export file:./stepjournal-demo > journal.jsonl"
 )]
@@ -96,6 +98,8 @@ pub enum Command {
     Stop(stop::StopArgs),
     /// Fork a session at a committed step into a new session.
     Fork(fork::ForkArgs),
+    /// Drop a session's events before a kept snapshot (what recovery needs is kept).
+    Trim(trim::TrimArgs),
     /// Answer a waiting client call through the session writer.
     Answer(answer::AnswerArgs),
     /// Approve an approval-gated call through the session writer.
@@ -163,6 +167,7 @@ pub fn run_with(
         Command::Import(args) => import::run(&args, out, term.progress),
         Command::Stop(args) => stop::run(&args, out),
         Command::Fork(args) => fork::run(&args, out),
+        Command::Trim(args) => trim::run(&args, out),
         Command::Answer(args) => answer::run_answer(&args, out),
         Command::Approve(args) => answer::run_decide(&args, true, out),
         Command::Deny(args) => answer::run_decide(&args, false, out),

@@ -12,7 +12,7 @@ use stepjournal_codec::{
     CheckpointId, Entry, Event, RawJson, Replay, ResumeMode, RunId, SessionId, ToolName,
 };
 use stepjournal_recovery::{
-    Action, ArgsCheck, Config, NewRun, Plan, SessionState, ToolRegistry, fold_owned, plan,
+    Action, ArgsCheck, Config, NewRun, Plan, SessionState, ToolRegistry, plan,
 };
 
 use super::CliError;
@@ -232,8 +232,8 @@ pub fn plan_store(
     };
     let mut reading = Reading::open(request.url, request.on_corruption)?;
     let records = reading.read_one(request.session)?;
-    let len = records.len();
-    let state = fold_owned(records.into_iter().map(|r| r.event).collect());
+    let state = crate::store::fold_strict(request.url, request.session, &records)?;
+    let len = state.len();
     let new_run = NewRun {
         run: RunId::new(format!("run-{}", state.runs().len().saturating_add(1))),
         entry: request.entry.clone(),

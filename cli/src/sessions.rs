@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 use stepjournal::writer::{Clock, SystemClock};
 use stepjournal_codec::{CallId, Record, RunOutcome, SessionId, StepNo, UnixMillis};
-use stepjournal_recovery::{SessionState, fold_owned};
+use stepjournal_recovery::SessionState;
 
 use super::CliError;
 pub use super::holders::{Held, Holders, LOCK_WATCH, LockHeld};
@@ -160,7 +160,7 @@ impl SessionSummary {
     pub fn of(session: SessionId, records: Vec<Record>) -> Self {
         let events = records.len() as u64;
         let last_append = records.last().map_or(UnixMillis(0), |r| r.at);
-        let state = fold_owned(records.into_iter().map(|r| r.event).collect());
+        let state = crate::store::fold_records(&records);
         Self::of_state(session, events, last_append, &state)
     }
 
@@ -259,7 +259,7 @@ pub fn summarize(
         let Some(records) = reading.read(&session)? else { continue };
         let events = records.len() as u64;
         let last_append = records.last().map_or(UnixMillis(0), |r| r.at);
-        let state = fold_owned(records.into_iter().map(|r| r.event).collect());
+        let state = crate::store::fold_records(&records);
         let held = holders.held(&session, &state);
         let mut summary = SessionSummary::of_held(session, events, last_append, &state, held);
         summary.age = now.map(|n| n.get().saturating_sub(last_append.get()));

@@ -75,3 +75,37 @@ pub(crate) fn list_sessions(
         source,
     })
 }
+
+/// The fold of a session's log as the store keeps it: from seq 0, or from its first intact
+/// snapshot when it was trimmed. A trimmed log with none (damaged) is folded from its first
+/// event, so that `show`, `calls`, `sessions` and `view` still show what it holds; the
+/// commands that plan or write refuse it ([`fold_strict`]).
+pub(crate) fn fold_records(records: &[Record]) -> stepjournal_recovery::SessionState {
+    stepjournal_recovery::SessionState::of_log(records).unwrap_or_else(|_| {
+        stepjournal_recovery::fold(&records.iter().map(|r| r.event.clone()).collect::<Vec<_>>())
+    })
+}
+
+/// The fold of a session's log as the store keeps it ([`fold_records`]); a trimmed log with
+/// no intact snapshot to start from is corrupt: [`CliError::Store`].
+pub(crate) fn fold_strict(
+    url: &str,
+    session: &SessionId,
+    records: &[Record],
+) -> Result<stepjournal_recovery::SessionState, CliError> {
+    stepjournal_recovery::SessionState::of_log(records).map_err(|e| CliError::Store {
+        url: StoreName::of(url),
+        doing: format!("folding session {session}"),
+        source: StoreError::Corrupt {
+            context: format!("session {session}"),
+            source: stepjournal_codec::DecodeError::Malformed { reason: e.to_string() },
+        },
+    })
+}
+
+/// The record at `seq` of a session's records (read in order, dense from where the log starts:
+/// seq 0, or a trimmed log's kept snapshot).
+pub(crate) fn at_seq(records: &[Record], seq: u64) -> Option<&Record> {
+    let first = records.first()?.seq.get();
+    records.get(usize::try_from(seq.checked_sub(first)?).ok()?).filter(|r| r.seq.get() == seq)
+}

@@ -14,7 +14,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use stepjournal_backends::file::{FileFinding, verify_dir};
 use stepjournal_backends::{JournalStore, StoreError, StoreUrl};
-use stepjournal_codec::{Event, Limits, Record, Seq, SessionId};
+use stepjournal_codec::{Limits, Record, Seq, SessionId};
 
 use super::progress::Progress;
 use super::shown::{Shown, StoreName};
@@ -155,14 +155,15 @@ impl Report {
     }
 }
 
-/// Checks each session's events against the protocol; `place` gives a seq's file and offset.
+/// Checks each session's records (dense, from where its log starts: seq 0, or a trimmed log's
+/// kept snapshot) against the protocol; `place` gives a seq's file and offset.
 fn protocol(
     session: &SessionId,
-    events: &[Event],
+    records: &[Record],
     place: impl Fn(Seq) -> Option<(PathBuf, u64)>,
     report: &mut Report,
 ) {
-    for found in stepjournal_recovery::verify(events) {
+    for found in stepjournal_recovery::verify_log(records) {
         let mut f = Finding::in_session(session, Some(found.seq), found.problem.to_string());
         if let Some((segment, offset)) = place(found.seq) {
             f.segment = Some(segment);
@@ -253,10 +254,13 @@ pub fn verify_file(
                 continue;
             }
         };
-        let events: Vec<Event> = located.iter().map(|l| l.record.event.clone()).collect();
-        let place =
-            |seq: Seq| located.get(seq.get() as usize).map(|l| (l.segment.clone(), l.offset));
-        protocol(s, &events, place, &mut report);
+        let records: Vec<Record> = located.iter().map(|l| l.record.clone()).collect();
+        let first = records.first().map_or(0, |r| r.seq.get());
+        let place = |seq: Seq| {
+            let at = usize::try_from(seq.get().checked_sub(first)?).ok()?;
+            located.get(at).map(|l| (l.segment.clone(), l.offset))
+        };
+        protocol(s, &records, place, &mut report);
         if after_gap > 0 {
             report.notes.push(format!(
                 "session {s}: the protocol is checked up to seq {readable}; {after_gap} events \
@@ -307,17 +311,20 @@ pub fn verify_store(
         };
         report.sessions += 1;
         report.events += tail.get().max(records.len() as u64);
+        // Dense from where the log starts (a trimmed log at its kept snapshot).
+        let start = records.first().map_or(0, |r| r.seq.get());
         let mut dense = Vec::with_capacity(records.len());
         for (i, r) in records.into_iter().enumerate() {
-            if r.seq != Seq(i as u64) || &r.session != s {
+            let want = start.saturating_add(i as u64);
+            if r.seq != Seq(want) || &r.session != s {
                 report.findings.push(Finding::in_session(
                     s,
-                    Some(Seq(i as u64)),
-                    format!("expected seq {i} of {s}, read {} seq {}", r.session, r.seq),
+                    Some(Seq(want)),
+                    format!("expected seq {want} of {s}, read {} seq {}", r.session, r.seq),
                 ));
                 break;
             }
-            dense.push(r.event);
+            dense.push(r);
         }
         protocol(s, &dense, |_| None, &mut report);
     }

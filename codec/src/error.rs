@@ -153,6 +153,18 @@ pub enum EncodeError {
         /// What is wrong with the member.
         source: IdError,
     },
+    /// A `trimmed` event's `before` is not a seq the session holds before the batch (the
+    /// first seq a trim keeps must already be in the log); nothing is written.
+    #[error(
+        "a trimmed event must keep a seq the session already holds: its `before` is {before}, \
+         but the batch starts at seq {first}"
+    )]
+    TrimPoint {
+        /// The event's `before`.
+        before: u64,
+        /// The batch's first seq.
+        first: u64,
+    },
     /// The payload could not be serialized.
     #[error("cannot encode a {kind} payload: {reason}")]
     Payload {
@@ -255,6 +267,7 @@ impl Coded for EncodeError {
             | EncodeError::KindNotInVersion { .. }
             | EncodeError::EmptyBatch
             | EncodeError::BatchTooLarge { .. }
+            | EncodeError::TrimPoint { .. }
             | EncodeError::Payload { .. } => ErrorCode::Encode,
             EncodeError::Session(e) | EncodeError::Run(e) => e.code(),
             EncodeError::Member { source, .. } => source.code(),

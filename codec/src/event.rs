@@ -258,6 +258,20 @@ pub struct ForkedFrom {
     pub checkpoint: CheckpointId,
 }
 
+/// `trimmed` (format version 5): the session's events before `before` were dropped from its
+/// log, in the same atomic step that appended this event. `before` is the seq of a `snapshot`
+/// the log keeps: the log now starts at it (or, on the file backend, which drops whole batches,
+/// a few events before it, in the batch that holds it), and a fold of the whole log starts from
+/// the first intact snapshot it holds. Changes no plan by itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trimmed {
+    /// The first seq kept: a `snapshot` of the session.
+    pub before: Seq,
+    /// How many turns (runs begun by a new user message) the dropped part held, counted over
+    /// every trim of the session so far: what a transcript says it leaves out.
+    pub turns: u64,
+}
+
 macro_rules! events {
     ($($variant:ident($ty:ty) = $code:literal, $name:literal;)*) => {
         /// One event of a session's log.
@@ -378,6 +392,7 @@ events! {
     // Boxed: the largest payload, and the rarest, would otherwise size every event.
     Snapshot(Box<Snapshot>) = 17, "snapshot";
     ForkedFrom(ForkedFrom) = 18, "forked_from";
+    Trimmed(Trimmed) = 19, "trimmed";
 }
 
 impl From<Snapshot> for Event {

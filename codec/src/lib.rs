@@ -35,7 +35,7 @@ pub use error::{DecodeError, EncodeError, FormatPart, JsonError};
 pub use event::{
     ApprovalDecided, AttemptStarted, ChildAttached, ClientAnswer, DispatchMinted, Event, EventKind,
     ForkedFrom, Message, ModelAborted, OutputChunk, PairReason, Paired, ReplyCommitted, Rewound,
-    Role, RunEnded, RunStarted, StepCommit, Suspended, ToolResult,
+    Role, RunEnded, RunStarted, StepCommit, Suspended, ToolResult, Trimmed,
 };
 pub use ids::{
     Attempt, CallId, CheckpointId, DispatchId, IdError, RunId, Seq, SessionId, StepNo, ToolName,

@@ -46,7 +46,7 @@ pub struct Limits {
     pub max_record: u32,
     /// The largest batch frame, header included, in bytes. Default 64 MiB.
     pub max_batch: u32,
-    /// The record format version written. Default [`FormatVersion::V4`]; an older one for a
+    /// The record format version written. Default [`FormatVersion::V5`]; an older one for a
     /// rolling deploy whose readers are not all upgraded yet (`docs/format.md`): version 2
     /// writes no `snapshot`, version 1 no metadata either. Decoding reads every version
     /// whatever this says.
@@ -55,7 +55,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_record: 16 << 20, max_batch: 64 << 20, write_version: FormatVersion::V4 }
+        Limits { max_record: 16 << 20, max_batch: 64 << 20, write_version: FormatVersion::V5 }
     }
 }
 

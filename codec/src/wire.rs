@@ -6,7 +6,8 @@
 //! `snapshot` kind and lays every other kind out as version 2 does; version 4 lays out every kind
 //! version 3 has as version 3 does and adds the kinds and members it introduced: one member at
 //! the end of three kinds' payloads (`run_started.by`, `run_ended.by`,
-//! `model_aborted.continuation`). A kind is never written in a version older than the one that
+//! `model_aborted.continuation`) and the `forked_from` kind; version 5 lays every kind out as
+//! version 4 does and adds the `trimmed` kind. A kind is never written in a version older than the one that
 //! introduced it ([`EventKind::since`]); an event carrying a member its version cannot hold is
 //! refused ([`EncodeError::NotInVersion`]), one without it is written. The kinds that gained a
 //! member are written and read here as tuples of their members (postcard lays a tuple out exactly
@@ -31,17 +32,20 @@ pub enum FormatVersion {
     /// Version 3: the `snapshot` event. Every other kind is laid out as in version 2. Readers
     /// of version 3 refuse version-4 records.
     V3 = 3,
-    /// Version 4 (written by default): lays every kind out as version 3 does, with the kinds
-    /// and members version 4 introduced: `run_started.by`, `run_ended.by`,
-    /// `model_aborted.continuation`.
-    #[default]
+    /// Version 4: lays every kind out as version 3 does, with the kinds and members version 4
+    /// introduced: `run_started.by`, `run_ended.by`, `model_aborted.continuation`,
+    /// `forked_from`. Readers of version 4 refuse version-5 records.
     V4 = 4,
+    /// Version 5 (written by default): lays every kind out as version 4 does, and adds the
+    /// `trimmed` kind.
+    #[default]
+    V5 = 5,
 }
 
 impl FormatVersion {
     /// The newest version this build reads: a record of a higher version was written by a newer
     /// stepjournal ([`DecodeError::NewerVersion`](crate::DecodeError::NewerVersion)).
-    pub const NEWEST: FormatVersion = FormatVersion::V4;
+    pub const NEWEST: FormatVersion = FormatVersion::V5;
 
     /// The version's byte in a record.
     pub fn code(self) -> u8 {
@@ -55,6 +59,7 @@ impl FormatVersion {
             2 => Some(FormatVersion::V2),
             3 => Some(FormatVersion::V3),
             4 => Some(FormatVersion::V4),
+            5 => Some(FormatVersion::V5),
             _ => None,
         }
     }
@@ -66,7 +71,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
     version: FormatVersion,
     encoder: E,
 ) -> Result<E::Output, EncodeError> {
-    use FormatVersion::{V1, V2, V3, V4};
+    use FormatVersion::{V1, V2, V3, V4, V5};
     let kind = event.kind();
     if kind.since() > version {
         return Err(EncodeError::KindNotInVersion {
@@ -87,23 +92,25 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(&r.run, &r.entry))
         }
-        (Event::RunStarted(r), V4) => encoder.encode(&(&r.run, &r.entry, by_wire(&r.by))),
+        (Event::RunStarted(r), V4 | V5) => encoder.encode(&(&r.run, &r.entry, by_wire(&r.by))),
         (Event::RunEnded(r), V1 | V2 | V3) => {
             if r.by.is_some() {
                 return Err(not_in("by"));
             }
             encoder.encode(&(&r.run, r.outcome, &r.error))
         }
-        (Event::RunEnded(r), V4) => encoder.encode(&(&r.run, r.outcome, &r.error, by_wire(&r.by))),
+        (Event::RunEnded(r), V4 | V5) => {
+            encoder.encode(&(&r.run, r.outcome, &r.error, by_wire(&r.by)))
+        }
         (Event::ModelAborted(m), V1 | V2 | V3) => {
             if m.continuation.is_some() {
                 return Err(not_in("continuation"));
             }
             encoder.encode(&(&m.partial,))
         }
-        (Event::ModelAborted(m), V4) => encoder.encode(&(&m.partial, &m.continuation)),
+        (Event::ModelAborted(m), V4 | V5) => encoder.encode(&(&m.partial, &m.continuation)),
         (Event::Paired(p), V1) => encoder.encode(&(&p.call, p.reason, &p.message, &p.partial)),
-        (Event::Paired(p), V2 | V3 | V4) => {
+        (Event::Paired(p), V2 | V3 | V4 | V5) => {
             encoder.encode(&(&p.call, p.reason, &p.message, &p.partial, &p.rule))
         }
         (Event::ReplyCommitted(r), V1) => {
@@ -112,7 +119,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls))
         }
-        (Event::ReplyCommitted(r), V2 | V3 | V4) => {
+        (Event::ReplyCommitted(r), V2 | V3 | V4 | V5) => {
             encoder.encode(&(r.step, &r.checkpoint, &r.text, &r.calls, &r.metadata))
         }
         (Event::ToolResult(t), V1) => {
@@ -121,7 +128,7 @@ pub(crate) fn encode<E: PayloadEncoder>(
             }
             encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error))
         }
-        (Event::ToolResult(t), V2 | V3 | V4) => {
+        (Event::ToolResult(t), V2 | V3 | V4 | V5) => {
             encoder.encode(&(&t.call, t.attempt, &t.output, t.is_error, &t.metadata))
         }
         _ => encode_payload(event, encoder),
@@ -134,13 +141,13 @@ pub(crate) fn decode<D: PayloadDecoder>(
     version: FormatVersion,
     decoder: D,
 ) -> Result<Event, D::Error> {
-    use FormatVersion::{V1, V2, V3, V4};
+    use FormatVersion::{V1, V2, V3, V4, V5};
     Ok(match (kind, version) {
         (EventKind::RunStarted, V1 | V2 | V3) => {
             let (run, entry) = decoder.decode::<(RunId, Entry)>()?;
             Event::RunStarted(RunStarted { run, entry, by: None })
         }
-        (EventKind::RunStarted, V4) => {
+        (EventKind::RunStarted, V4 | V5) => {
             let (run, entry, by) = decoder.decode::<(RunId, Entry, Option<ByWire>)>()?;
             Event::RunStarted(RunStarted { run, entry, by: by_stored(by) })
         }
@@ -148,7 +155,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
             let (run, outcome, error) = decoder.decode::<(RunId, RunOutcome, Option<String>)>()?;
             Event::RunEnded(RunEnded { run, outcome, error, by: None })
         }
-        (EventKind::RunEnded, V4) => {
+        (EventKind::RunEnded, V4 | V5) => {
             let (run, outcome, error, by) =
                 decoder.decode::<(RunId, RunOutcome, Option<String>, Option<ByWire>)>()?;
             Event::RunEnded(RunEnded { run, outcome, error, by: by_stored(by) })
@@ -157,7 +164,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
             let (partial,) = decoder.decode::<(String,)>()?;
             Event::ModelAborted(ModelAborted { partial, continuation: None })
         }
-        (EventKind::ModelAborted, V4) => {
+        (EventKind::ModelAborted, V4 | V5) => {
             let (partial, continuation) = decoder.decode::<(String, Option<ContinuationId>)>()?;
             Event::ModelAborted(ModelAborted { partial, continuation })
         }
@@ -166,7 +173,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
                 decoder.decode::<(CallId, PairReason, String, String)>()?;
             Event::Paired(Paired { call, reason, message, partial, rule: None })
         }
-        (EventKind::Paired, V2 | V3 | V4) => {
+        (EventKind::Paired, V2 | V3 | V4 | V5) => {
             let (call, reason, message, partial, rule) =
                 decoder.decode::<(CallId, PairReason, String, String, Option<String>)>()?;
             Event::Paired(Paired { call, reason, message, partial, rule })
@@ -176,7 +183,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
                 decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>)>()?;
             Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata: None })
         }
-        (EventKind::ReplyCommitted, V2 | V3 | V4) => {
+        (EventKind::ReplyCommitted, V2 | V3 | V4 | V5) => {
             let (step, checkpoint, text, calls, metadata) =
                 decoder.decode::<(StepNo, CheckpointId, String, Vec<Call>, Option<RawJson>)>()?;
             Event::ReplyCommitted(ReplyCommitted { step, checkpoint, text, calls, metadata })
@@ -186,7 +193,7 @@ pub(crate) fn decode<D: PayloadDecoder>(
                 decoder.decode::<(CallId, Attempt, RawJson, bool)>()?;
             Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata: None })
         }
-        (EventKind::ToolResult, V2 | V3 | V4) => {
+        (EventKind::ToolResult, V2 | V3 | V4 | V5) => {
             let (call, attempt, output, is_error, metadata) =
                 decoder.decode::<(CallId, Attempt, RawJson, bool, Option<RawJson>)>()?;
             Event::ToolResult(ToolResult { call, attempt, output, is_error, metadata })
@@ -212,15 +219,16 @@ impl EventKind {
         match self {
             EventKind::Snapshot => FormatVersion::V3,
             EventKind::ForkedFrom => FormatVersion::V4,
+            EventKind::Trimmed => FormatVersion::V5,
             _ => FormatVersion::V1,
         }
     }
 
     /// Whether the type changes no plan: a reader that folds the whole log skips it
-    /// (`snapshot`, `forked_from`; the one exception, a fork's opening snapshot, is in
-    /// `docs/recovery.md`).
+    /// (`snapshot`, `forked_from`, `trimmed`; the exceptions, a fork's opening snapshot and a
+    /// trimmed log's first snapshot, are in `docs/recovery.md`).
     pub fn changes_no_plan(self) -> bool {
-        matches!(self, EventKind::Snapshot | EventKind::ForkedFrom)
+        matches!(self, EventKind::Snapshot | EventKind::ForkedFrom | EventKind::Trimmed)
     }
 }
 

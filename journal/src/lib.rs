@@ -56,7 +56,9 @@ pub use tools::{CallCtx, ToolError, Tools};
 pub use writer::body::{FinishError, Recorded, cut_output};
 pub use writer::error::{AfterFailure, BeginError, JournalError, Refusal, WriteError};
 pub use writer::status::{Fence, Interruption, Order, RunStatus};
-pub use writer::{Body, ForkError, Journal, JournalOptions, Reply, Retained, Run, Step};
+pub use writer::{
+    Body, ForkError, Journal, JournalOptions, Reply, Retained, Run, Step, Trim, TrimError,
+};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

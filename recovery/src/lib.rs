@@ -63,9 +63,9 @@ pub use plan::{Action, CallPlan, NewRun, Plan, Rule, ValidationError, plan};
 pub use registry::{ArgsCheck, MemoryRegistry, ToolRegistry};
 pub use state::{
     AbortRecord, AnswerRecord, ApprovalRecord, ApprovalState, AttemptRecord, CallRecord, ChainIter,
-    ChildRecord, Chunk, CommitRecord, DispatchRecord, MessageRecord, PairingRecord, ReplyRecord,
-    Resolution, ResultRecord, RewindRecord, RunEndRecord, RunRecord, SessionState,
-    SuspensionRecord, fold, fold_owned, reason_blocks,
+    ChildRecord, Chunk, CommitRecord, DispatchRecord, MessageRecord, NoStart, PairingRecord,
+    ReplyRecord, Resolution, ResultRecord, RewindRecord, RunEndRecord, RunRecord, SessionState,
+    SuspensionRecord, TrimRecord, fold, fold_owned, reason_blocks,
 };
 pub use transcript::{TranscriptItem, answers_of, transcript};
-pub use verify::{Finding, Problem, verify};
+pub use verify::{Finding, Problem, verify, verify_log};

@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use stepjournal_codec::{Attempt, CallId, Event, EventKind, RunId, RunOutcome, Seq, StepNo};
+use stepjournal_codec::{
+    Attempt, CallId, Event, EventKind, Record, RunId, RunOutcome, Seq, StepNo,
+};
 
 use crate::SessionState;
 
@@ -144,6 +146,13 @@ pub enum Problem {
         /// What is there instead.
         why: String,
     },
+    /// A trimmed log (it starts after seq 0) that cannot be folded: no intact snapshot to
+    /// start from, or its last `trimmed` names a seq that is not a snapshot it keeps.
+    #[error("the trimmed log {why}")]
+    Trimmed {
+        /// What is wrong.
+        why: String,
+    },
 }
 
 /// Checks a log against the protocol: dispatch ids minted once per call, attempts dense from 1,
@@ -151,7 +160,57 @@ pub enum Problem {
 /// `rewound` voided the first, steps committed in order, every `snapshot` the fold of the log
 /// before it. An empty list means none was broken.
 pub fn verify(events: &[Event]) -> Vec<Finding> {
-    let mut state = SessionState::default();
+    verify_from(SessionState::default(), events.iter())
+}
+
+/// [`verify`] of a log as a store keeps it: from seq 0, or, when it was trimmed (it starts
+/// later), from its first intact snapshot, whose state the log before it no longer holds to
+/// check against; the last `trimmed` must name a snapshot the log keeps.
+pub fn verify_log(records: &[Record]) -> Vec<Finding> {
+    let first = records.first().map_or(Seq(0), |r| r.seq);
+    let (taken, state) = match SessionState::start_of(records) {
+        Ok(start) => start,
+        Err(e) => {
+            let why = e.to_string();
+            let why = why.strip_prefix("the log ").unwrap_or(&why).to_owned();
+            return vec![Finding { seq: first, problem: Problem::Trimmed { why } }];
+        }
+    };
+    let mut findings = Vec::new();
+    let last_trim = records.iter().rev().find_map(|r| match &r.event {
+        Event::Trimmed(t) => Some((r.seq, t.before)),
+        _ => None,
+    });
+    match last_trim {
+        Some((seq, before)) => {
+            let kept = before
+                .get()
+                .checked_sub(first.get())
+                .and_then(|k| records.get(usize::try_from(k).ok()?))
+                .filter(|r| r.seq == before);
+            if !matches!(kept.map(|r| &r.event), Some(Event::Snapshot(_))) {
+                let why = format!(
+                    "names seq {before} as its first kept, which is not a snapshot it keeps"
+                );
+                findings.push(Finding { seq, problem: Problem::Trimmed { why } });
+            }
+        }
+        None if first > Seq(0) => findings.push(Finding {
+            seq: first,
+            problem: Problem::Trimmed {
+                why: format!("starts at seq {first}, and no `trimmed` says why"),
+            },
+        }),
+        None => {}
+    }
+    findings.extend(verify_from(state, records.iter().skip(taken).map(|r| &r.event)));
+    findings
+}
+
+fn verify_from<'a>(
+    mut state: SessionState,
+    events: impl Iterator<Item = &'a Event>,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     for event in events {
         let seq = Seq(state.len());

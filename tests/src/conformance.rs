@@ -559,6 +559,67 @@ pub fn reads_from_the_newest_snapshot(store: &dyn JournalStore) {
     assert_eq!(both(&s), store.read_all(&s).unwrap(), "its old snapshot is forgotten");
 }
 
+/// A `trimmed` event keeping the log from `before`.
+pub fn trimmed_event(before: u64, turns: u64) -> Event {
+    stepjournal_codec::Trimmed { before: Seq(before), turns }.into()
+}
+
+/// A batch holding a `trimmed` drops the session's events before its `before` as it lands, and
+/// only if it lands: reads start at the kept snapshot (a few events before it on a store that
+/// drops whole batches: here the snapshot starts its batch, so every store keeps exactly from
+/// it), the tail and later appends go on, a trim that keeps nothing the session holds or loses
+/// its compare-and-set changes nothing, and a deleted session starts again from seq 0.
+pub fn a_trim_drops_the_events_before_its_snapshot_as_its_batch_lands(store: &dyn JournalStore) {
+    let at = |i: u64, e: Event| Stamped::at(UnixMillis(1_700_000_000_000 + i), e);
+    let s = sid("trim-me");
+    let other = sid("trim-not-me");
+    store.append(&other, Seq(0), &stamped_numbered(0, 4), Durability::Synced).unwrap();
+    let mut tail = Seq(0);
+    let mut put = |events: Vec<Stamped>| -> Result<(), AppendError> {
+        tail = store.append(&s, tail, &events, Durability::Synced)?.next;
+        Ok(())
+    };
+    put(stamped_numbered(0, 3)).unwrap();
+    put(vec![at(3, snapshot_event()), at(4, numbered(4))]).unwrap();
+    put(vec![at(5, numbered(5))]).unwrap();
+    put(vec![at(6, snapshot_event()), at(7, numbered(7))]).unwrap();
+    put(vec![at(8, numbered(8))]).unwrap();
+    let before = store.read_all(&s).unwrap();
+    assert_eq!(before.len(), 9);
+
+    // Refused before anything is written: a trim past what the session holds.
+    let e = store.append(&s, Seq(9), &[at(9, trimmed_event(9, 0))], Durability::Synced);
+    assert!(matches!(e, Err(AppendError::Encode { .. })), "{e:?}");
+    // A lost compare-and-set drops nothing.
+    let e = store.append(&s, Seq(8), &[at(9, trimmed_event(6, 0))], Durability::Synced);
+    assert!(matches!(e, Err(AppendError::Conflict { .. })), "{e:?}");
+    assert_eq!(store.read_all(&s).unwrap(), before, "nothing changed");
+
+    put(vec![at(9, trimmed_event(6, 1))]).unwrap();
+    let kept = store.read_all(&s).unwrap();
+    assert_eq!(kept.first().map(|r| r.seq), Some(Seq(6)), "the log starts at the kept snapshot");
+    assert_eq!(kept.len(), 4);
+    assert_eq!(&kept[..3], &before[6..], "what is kept is as it was");
+    assert_eq!(kept[3].event, trimmed_event(6, 1));
+    assert_eq!(store.tail(&s).unwrap(), Seq(10));
+    assert!(store.read(&s, Seq(0)..Seq(6)).unwrap().is_empty(), "the dropped part reads empty");
+    assert_eq!(store.read(&s, Seq(2)..Seq(8)).unwrap(), &before[6..8]);
+    assert_eq!(store.read_async(&s, Seq(0)..Seq(u64::MAX)).wait().unwrap(), kept);
+    assert_eq!(store.read_from_snapshot(&s).unwrap(), kept, "the newest snapshot is the kept one");
+    assert_eq!(store.head(&s).unwrap().map(|h| h.tail), Some(Seq(10)));
+    assert_eq!(store.read_all(&other).unwrap().len(), 4, "another session keeps everything");
+
+    // Appends go on after a trim, and a later trim drops more.
+    put(vec![at(10, snapshot_event())]).unwrap();
+    put(vec![at(11, numbered(11)), at(12, trimmed_event(10, 1))]).unwrap();
+    let kept = store.read_all(&s).unwrap();
+    assert_eq!(kept.iter().map(|r| r.seq.get()).collect::<Vec<_>>(), vec![10, 11, 12]);
+
+    assert!(store.delete(&s).unwrap());
+    store.append(&s, Seq(0), &stamped_numbered(0, 2), Durability::Synced).unwrap();
+    assert_eq!(store.read_all(&s).unwrap().first().map(|r| r.seq), Some(Seq(0)));
+}
+
 /// Instantiates every conformance test for one backend. `$make` is an expression that evaluates to
 /// a closure returning a fresh, empty store, or a value that derefs to one. Attributes before it
 /// are put on every test (for example a `cfg_attr(..., ignore = "why")`).
@@ -593,6 +654,7 @@ macro_rules! backend_conformance {
             heads_agree_with_a_fold_of_every_session,
             heads_equal_a_fold_of_the_log_after_every_kind_of_batch,
             reads_from_the_newest_snapshot,
+            a_trim_drops_the_events_before_its_snapshot_as_its_batch_lands,
         );
     };
     (@tests $attrs:tt $make:expr; $($name:ident,)*) => {

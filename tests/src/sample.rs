@@ -214,6 +214,13 @@ pub fn every_event_type_v4() -> Vec<Event> {
     events
 }
 
+/// [`every_event_type_v4`] and the kinds format version 5 added, one of each: `trimmed`.
+pub fn every_event_type_v5() -> Vec<Event> {
+    let mut events = every_event_type_v4();
+    events.push(stepjournal_codec::Trimmed { before: Seq(12), turns: 3 }.into());
+    events
+}
+
 /// A small event whose text says `i`, so tests can tell events apart.
 pub fn numbered(i: u64) -> Event {
     Message { role: Role::User, text: format!("event {i}") }.into()

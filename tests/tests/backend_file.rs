@@ -445,6 +445,9 @@ mod room;
 #[path = "backend_file/snapshot.rs"]
 mod snapshot;
 
+#[path = "backend_file/trim.rs"]
+mod trim;
+
 mod committer {
     //! The completion-based path: async appends answered by the store's committer thread.
 

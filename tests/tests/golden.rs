@@ -15,7 +15,7 @@ use stepjournal_codec::{
     Event, EventKind, FormatVersion, Limits, Record, Seq, SessionId, Stamped, UnixMillis, json,
 };
 use stepjournal_tests::sample::{
-    every_event_type, every_event_type_v2, every_event_type_v4, holdable_in,
+    every_event_type, every_event_type_v2, every_event_type_v4, every_event_type_v5, holdable_in,
 };
 
 fn dir(version: FormatVersion) -> PathBuf {
@@ -131,6 +131,24 @@ fn version_3_fixtures_decode_and_reencode_byte_for_byte() {
 #[test]
 fn version_4_fixtures_decode_and_reencode_byte_for_byte() {
     check(FormatVersion::V4, &every_event_type_v4());
+}
+
+#[test]
+fn version_5_fixtures_decode_and_reencode_byte_for_byte() {
+    check(FormatVersion::V5, &every_event_type_v5());
+}
+
+#[test]
+fn a_version_4_writer_refuses_a_trim_and_a_version_4_record_cannot_hold_one() {
+    let session = SessionId::new("rolling").unwrap();
+    let trimmed = every_event_type_v5().pop().unwrap();
+    assert_eq!(trimmed.kind(), EventKind::Trimmed);
+    let stamped = [Stamped::at(UnixMillis(1), trimmed)];
+    let mut buf = Vec::new();
+    let e = batch::encode_into(&mut buf, &session, Seq(0), &stamped, &limits(FormatVersion::V4))
+        .unwrap_err();
+    assert!(e.to_string().contains("needs version 5"), "{e}");
+    assert!(buf.is_empty(), "nothing is written");
 }
 
 #[test]

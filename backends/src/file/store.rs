@@ -316,6 +316,10 @@ impl FileStore {
             let session = session.clone();
             return StoreFuture::ready(Err(AppendError::Encode { session, source: Box::new(e) }));
         }
+        let trim = match crate::trim_point(session, expected, events) {
+            Ok(trim) => trim.map(Seq::get),
+            Err(e) => return StoreFuture::ready(Err(e)),
+        };
         self.core.frame_hint.store(frame.len().div_ceil(events.len()), Ordering::Relaxed);
         let snapshot = events.iter().rposition(|e| e.event.kind() == EventKind::Snapshot);
         let batch = Encoded {
@@ -324,6 +328,7 @@ impl FileStore {
             count: events.len() as u32,
             last_at: events.last().map_or(0, |e| e.at.get()),
             snapshot: snapshot.map(|k| expected.get().saturating_add(k as u64)),
+            trim,
             durability,
             may_lead,
         };
@@ -368,6 +373,8 @@ struct Encoded {
     last_at: u64,
     /// The seq of its last `snapshot` event, if it holds one.
     snapshot: Option<u64>,
+    /// Where it trims its session, if it holds a `trimmed` event ([`crate::trim_point`]).
+    trim: Option<u64>,
     durability: Durability,
     may_lead: bool,
 }
@@ -382,7 +389,7 @@ fn enqueue(
     batch: Encoded,
     touching: Option<&[Stamped]>,
 ) -> AppendFuture {
-    let Encoded { expected, frame, count, last_at, snapshot, durability, may_lead } = batch;
+    let Encoded { expected, frame, count, last_at, snapshot, trim, durability, may_lead } = batch;
     let next = expected.add(u64::from(count));
     let actual = Seq(st.pending_tail(session.as_str()));
     if actual != expected {
@@ -420,7 +427,7 @@ fn enqueue(
         }
     };
     let ack = AppendAck { first: expected, next, durability };
-    let kind = RequestKind::Events { first: expected.get(), count, last_at, snapshot };
+    let kind = RequestKind::Events { first: expected.get(), count, last_at, snapshot, trim };
     // A caller that writes its own group gets its answer back from it, no future between.
     let (future, completer) = if may_lead && !st.leading {
         (None, None)

@@ -111,27 +111,28 @@ async fn run(
             c.synchronous_commit = synchronous;
         }
         let statement = if place.first == 0 { &c.stmts.append_new } else { &c.stmts.append };
-        let result = c
-            .client
-            .query_one(
-                statement,
-                &[
-                    &s as &Param<'_>,
-                    &place.first,
-                    &place.next,
-                    &token_ref,
-                    &ats,
-                    &kinds,
-                    &records,
-                    &change,
-                    &last_at,
-                    &head.state,
-                    &head.run,
-                    &head.outcome,
-                    &head.answered,
-                ],
-            )
-            .await;
+        let params: [&Param<'_>; 13] = [
+            &s,
+            &place.first,
+            &place.next,
+            &token_ref,
+            &ats,
+            &kinds,
+            &records,
+            &change,
+            &last_at,
+            &head.state,
+            &head.run,
+            &head.outcome,
+            &head.answered,
+        ];
+        let result = if batch.trim > 0 {
+            // A trim: the append and the delete of the rows before it in one transaction,
+            // the delete only once the append moved the head.
+            trimmed(&mut c.client, statement, &params, &c.stmts.trim_events, s, batch).await
+        } else {
+            c.client.query_one(statement, &params).await
+        };
         let err = match result.and_then(|row| row.try_get::<_, i64>(0)) {
             Ok(n) if n == batch.len() as i64 => return Ok(ack),
             Ok(0) => {
@@ -224,6 +225,26 @@ async fn run(
         )
         .into(),
     }))
+}
+
+/// The append of a batch that trims its session: `statement` and, once it inserted every
+/// event, the delete of `session`'s rows before the trim, committed together. Returns the
+/// append's row (its count of events inserted, 0 when the tail was not the batch's).
+async fn trimmed(
+    client: &mut tokio_postgres::Client,
+    statement: &tokio_postgres::Statement,
+    params: &[&Param<'_>],
+    trim_events: &tokio_postgres::Statement,
+    session: &str,
+    batch: &EncodedBatch,
+) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    let row = tx.query_one(statement, params).await?;
+    if row.try_get::<_, i64>(0)? == batch.len() as i64 {
+        tx.execute(trim_events, &[&session, &batch.trim]).await?;
+    }
+    tx.commit().await?;
+    Ok(row)
 }
 
 /// A session's head row: its tail and the token of its last batch.

@@ -41,6 +41,10 @@ pub(crate) struct Statements {
     pub claim_head: Statement,
     /// `$1` session: deletes its events.
     pub delete_events: Statement,
+    /// `$1` session, `$2` seq: deletes the session's rows before `$2` (a trim, run in the
+    /// append's transaction once the append moved the head; a second modification of `events`
+    /// in the append's statement is what CockroachDB refuses).
+    pub trim_events: Statement,
     /// `$1` session: deletes its head row.
     pub delete_head: Statement,
     /// Every session's head row with events, sorted: [`HEAD_COLUMNS`], then the server's clock
@@ -195,6 +199,11 @@ impl Statements {
             )
             .await?,
             delete_events: p(format!("DELETE FROM {s}.events WHERE session = $1"), TEXT).await?,
+            trim_events: p(
+                format!("DELETE FROM {s}.events WHERE session = $1 AND seq < $2"),
+                &[Type::TEXT, Type::INT8],
+            )
+            .await?,
             delete_head: p(format!("DELETE FROM {s}.sessions WHERE session = $1"), TEXT).await?,
             heads: p(
                 format!(

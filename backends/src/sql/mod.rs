@@ -38,6 +38,9 @@ pub(crate) struct EncodedBatch {
     pub rows: Vec<Row>,
     /// What the batch does to its session's run head.
     pub head: HeadChange,
+    /// Where it trims its session ([`trim_point`](crate::trim_point)): the rows before this
+    /// seq are deleted in the transaction that inserts the batch; 0 when it trims nothing.
+    pub trim: i64,
 }
 
 impl EncodedBatch {
@@ -86,6 +89,8 @@ pub(crate) fn encode_batch(
         return Err(AppendError::EmptyBatch);
     }
     let encode_err = |e| AppendError::Encode { session: session.clone(), source: Box::new(e) };
+    let trim = crate::trim_point(session, expected, events)?
+        .map_or(0, |before| i64::try_from(before.get()).unwrap_or(i64::MAX));
     let mut bytes = Vec::with_capacity(events.len() * 128);
     let mut rows = Vec::with_capacity(events.len());
     for (i, e) in events.iter().enumerate() {
@@ -110,7 +115,7 @@ pub(crate) fn encode_batch(
     let place = expected.get().checked_add(events.len() as u64).and_then(|next| {
         Some(Place { first: i64::try_from(expected.get()).ok()?, next: i64::try_from(next).ok()? })
     });
-    Ok((EncodedBatch { bytes, rows, head: HeadChange::of(events) }, place))
+    Ok((EncodedBatch { bytes, rows, head: HeadChange::of(events), trim }, place))
 }
 
 /// Decodes one stored row, checking that its record is the one that belongs at (`session`, `seq`).
@@ -140,14 +145,19 @@ pub(crate) fn decode_row(
 }
 
 /// Checks that rows read for `range` are dense: the first at the range's start, each next one
-/// after the last. A hole means a row was lost.
+/// after the last. A hole means a row was lost, except before a first row that is a `snapshot`:
+/// a trimmed session's log starts at its kept snapshot (the rows before it were deleted by the
+/// trim, in the transaction that appended its `trimmed`).
 pub(crate) fn check_dense(
     location: &str,
     session: &SessionId,
     start: u64,
     records: &[Record],
 ) -> Result<(), StoreError> {
-    let mut want = start;
+    let mut want = match records.first() {
+        Some(r) if r.seq.get() > start && r.event.kind() == EventKind::Snapshot => r.seq.get(),
+        _ => start,
+    };
     for r in records {
         if r.seq.get() != want {
             return Err(StoreError::Corrupt {

@@ -217,6 +217,10 @@ impl Shared {
         for row in &batch.rows {
             stmt.execute(params![session.as_str(), row.seq, row.at, row.kind, batch.record(row)])?;
         }
+        if batch.trim > 0 {
+            conn.prepare_cached("DELETE FROM events WHERE session = ?1 AND seq < ?2")?
+                .execute(params![session.as_str(), batch.trim])?;
+        }
         let columns = HeadColumns::of(head);
         let mut stmt = conn.prepare_cached(
             "INSERT INTO sessions (session, next_seq, last_at, run_state, run_id, outcome, answered)

@@ -176,6 +176,19 @@ export class Journal {
     return wrap(this.#native.retain(ageMs));
   }
 
+  /**
+   * Drops the session's events before a kept snapshot, keeping the last `keepTurns` turns whole
+   * (default 1): never the newest snapshot alone, never anything an open call, a pending
+   * approval or a client call needs. Resolves to `{trimmed: true, before, from, at, turns}` (the
+   * log now starts at `before`; `turns` dropped in all) or `{trimmed: false, why}`. Rejects with
+   * code `lease_held` while a run of the session is live, `conflict` when another actor wrote
+   * to it meanwhile (nothing written).
+   */
+  async trim(session, { keepTurns = 1 } = {}) {
+    if (!Number.isSafeInteger(keepTurns) || keepTurns < 0 || keepTurns > 0xffffffff) throw new TypeError(`trim: keepTurns must be a whole number, at least 0 (got ${keepTurns})`);
+    return JSON.parse(await wrap(this.#native.trim(String(session), keepTurns)));
+  }
+
   /** The store's and the writer's counters. */
   metrics() {
     return JSON.parse(this.#native.metrics());

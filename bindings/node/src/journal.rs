@@ -9,7 +9,7 @@ use stepjournal::backends::{Durability, OpenOptions, OwnerId, open_url};
 use stepjournal::codec::json::record_to_export_line;
 use stepjournal::codec::{CallId, CheckpointId, Operator, RawJson, SessionId};
 use stepjournal::recovery::Config;
-use stepjournal::{Journal, JournalOptions, Tools};
+use stepjournal::{Journal, JournalOptions, Tools, Trim};
 
 use crate::convert;
 use crate::error::{coded, thrown};
@@ -202,6 +202,24 @@ impl NativeJournal {
         let done = self.journal.retain(whole_ms(age_ms, "ageMs")?).map_err(thrown)?;
         let ids = |ids: Vec<SessionId>| ids.iter().map(|s| s.as_str().to_owned()).collect();
         Ok(RetainedJs { deleted: ids(done.deleted), changed: ids(done.changed) })
+    }
+
+    /// Trims the session, keeping its last `keep_turns` turns whole: what was dropped, as
+    /// `{trimmed, before, from, at, turns}` or `{trimmed: false, why}`, as JSON text.
+    #[napi]
+    pub async fn trim(&self, session: String, keep_turns: u32) -> napi::Result<String> {
+        let session = convert::session(&session)?;
+        let keep = usize::try_from(keep_turns).unwrap_or(usize::MAX);
+        let done = self.journal.trim_async(&session, keep).await.map_err(thrown)?;
+        let json = match done {
+            Trim::Trimmed { before, from, at, turns } => serde_json::json!({
+                "trimmed": true, "before": before.get(), "from": from.get(), "at": at.get(),
+                "turns": turns,
+            }),
+            Trim::Nothing { why } => serde_json::json!({"trimmed": false, "why": why}),
+            _ => serde_json::json!({"trimmed": false, "why": "nothing was trimmed"}),
+        };
+        Ok(json.to_string())
     }
 
     /// The sessions a start-up recovers.

@@ -9,7 +9,6 @@ use std::io::Write;
 use clap::Args;
 use stepjournal_codec::SessionId;
 use stepjournal_codec::json::record_to_export_line;
-use stepjournal_recovery::fold_owned;
 
 pub use timeline::{Style, render, render_held};
 
@@ -68,7 +67,7 @@ pub fn run(args: &ShowArgs, out: &mut dyn Write, term: Terminal) -> Result<(), C
     }
     let style = if term.colour { Style::COLOUR } else { Style::PLAIN };
     let holders = Holders::of_one(&reading, &session)?;
-    let state = fold_owned(records.iter().map(|r| r.event.clone()).collect());
+    let state = crate::store::fold_records(&records);
     let held = holders.held(&session, &state);
     let lines = render_held(&records, held, style, term.width, &mut out)?;
     out.flush()?;

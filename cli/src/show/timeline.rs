@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use stepjournal_codec::{Call, Entry, Event, PairReason, Record, ResumeMode, RunOutcome, Seq};
-use stepjournal_recovery::{SessionState, fold};
+use stepjournal_recovery::SessionState;
 
 use crate::columns::bounded;
 use crate::operator::operator_text;
@@ -188,8 +188,7 @@ pub fn render_held(
     width: Option<usize>,
     out: &mut dyn Write,
 ) -> std::io::Result<Vec<String>> {
-    let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
-    let state = fold(&events);
+    let state = crate::store::fold_records(records);
     let Some(first) = records.first() else { return Ok(Vec::new()) };
     let summary = SessionSummary::of_held(
         first.session.clone(),
@@ -223,8 +222,7 @@ pub fn render_held(
 
 /// The timeline's lines, each event's with the lines under it.
 pub(crate) fn timeline_lines(records: &[Record], style: Style, seq_w: usize) -> Vec<String> {
-    let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
-    let state = fold(&events);
+    let state = crate::store::fold_records(records);
     let voided = voided_map(&state);
     let mut printed = Vec::new();
     for l in timeline(records, &voided, style) {
@@ -416,6 +414,14 @@ fn timeline(records: &[Record], voided: &HashMap<Seq, Seq>, style: Style) -> Vec
                     Shown(&e.original),
                     Shown(&e.checkpoint),
                     e.commit_seq
+                );
+                style.paint(Paint::Bold, &text)
+            }
+            Event::Trimmed(e) => {
+                line.depth = 0;
+                let text = format!(
+                    "trimmed: the events before seq {} were dropped ({} turns in all)",
+                    e.before, e.turns
                 );
                 style.paint(Paint::Bold, &text)
             }

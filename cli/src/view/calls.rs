@@ -125,7 +125,7 @@ pub(super) fn facts(call: &CallRecord<'_>, records: &[Record]) -> Vec<Fact> {
     }
     for p in call.pairings() {
         let mut label = format!("paired {}", p.reason.as_str());
-        let rule = records.get(p.seq.get() as usize).and_then(|r| match &r.event {
+        let rule = crate::store::at_seq(records, p.seq.get()).and_then(|r| match &r.event {
             Event::Paired(e) if r.seq == p.seq => e.rule.as_deref(),
             _ => None,
         });

@@ -40,8 +40,7 @@ pub(super) fn write_marks(
     for m in marks {
         // The same JSON value, with the characters the terminal escapes written as JSON escapes
         // (`esc` would otherwise make them visible text inside its strings, no longer JSON).
-        let json = records
-            .get(m.seq as usize)
+        let json = crate::store::at_seq(records, m.seq)
             .map(|r| json_for_terminal(&record_to_export_line(r)))
             .unwrap_or_default();
         let is_bar = m.end > m.start

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use stepjournal_codec::{Event, Record, SessionId};
-use stepjournal_recovery::{SessionState, fold};
+use stepjournal_recovery::SessionState;
 
 mod axis;
 mod calls;
@@ -208,7 +208,7 @@ pub fn run(args: &ViewArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let session = SessionId::from_stored(args.session.as_str());
     let records = reading.read_one(&session)?;
     let holders = Holders::of_one(&reading, &session)?;
-    let state = fold(&records.iter().map(|r| r.event.clone()).collect::<Vec<_>>());
+    let state = crate::store::fold_records(&records);
     let html = page(&session, &records, &state, holders.held(&session, &state));
     if args.output.as_os_str() == "-" {
         out.write_all(html.as_bytes())?;

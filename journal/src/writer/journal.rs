@@ -529,9 +529,5 @@ fn holds_at(rest: &[Record], events: &[Event]) -> bool {
 
 /// The session's whole log folded.
 fn read_state(store: &dyn JournalStore, session: &SessionId) -> Result<SessionState, StoreError> {
-    let mut state = SessionState::default();
-    for record in store.read_all(session)? {
-        state.apply(&record.event);
-    }
-    Ok(state)
+    super::load::fold_log(session, store.read_all(session)?)
 }

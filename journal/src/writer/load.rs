@@ -1,9 +1,10 @@
 //! A session's log as an entry reads it: from its newest snapshot on, or whole when it holds
 //! none, when the snapshot is damaged, or when the entry reads further back than the snapshot
-//! keeps ([`SessionState::needs_history`]).
+//! keeps ([`SessionState::needs_history`]). A trimmed session's whole log starts at its kept
+//! snapshot (or a few events before it), and is folded from there.
 
 use stepjournal_backends::{JournalStore, StoreError};
-use stepjournal_codec::{Entry, Event, Record, Seq, SessionId};
+use stepjournal_codec::{Entry, Record, Seq, SessionId};
 use stepjournal_recovery::SessionState;
 
 use super::yielding::{FOLD_SLICE, YIELD_EVERY, yield_now};
@@ -56,9 +57,12 @@ impl Loaded {
         session: &SessionId,
     ) -> Result<(Loaded, SessionState), StoreError> {
         let loaded = Loaded { records: store.read_async(session, Seq(0)..Seq(u64::MAX)).await? };
-        let mut state = SessionState::default();
+        // A trimmed log starts from its first intact snapshot.
+        let (taken, mut state) =
+            SessionState::start_of(&loaded.records).map_err(|e| no_start(session, &e))?;
+        let rest = loaded.records.get(taken..).unwrap_or_default();
         // The whole log may be long: the fold gives the caller's executor back as it goes.
-        for (i, chunk) in loaded.records.chunks(YIELD_EVERY).enumerate() {
+        for (i, chunk) in rest.chunks(YIELD_EVERY).enumerate() {
             if i > 0 {
                 yield_now().await;
             }
@@ -89,8 +93,8 @@ impl Loaded {
     /// folded a slice per poll (the snapshot decoded in a poll of its own), so that wakes
     /// polled back to back hand the executor back between slices.
     async fn fold_yielding(&self) -> Option<SessionState> {
-        let mut state = self.start()?;
-        let rest = self.records.get(usize::from(self.first().get() > 0)..).unwrap_or_default();
+        let (taken, mut state) = SessionState::start_of(&self.records).ok()?;
+        let rest = self.records.get(taken..).unwrap_or_default();
         for chunk in rest.chunks(FOLD_SLICE) {
             if rest.len() > FOLD_SLICE {
                 yield_now().await;
@@ -100,20 +104,33 @@ impl Loaded {
         Some(state)
     }
 
-    /// The state the records start from: folded from the snapshot that opens them, or empty.
+    /// The state the records start from: empty when they start at seq 0, else folded from
+    /// their first intact snapshot (the one a read from the newest snapshot opens with, or
+    /// the kept one a trimmed log starts at); `None` when they hold none.
     pub(crate) fn start(&self) -> Option<SessionState> {
-        match self.records.first() {
-            Some(Record { seq, event: Event::Snapshot(snapshot), .. }) if seq.get() > 0 => {
-                SessionState::from_snapshot(*seq, snapshot).ok()
-            }
-            _ if self.first().get() > 0 => None,
-            _ => Some(SessionState::default()),
-        }
+        SessionState::start_of(&self.records).ok().map(|(_, state)| state)
     }
 
     /// The records after those read, once an append of the entry's landed.
     pub(crate) fn extend(&mut self, more: impl IntoIterator<Item = Record>) {
         self.records.extend(more);
+    }
+}
+
+/// The fold of `session`'s log as the store keeps it (a trimmed one from its first intact
+/// snapshot); a trimmed log with none is corrupt.
+pub(crate) fn fold_log(
+    session: &SessionId,
+    records: Vec<Record>,
+) -> Result<SessionState, StoreError> {
+    SessionState::of_log_owned(records).map_err(|e| no_start(session, &e))
+}
+
+/// A trimmed log with no intact snapshot to start a fold from: corrupt.
+pub(crate) fn no_start(session: &SessionId, e: &stepjournal_recovery::NoStart) -> StoreError {
+    StoreError::Corrupt {
+        context: format!("session {session}"),
+        source: stepjournal_codec::DecodeError::Malformed { reason: e.to_string() },
     }
 }
 
@@ -124,7 +141,7 @@ mod tests {
     use std::pin::pin;
     use std::task::{Context, Poll, Waker};
 
-    use stepjournal_codec::{Message, Role, UnixMillis};
+    use stepjournal_codec::{Event, Message, Role, UnixMillis};
 
     use super::*;
 

@@ -71,6 +71,7 @@ mod startup;
 pub(crate) mod status;
 mod step;
 mod trace;
+mod trim;
 mod wait;
 mod yielding;
 
@@ -92,4 +93,5 @@ pub(crate) use status::{Fence, Interruption, RunStatus};
 pub use step::Step;
 pub use trace::Span;
 pub(crate) use trace::{in_span, step_span};
+pub use trim::{Trim, TrimError, trim_point};
 pub use wait::block_on;

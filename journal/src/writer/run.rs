@@ -219,10 +219,7 @@ impl Run {
     ) -> Result<Vec<TranscriptItem>, StoreError> {
         let tail = self.tail();
         let records = self.shared.store.read_async(&self.shared.session, Seq(0)..tail).await?;
-        let mut state = SessionState::default();
-        for record in &records {
-            state.apply(&record.event);
-        }
+        let state = super::load::fold_log(&self.shared.session, records)?;
         let mut items = transcript(&state);
         items.retain(|item| item.seq() >= seq);
         Ok(items)

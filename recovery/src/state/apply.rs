@@ -73,6 +73,7 @@ macro_rules! fold_event {
             // fork's first state is its snapshot (`fork.rs`).
             Event::Snapshot(e) => $state.on_snapshot($seq, &e),
             Event::ForkedFrom(e) => $state.on_forked($seq, $take!(e)),
+            Event::Trimmed(e) => $state.on_trimmed($seq, &e),
         }
     };
 }

@@ -6,6 +6,7 @@ mod fork;
 mod index;
 mod records;
 mod snapshot;
+mod trim;
 
 use stepjournal_codec::{CallId, CheckpointId, RunOutcome, Seq, StepNo};
 
@@ -19,6 +20,7 @@ pub use records::{
     CommitRecord, DispatchRecord, MessageRecord, PairingRecord, ReplyRecord, ResultRecord,
     RewindRecord, RunEndRecord, RunRecord, SuspensionRecord,
 };
+pub use trim::{NoStart, TrimRecord};
 
 /// How many calls of the last reply are scanned before the id index is asked.
 const SCAN_LAST_REPLY: usize = 16;
@@ -59,6 +61,8 @@ pub struct SessionState {
     last_snapshot: Option<Seq>,
     /// The `forked_from` that opens the log (seq 0), when the session is a fork.
     forked: Option<Box<stepjournal_codec::ForkedFrom>>,
+    /// The last `trimmed` folded.
+    trimmed: Option<Box<TrimRecord>>,
 }
 
 /// The id of the call in slot `i`.

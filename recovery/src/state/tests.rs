@@ -68,6 +68,7 @@ fn every_kind() -> Log {
         .push(Event::ModelAborted(ModelAborted { partial: "Let me".into(), continuation: None }))
         .commit(1, "cp-1-commit")
         .snapshot()
+        .push(Event::Trimmed(stepjournal_codec::Trimmed { before: Seq(1), turns: 0 }))
 }
 
 #[test]

@@ -16,7 +16,7 @@ impl TranscriptItem {
     /// each with `call`, `tool`, `args`, `kind`, `replay`, `group`, `sequential`),
     /// `tool_result` (`call`, `output`, `isError`), `client_answer` (`call`, `output`),
     /// `approval_denied` (`call`), `paired` (`call`, `reason`, `message`, `partial`), `aborted`
-    /// (`partial`, and `continuation` when the run recorded one).
+    /// (`partial`, and `continuation` when the run recorded one), `trimmed` (`turns`).
     pub fn to_json(&self) -> Value {
         match self {
             TranscriptItem::Message { seq, text } => {
@@ -57,6 +57,9 @@ impl TranscriptItem {
                 "type": "paired", "seq": seq.get(), "call": call.as_str(),
                 "reason": reason.as_str(), "message": message, "partial": partial,
             }),
+            TranscriptItem::Trimmed { seq, turns } => {
+                json!({"type": "trimmed", "seq": seq.get(), "turns": turns})
+            }
             TranscriptItem::Aborted { seq, partial, continuation } => {
                 let mut item = json!({"type": "aborted", "seq": seq.get(), "partial": partial});
                 if let (Some(c), Some(map)) = (continuation, item.as_object_mut()) {

@@ -69,6 +69,14 @@ pub enum TranscriptItem {
         /// The output committed before the call was cut off.
         partial: String,
     },
+    /// The session's earlier history was trimmed (`trimmed`): `turns` turns before the first
+    /// item shown are not in the log any more. Shown first, once.
+    Trimmed {
+        /// Where the (last) `trimmed` event is in the log.
+        seq: Seq,
+        /// How many turns were dropped, over every trim of the session.
+        turns: u64,
+    },
     /// A model answer that was cut off: kept, and marked aborted.
     Aborted {
         /// Where it is in the log.
@@ -93,6 +101,7 @@ impl TranscriptItem {
             | TranscriptItem::ClientAnswer { seq, .. }
             | TranscriptItem::ApprovalDenied { seq, .. }
             | TranscriptItem::Paired { seq, .. }
+            | TranscriptItem::Trimmed { seq, .. }
             | TranscriptItem::Aborted { seq, .. } => *seq,
         }
     }
@@ -138,8 +147,15 @@ pub fn answers_of(state: &SessionState, reply: &ReplyRecord) -> Vec<TranscriptIt
 /// dropped; a call with nothing that resolves it yet shows nothing. A state folded from a
 /// snapshot (a fork's, whole or not) shows what came after the snapshot: the snapshot's last
 /// reply, kept without its text and calls, is not shown.
+///
+/// A trimmed session's transcript starts with a [`TranscriptItem::Trimmed`] saying how many
+/// turns the log no longer holds (when the fold saw its `trimmed`: a fold of the log as the
+/// store keeps it does).
 pub fn transcript(state: &SessionState) -> Vec<TranscriptItem> {
     let mut items = Vec::new();
+    if let Some(t) = state.trimmed() {
+        items.push(TranscriptItem::Trimmed { seq: t.seq, turns: t.turns });
+    }
     let mut messages = state.messages().iter().peekable();
     let base = state.snapshot_seq();
     let mut replies = state.replies().iter().filter(|r| base.is_none_or(|b| r.seq > b)).peekable();

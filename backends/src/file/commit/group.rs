@@ -227,11 +227,16 @@ fn write_group(
             let mut appends = 0;
             for (req, offset) in group.iter().zip(offsets) {
                 match req.kind {
-                    RequestKind::Events { first, count, last_at, snapshot } => {
+                    RequestKind::Events { first, count, last_at, snapshot, trim } => {
                         let len = req.frame.len() as u32;
                         let run = BatchLoc { first, count, len, seg: w.seg, offset };
                         let head = req.head.clone();
                         let pushed = st.index.push(&req.session, run, last_at, head, snapshot);
+                        if let Some(before) = trim {
+                            st.index.trim(&req.session, before);
+                            // What it dropped may make segments removable or worth compacting.
+                            purge = true;
+                        }
                         debug_assert!(pushed.is_ok(), "the compare-and-set admitted {run:?}");
                         // Gone once its last queued batch is published (one lookup: put back
                         // in the rare case a later batch of the session is still queued).

@@ -22,8 +22,9 @@ pub(crate) enum GroupError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestKind {
     /// Append `count` events from `first`, the last stamped `last_at` (unix milliseconds);
-    /// `snapshot` is the seq of the batch's last `snapshot` event, when it holds one.
-    Events { first: u64, count: u32, last_at: u64, snapshot: Option<u64> },
+    /// `snapshot` is the seq of the batch's last `snapshot` event, when it holds one; `trim`
+    /// where it trims its session, when it holds a `trimmed` event.
+    Events { first: u64, count: u32, last_at: u64, snapshot: Option<u64>, trim: Option<u64> },
     /// Delete the session.
     Delete,
 }

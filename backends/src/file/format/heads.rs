@@ -135,6 +135,25 @@ impl BatchHead {
         BatchHead { last_at, events, snapshot }
     }
 
+    /// A batch head telling only where the batch trims its session (verify, which keeps no
+    /// heads, reads nothing else of it); the default for `None`.
+    pub(crate) fn of_trim(trim: Option<u64>) -> BatchHead {
+        let events = trim.map(|before| {
+            let trimmed =
+                stepjournal_codec::Trimmed { before: stepjournal_codec::Seq(before), turns: 0 };
+            vec![HeadEvent::Event(Event::Trimmed(trimmed))].into_boxed_slice()
+        });
+        BatchHead { events, ..BatchHead::default() }
+    }
+
+    /// Where the batch trims its session: the `before` of its last `trimmed` event.
+    pub(crate) fn trim(&self) -> Option<u64> {
+        self.events.iter().flatten().rev().find_map(|e| match e {
+            HeadEvent::Event(Event::Trimmed(t)) => Some(t.before.get()),
+            _ => None,
+        })
+    }
+
     /// The session's head after this batch.
     pub(crate) fn apply(&self, head: &mut RunHead) {
         for e in self.events.iter().flatten() {
@@ -155,7 +174,7 @@ enum Stand {
     Needless,
     /// Only its kind: a stand-in of that kind serves.
     In(Event),
-    /// Its payload (the run id, the outcome).
+    /// Its payload (the run id, the outcome; a trim's `before`).
     Payload,
 }
 
@@ -178,7 +197,8 @@ pub(crate) enum Stored<'a> {
     ClientAnswer,
     /// An `approval_decided` (its kind is all the rule reads).
     ApprovalDecided,
-    /// A record whose payload the rule reads (`run_started`, `run_ended`): its bytes.
+    /// A record whose payload the rule reads (`run_started`, `run_ended`), or opening does
+    /// (`trimmed`): its bytes.
     Record(&'a [u8]),
     /// A record that does not decode.
     Unreadable,
@@ -193,7 +213,8 @@ fn stand_in_event(kind: EventKind) -> HeadEvent {
 
 fn stand_in(kind: EventKind) -> Stand {
     match kind {
-        EventKind::RunStarted | EventKind::RunEnded => Stand::Payload,
+        // A trim's payload is not the head's, but opening reads where it cut the log.
+        EventKind::RunStarted | EventKind::RunEnded | EventKind::Trimmed => Stand::Payload,
         EventKind::ClientAnswer => Stand::In(Event::ClientAnswer(ClientAnswer {
             call: CallId::new(String::new()),
             output: RawJson::default(),

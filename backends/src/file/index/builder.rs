@@ -156,6 +156,9 @@ struct Collected {
     /// The seq of the newest snapshot among `runs` (copies of a batch tell the same; a deletion
     /// forgets it with the runs).
     snapshot: Option<u64>,
+    /// The furthest trim among `runs`: the batches ending at or before it were dropped (a
+    /// deletion forgets it with the runs).
+    trim: Option<u64>,
 }
 
 /// A batch that tells of its session's head.
@@ -233,6 +236,11 @@ impl IndexBuilder {
         {
             c.snapshot = Some(seq);
         }
+        if let Some(before) = head.trim().filter(|b| *b < run.first)
+            && c.trim.is_none_or(|t| before > t)
+        {
+            c.trim = Some(before);
+        }
         if head.events.is_some() {
             let deletions = c.deletions;
             self.heads.push(HeadAt { session, deletions, first: run.first, head });
@@ -260,6 +268,7 @@ impl IndexBuilder {
         let runs = std::mem::take(&mut c.runs);
         c.top = None;
         c.snapshot = None;
+        c.trim = None;
         c.deletions += 1;
         self.index.guard(at, runs.iter().map(|r| r.seg));
     }
@@ -297,7 +306,20 @@ impl IndexBuilder {
                 }
                 copy
             });
-            let mut tail = 0u64;
+            // A trimmed session: the batches before its trim are stale frames, its log starts
+            // at the batch holding the trim's `before`, and its head is unknown until a run
+            // begins or ends in what is kept (the run the trim cut the start of is not there).
+            let start = match c.trim {
+                Some(before) => {
+                    let cut = runs.partition_point(|r| r.end() <= before);
+                    shadows.extend(runs.drain(..cut).map(|r| r.seg));
+                    ordered.log.head.run = crate::RunState::Unknown;
+                    runs.first().map_or(before, |r| r.first.min(before))
+                }
+                None => 0,
+            };
+            let kept_from = runs.first().map_or(0, |r| r.first);
+            let mut tail = start;
             let dense = runs.iter().all(|r| {
                 let fits = r.first == tail;
                 tail = r.end();
@@ -305,7 +327,7 @@ impl IndexBuilder {
             });
             if dense {
                 let mut applied = None;
-                for h in mine {
+                for h in mine.filter(|h| h.first >= kept_from) {
                     // A copy of a batch tells the same.
                     if applied != Some(h.first) {
                         h.head.apply(&mut ordered.log.head);
@@ -321,7 +343,7 @@ impl IndexBuilder {
             } else {
                 // Misfits make the index refuse: its head is not worked out.
                 mine.for_each(drop);
-                ordered.log.runs = misfit(&name, runs, &mut ordered.after_gap, &mut misfits);
+                ordered.log.runs = misfit(&name, start, runs, &mut ordered.after_gap, &mut misfits);
                 // Only a snapshot the runs kept before the first gap hold.
                 let kept = ordered.log.tail();
                 ordered.log.snapshot = c.snapshot.filter(|s| *s < kept);
@@ -337,17 +359,18 @@ impl IndexBuilder {
     }
 }
 
-/// The runs of session `name` (sorted, without copies) that continue each other from seq 0, up
-/// to the first gap; the events after it are counted in `after_gap`, and each run that does not
-/// fit is added to `misfits`.
+/// The runs of session `name` (sorted, without copies) that continue each other from `start`
+/// (0, or where a trim left the log), up to the first gap; the events after it are counted in
+/// `after_gap`, and each run that does not fit is added to `misfits`.
 fn misfit(
     name: &str,
+    start: u64,
     runs: Vec<BatchLoc>,
     after_gap: &mut u64,
     misfits: &mut Vec<Misfit>,
 ) -> Vec<BatchLoc> {
     let mut kept = Vec::with_capacity(runs.len());
-    let mut tail = 0u64;
+    let mut tail = start;
     let mut gap = false;
     let mut first = true;
     for run in runs {

@@ -50,8 +50,9 @@ impl BatchLoc {
 /// A session's batches, and its head.
 #[derive(Debug, Default)]
 pub(crate) struct SessionLog {
-    // Invariant: dense from 0: runs[0].first == 0, runs[i + 1].first == runs[i].end(); never empty
-    // while the session is in the index.
+    // Invariant: dense from the log's start: runs[0].first is 0, or, once a trim dropped the
+    // batches before it, the first of the batch holding the trim's `before`;
+    // runs[i + 1].first == runs[i].end(); never empty while the session is in the index.
     pub runs: Vec<BatchLoc>,
     /// Segments that still hold stale copies of this session's frames (left by compaction).
     pub shadows: BTreeSet<SegmentId>,
@@ -66,9 +67,9 @@ pub(crate) struct SessionLog {
 }
 
 impl SessionLog {
-    /// Whether the invariant on `runs` holds: dense from 0 and not empty.
+    /// Whether the invariant on `runs` holds: dense from their start and not empty.
     pub(crate) fn is_dense(&self) -> bool {
-        let mut tail = 0;
+        let mut tail = self.runs.first().map_or(0, |r| r.first);
         for run in &self.runs {
             if run.first != tail || run.count == 0 {
                 return false;
@@ -247,6 +248,26 @@ impl Index {
         }
         self.count_live(&run, true);
         Ok(())
+    }
+
+    /// Drops the batches of `session` that end at or before `before` (a `trimmed` event's,
+    /// in a batch just pushed): they are no longer live, and their segments hold stale frames
+    /// of the session until removed (a later deletion guards them, as it guards a moved batch's
+    /// old place). A batch holding `before` stays whole: the log then starts a few events
+    /// before it. The batch that holds the `trimmed` lies after `before`, so it stays.
+    pub(crate) fn trim(&mut self, session: &str, before: u64) {
+        let Some(log) = self.sessions.get_mut(session) else { return };
+        let cut = log.runs.partition_point(|r| r.end() <= before);
+        if cut == 0 || cut >= log.runs.len() {
+            debug_assert!(cut < log.runs.len(), "a trim keeps the batch that holds it");
+            return;
+        }
+        let dropped: Vec<BatchLoc> = log.runs.drain(..cut).collect();
+        log.shadows.extend(dropped.iter().map(|r| r.seg));
+        debug_assert!(log.is_dense(), "the kept batches continue each other");
+        for run in &dropped {
+            self.count_live(run, false);
+        }
     }
 
     /// The session's head, as the index holds it (the default for a session with no events).

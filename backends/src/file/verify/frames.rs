@@ -8,7 +8,7 @@ use std::path::Path;
 
 use stepjournal_codec::batch::{Frame, FrameKind, HEADER_LEN as FRAME_HEADER_LEN, peek_len};
 use stepjournal_codec::record::{self, RecordRef};
-use stepjournal_codec::{DecodeError, Limits, Seq, SessionId};
+use stepjournal_codec::{DecodeError, Event, Limits, Seq, SessionId};
 
 use super::finding::{FileFinding, FileProblem, finding};
 use crate::file::format::layout::SegmentId;
@@ -26,8 +26,8 @@ pub(super) struct Hole {
 pub(super) trait Sink {
     /// A problem found.
     fn finding(&mut self, f: FileFinding);
-    /// A batch that passed every check.
-    fn batch(&mut self, session: &str, run: BatchLoc);
+    /// A batch that passed every check; `trim`, the `before` of its last `trimmed` event.
+    fn batch(&mut self, session: &str, run: BatchLoc, trim: Option<u64>);
     /// A batch that did not.
     fn hole(&mut self, session: &str, hole: Hole);
     /// A damaged batch of `count` events whose session cannot be read, at byte `offset` of
@@ -89,6 +89,7 @@ impl Frames<'_> {
         }
         let mut head: Option<(&str, u64)> = None;
         let mut intact = true;
+        let mut trim = None;
         let mut at = offset + FRAME_HEADER_LEN as u64;
         for (i, r) in frame.records().enumerate() {
             let i = i as u64;
@@ -128,7 +129,14 @@ impl Frames<'_> {
                     found_seq: r.seq,
                 })
             } else {
-                r.event().err().map(FileProblem::Payload)
+                match r.event() {
+                    Ok(Event::Trimmed(t)) => {
+                        trim = Some(t.before.get());
+                        None
+                    }
+                    Ok(_) => None,
+                    Err(e) => Some(FileProblem::Payload(e)),
+                }
             };
             if let Some(problem) = problem {
                 let mut f = finding(self.path, at, problem);
@@ -149,7 +157,7 @@ impl Frames<'_> {
                 seg: self.seg,
                 offset,
             };
-            sink.batch(session, run);
+            sink.batch(session, run, trim);
         } else {
             sink.hole(session, Hole { first, count: Some(frame.count) });
         }

@@ -571,8 +571,8 @@ impl Sink for Checker {
         self.findings.push(f);
     }
 
-    fn batch(&mut self, session: &str, run: BatchLoc) {
-        self.builder.events(session, run, BatchHead::default());
+    fn batch(&mut self, session: &str, run: BatchLoc, trim: Option<u64>) {
+        self.builder.events(session, run, BatchHead::of_trim(trim));
     }
 
     fn hole(&mut self, session: &str, hole: Hole) {

@@ -1,0 +1,225 @@
+//! Trims: [`Journal::trim`] drops a session's events before a kept `snapshot` by appending a
+//! `trimmed` event, which the store applies atomically with the append (its compare-and-set at
+//! the tail the trim read: a session another actor wrote to meanwhile is left as it is).
+//!
+//! What a trim keeps ([`trim_point`]): the log from a snapshot that
+//! - is not the newest intact one (the one before it is kept too, so a damaged newest
+//!   snapshot is never the only one);
+//! - lies at or before the start of the last `keep_turns` turns (runs begun by a new message);
+//! - needs nothing before it: a fold from it plans every entry without the history (no
+//!   `rewound` after it reaches back before it).
+//!
+//! A snapshot stands at a committed step boundary, so every open call, pending approval and
+//! client call lies after it, and so does every child a call attached. A `from_checkpoint` or
+//! `retry` naming a checkpoint that was trimmed away is refused as an unknown checkpoint.
+
+use stepjournal_backends::{AppendError, RunState, StoreError};
+use stepjournal_codec::{
+    Coded, Entry, ErrorCode, Event, Record, RunId, Seq, SessionId, Stamped, Trimmed,
+};
+use stepjournal_recovery::SessionState;
+
+use super::Journal;
+use super::wait::block_on;
+
+/// What [`Journal::trim`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Trim {
+    /// The events before `before` were dropped; the `trimmed` event is at `at`.
+    Trimmed {
+        /// The first seq kept: a snapshot.
+        before: Seq,
+        /// Where the log started before the trim.
+        from: Seq,
+        /// Where the `trimmed` event landed.
+        at: Seq,
+        /// The turns dropped over every trim of the session (what the event records).
+        turns: u64,
+    },
+    /// Nothing could be dropped: the reason, in words.
+    Nothing {
+        /// Why.
+        why: String,
+    },
+}
+
+/// Why [`Journal::trim`] trimmed nothing. Nothing was written, except where
+/// [`TrimError::Append`] says the store cannot tell.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrimError {
+    /// A run of the session is live (in this journal, or under a live lease of another
+    /// process): its next append would find the trim and be fenced. Trim it through the run's
+    /// end, or once it has ended.
+    #[error("cannot trim session `{session}`: its run `{run}` is live; trim it once the run ends")]
+    Running {
+        /// The session.
+        session: SessionId,
+        /// The live run.
+        run: RunId,
+    },
+    /// Another actor appended to the session (or deleted it) between the trim's read and its
+    /// append: nothing was written. Trim again.
+    #[error(
+        "cannot trim session `{session}`: it changed while the trim was decided (its tail was \
+         {expected}, it is {actual}); nothing was written"
+    )]
+    Changed {
+        /// The session.
+        session: SessionId,
+        /// The tail the trim read.
+        expected: Seq,
+        /// The tail now.
+        actual: Seq,
+    },
+    /// The session could not be read.
+    #[error("cannot read session `{session}` to trim it: {source}")]
+    Read {
+        /// The session.
+        session: SessionId,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+    /// The `trimmed` event could not be appended. Nothing was written, unless the source is
+    /// [`AppendError::OutcomeUnknown`]: read the session before trimming again.
+    #[error("cannot write the trim of session `{session}`: {source}")]
+    Append {
+        /// The session.
+        session: SessionId,
+        /// The store's error.
+        #[source]
+        source: AppendError,
+    },
+}
+
+impl Coded for TrimError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            TrimError::Running { .. } => ErrorCode::LeaseHeld,
+            TrimError::Changed { .. } => ErrorCode::Conflict,
+            TrimError::Read { source, .. } => source.code(),
+            TrimError::Append { source, .. } => source.code(),
+        }
+    }
+}
+
+impl Journal {
+    /// Drops `session`'s events before a kept snapshot, keeping at least the last `keep_turns`
+    /// turns whole (see the module's text for what is kept, and `docs/recovery.md#trim` for
+    /// what a trimmed session reads as). Returns what was dropped, or why nothing was.
+    ///
+    /// Refused while a run of the session is live ([`TrimError::Running`]); a session another
+    /// actor wrote to between the read and the append is left as it is
+    /// ([`TrimError::Changed`]). The store frees the dropped events' space as it frees a
+    /// deletion's (rows deleted at once; the file store's segments compacted).
+    pub fn trim(&self, session: &SessionId, keep_turns: usize) -> Result<Trim, TrimError> {
+        block_on(self.trim_async(session, keep_turns))
+    }
+
+    /// [`trim`](Self::trim), awaited: the read and the append made on the completion-based
+    /// path.
+    ///
+    /// **Dropped before it finished**: the `trimmed` event may have landed (the session is
+    /// then trimmed, whole) or not (nothing changed).
+    pub async fn trim_async(
+        &self,
+        session: &SessionId,
+        keep_turns: usize,
+    ) -> Result<Trim, TrimError> {
+        let read = |source| TrimError::Read { session: session.clone(), source };
+        if let Some(run) = self.own.open_run(session) {
+            return Err(TrimError::Running { session: session.clone(), run: run.id().clone() });
+        }
+        let head = self.store.head(session).map_err(read)?;
+        // A lease outlives the run it covered until it lapses or is released: only a live
+        // lease on the open run counts.
+        if let Some(head) = &head
+            && let (RunState::Open { run }, Some(lease)) = (&head.run, head.live_lease())
+            && &lease.run == run
+        {
+            return Err(TrimError::Running { session: session.clone(), run: run.clone() });
+        }
+        let records = self.store.read_async(session, Seq(0)..Seq(u64::MAX)).await.map_err(read)?;
+        let Some(tail) = records.last().map(|r| r.seq.next()) else {
+            return Ok(Trim::Nothing { why: "the session has no events".into() });
+        };
+        let from = records.first().map_or(Seq(0), |r| r.seq);
+        let (before, turns) = match trim_point(&records, keep_turns) {
+            Ok(point) => point,
+            Err(why) => return Ok(Trim::Nothing { why }),
+        };
+        let event = Trimmed { before, turns };
+        let stamped = [Stamped::at(self.options.clock.now(), Event::Trimmed(event))];
+        match self.store.append_async(session, tail, &stamped, self.options.durability).await {
+            Ok(_) => Ok(Trim::Trimmed { before, from, at: tail, turns }),
+            Err(AppendError::Conflict { expected, actual }) => {
+                Err(TrimError::Changed { session: session.clone(), expected, actual })
+            }
+            Err(source) => Err(TrimError::Append { session: session.clone(), source }),
+        }
+    }
+}
+
+/// Where a trim of the log `records` (as the store keeps it, oldest first) keeping the last
+/// `keep_turns` turns cuts it, and the turns the `trimmed` event records (those the log's last
+/// trim recorded, and those begun in the part dropped now); `Err` says why nothing can go.
+pub fn trim_point(records: &[Record], keep_turns: usize) -> Result<(Seq, u64), String> {
+    let (taken, _) = SessionState::start_of(records).map_err(|e| e.to_string())?;
+    // Where the fold of the log starts now: a trim must drop more than that.
+    let base = match taken {
+        0 => Seq(0),
+        k => records.get(k - 1).map_or(Seq(0), |r| r.seq),
+    };
+    let intact: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| match &r.event {
+            Event::Snapshot(s) => SessionState::from_snapshot(r.seq, s).is_ok(),
+            _ => false,
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let Some((_newest, older)) = intact.split_last() else {
+        return Err("the log holds no intact snapshot".into());
+    };
+    let turn_starts: Vec<Seq> = records
+        .iter()
+        .filter(|r| {
+            matches!(&r.event, Event::RunStarted(s) if matches!(s.entry, Entry::NewTurn { .. }))
+        })
+        .map(|r| r.seq)
+        .collect();
+    let bound = match keep_turns {
+        0 => Seq(u64::MAX),
+        k if k > turn_starts.len() => {
+            return Err(format!(
+                "the log holds {} turns and {k} are to be kept whole",
+                turn_starts.len()
+            ));
+        }
+        k => turn_starts.get(turn_starts.len() - k).copied().unwrap_or(Seq(0)),
+    };
+    let fits = |i: usize| -> bool {
+        let Some(r) = records.get(i) else { return false };
+        if r.seq <= base || r.seq > bound {
+            return false;
+        }
+        // A fold from it must need nothing before it.
+        SessionState::of_log(records.get(i..).unwrap_or_default())
+            .is_ok_and(|state| !state.needs_history(&Entry::Wake))
+    };
+    let Some(&cut) = older.iter().rev().find(|&&i| fits(i)) else {
+        return Err(if older.is_empty() {
+            "the log holds one intact snapshot, and a trim keeps the one before the newest".into()
+        } else {
+            "no snapshot before the newest lies at a point a trim may keep from".into()
+        });
+    };
+    let before = records.get(cut).map_or(Seq(0), |r| r.seq);
+    let last = SessionState::of_log(records).map_err(|e| e.to_string())?;
+    let (counted, since) = last.trimmed().map_or((0, Seq(0)), |t| (t.turns, t.before));
+    let dropped = turn_starts.iter().filter(|s| **s >= since && **s < before).count() as u64;
+    Ok((before, counted + dropped))
+}

@@ -1,0 +1,164 @@
+//! Trims through the journal: a session trimmed on the memory, SQLite and file stores beside
+//! an identical one left whole (the same ids, the same clock) plans every entry as the whole
+//! one does, before and after a crash; its transcript says how many turns it dropped and shows
+//! the rest as they were; an entry naming a checkpoint trimmed away is refused; a live run is
+//! never trimmed under.
+
+mod writer_support;
+
+use std::sync::Arc;
+
+use stepjournal::recovery::TranscriptItem;
+use stepjournal::writer::FixedClock;
+use stepjournal::{Journal, JournalOptions, Reply, Run, Trim, TrimError};
+use stepjournal_backends::JournalStore;
+use stepjournal_backends::file::{FileOptions, FileStore};
+use stepjournal_backends::memory::MemoryStore;
+use stepjournal_backends::sqlite::SqliteStore;
+use stepjournal_codec::{CheckpointId, Entry, Event, RunOutcome, Seq};
+use writer_support::*;
+
+fn journal(store: Arc<dyn JournalStore>) -> Journal {
+    let options = JournalOptions::new()
+        .ids(ids())
+        .clock(Arc::new(FixedClock::new(T0)))
+        .snapshot_every(2)
+        .snapshot_after_bytes(0);
+    Journal::new(store, Arc::new(registry()), options).unwrap()
+}
+
+/// `steps` steps of one safe call each, answered and committed.
+fn grow(run: &Run, turn: usize, steps: usize) {
+    for i in 0..steps {
+        let c = format!("t{turn}c{i}");
+        let step =
+            run.commit_reply(Reply::new(format!("step {i}")).call(call(&c, "search"))).unwrap();
+        step.start_body(&id(&c)).unwrap().finish(json(&format!("{{\"n\":{i}}}")), false).unwrap();
+        step.commit().unwrap();
+    }
+}
+
+/// Five turns of three steps each, every run ended.
+fn turns(journal: &Journal) {
+    for turn in 0..5 {
+        let message = format!("turn {turn}");
+        let run = journal.begin_run(&session(), Entry::NewTurn { message }).unwrap();
+        grow(&run, turn, 3);
+        run.end(RunOutcome::Completed).unwrap();
+    }
+}
+
+/// A turn whose process dies while a safe and an unsafe body run.
+fn crash(journal: &Journal) {
+    let run = journal.begin_run(&session(), Entry::NewTurn { message: "crash".into() }).unwrap();
+    let step = run
+        .commit_reply(
+            Reply::new("both").call(call("safe", "search")).call(call("risky", "send_email")),
+        )
+        .unwrap();
+    let a = step.start_body(&id("safe")).unwrap();
+    let b = step.start_body(&id("risky")).unwrap();
+    std::mem::forget((a, b, step, run));
+}
+
+/// The first step commit's checkpoint of the session.
+fn first_commit(store: &dyn JournalStore) -> CheckpointId {
+    let whole = store.read_all(&session()).unwrap();
+    whole
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::StepCommit(c) => Some(c.checkpoint.clone()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+fn check_backend(trimmed: Arc<dyn JournalStore>) {
+    let whole: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let old = {
+        let (a, b) = (journal(trimmed.clone()), journal(whole.clone()));
+        turns(&a);
+        turns(&b);
+        assert_eq!(trimmed.read_all(&session()).unwrap(), whole.read_all(&session()).unwrap());
+        let old = first_commit(&*whole);
+        let Trim::Trimmed { before, from, turns, .. } = a.trim(&session(), 2).unwrap() else {
+            panic!("the session holds snapshots to trim at")
+        };
+        assert_eq!((from, turns), (Seq(0), 3), "three turns dropped, two kept whole");
+        let kept = trimmed.read_all(&session()).unwrap();
+        assert!(kept[0].seq <= before && before.get() - kept[0].seq.get() < 3, "{before}");
+        assert!(matches!(
+            &kept.iter().find(|r| r.seq == before).unwrap().event,
+            Event::Snapshot(_)
+        ));
+        // The transcript: what was dropped, said first; the rest as it was.
+        let shown = a.transcript(&session()).unwrap();
+        let TranscriptItem::Trimmed { turns: 3, .. } = shown[0] else { panic!("{:?}", shown[0]) };
+        let full = b.transcript(&session()).unwrap();
+        let rest: Vec<_> = full.into_iter().filter(|i| i.seq() > before).collect();
+        assert_eq!(&shown[1..], &rest[..]);
+        // Nothing more to drop while the same turns are to be kept.
+        assert!(matches!(a.trim(&session(), 2).unwrap(), Trim::Nothing { .. }));
+        // A live run is never trimmed under.
+        let live = a.begin_run(&session(), Entry::Wake).unwrap();
+        assert!(matches!(a.trim(&session(), 0), Err(TrimError::Running { .. })));
+        live.end(RunOutcome::Completed).unwrap();
+        let live = b.begin_run(&session(), Entry::Wake).unwrap();
+        live.end(RunOutcome::Completed).unwrap();
+        crash(&a);
+        crash(&b);
+        old
+    };
+    // After the crash: the trimmed session plans the wake as the whole one does.
+    let (a, b) = (journal(trimmed.clone()), journal(whole.clone()));
+    let wake_a = a.begin_run(&session(), Entry::Wake).unwrap();
+    let wake_b = b.begin_run(&session(), Entry::Wake).unwrap();
+    assert_eq!(wake_a.plan(), wake_b.plan());
+    let rules: Vec<&str> = wake_a.plan().calls.iter().map(|c| c.rule.id).collect();
+    assert!(
+        rules.contains(&"recovery.safe_replay") && rules.contains(&"recovery.outcome_unknown"),
+        "{rules:?}"
+    );
+    // Both die again, the recovered step open.
+    std::mem::forget((wake_a, wake_b));
+    // Stopped, then retried from an old checkpoint: refused on both (only the last commit can
+    // be entered), the trimmed one saying it does not know it.
+    a.begin_run(&session(), Entry::Stop).unwrap();
+    b.begin_run(&session(), Entry::Stop).unwrap();
+    let retry = Entry::Retry { checkpoint: Some(old), message: Some("again".into()) };
+    let refused = a.begin_run(&session(), retry.clone()).unwrap_err();
+    assert!(refused.to_string().contains("checkpoint"), "{refused}");
+    assert!(b.begin_run(&session(), retry).is_err());
+    println!("trimmed: {refused}");
+    // The forgotten runs hold the store: close it (the file store's lock let go).
+    trimmed.close().unwrap();
+}
+
+#[test]
+fn a_trimmed_session_on_memory_plans_as_the_whole_one() {
+    check_backend(Arc::new(MemoryStore::new()));
+}
+
+#[test]
+fn a_trimmed_session_on_sqlite_plans_as_the_whole_one() {
+    let dir = tempfile::tempdir().unwrap();
+    check_backend(Arc::new(
+        SqliteStore::open(dir.path().join("j.db"), Default::default()).unwrap(),
+    ));
+}
+
+#[test]
+fn a_trimmed_session_on_the_file_store_plans_as_the_whole_one_and_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || -> Arc<dyn JournalStore> {
+        Arc::new(FileStore::open(dir.path(), FileOptions::new()).unwrap())
+    };
+    check_backend(open());
+    // Reopened: the log starts where the trim left it, and still folds.
+    let store = open();
+    let records = store.read_all(&session()).unwrap();
+    assert!(records[0].seq > Seq(0));
+    let j = journal(store);
+    let shown = j.transcript(&session()).unwrap();
+    assert!(matches!(shown[0], TranscriptItem::Trimmed { turns: 3, .. }), "{:?}", shown[0]);
+}
