@@ -54,6 +54,6 @@ test('a long session is trimmed to a kept snapshot, and reads, transcripts and r
   journal = await openJournal(url, { tools: [fetch], snapshotEvery: 2 });
   const wake = await journal.beginRun('s', { kind: 'wake' });
   const planned = wake.plan.calls.map((c) => [c.call, c.action, c.rule]);
-  assert.deepEqual(planned, [['x1', 'run', 'recovery.not_started']], JSON.stringify(wake.plan));
+  assert.deepEqual(planned, [['x1', 'run', 'recovery.no_body_run']], JSON.stringify(wake.plan));
   await journal.close();
 });
