@@ -275,6 +275,11 @@ export interface OpenOptions {
    * (default: sessions are kept). Open, crashed and suspended sessions are never deleted.
    */
   retainEndedForMs?: number;
+  /**
+   * Trim policy: after a run ends (completed or stopped) with a snapshot in its view, its session
+   * is trimmed keeping this many last turns whole (default: never trimmed; see `journal.trim`).
+   */
+  trimKeepTurns?: number;
   /** Who begins this journal's runs, and why: recorded on each entry's `run_started` (a stop's `run_ended`). */
   operator?: { name?: string; reason?: string };
 }

@@ -162,3 +162,37 @@ fn a_trimmed_session_on_the_file_store_plans_as_the_whole_one_and_after_a_reopen
     let shown = j.transcript(&session()).unwrap();
     assert!(matches!(shown[0], TranscriptItem::Trimmed { turns: 3, .. }), "{:?}", shown[0]);
 }
+
+#[test]
+fn the_policy_trims_after_each_run_and_keeps_a_long_session_bounded() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let options = JournalOptions::new()
+        .ids(ids())
+        .clock(Arc::new(FixedClock::new(T0)))
+        .snapshot_every(2)
+        .snapshot_after_bytes(0)
+        .trim_after_runs(1);
+    let journal = Journal::new(store.clone(), Arc::new(registry()), options).unwrap();
+    let mut kept = Vec::new();
+    for turn in 0..20 {
+        let message = format!("turn {turn}");
+        let run = journal.begin_run(&session(), Entry::NewTurn { message }).unwrap();
+        grow(&run, turn, 3);
+        run.end(RunOutcome::Completed).unwrap();
+        kept.push(store.read_all(&session()).unwrap().len());
+    }
+    let tail = store.tail(&session()).unwrap().get();
+    // Each turn is 3 steps of 5 events, a snapshot every second step, its run's start, message
+    // and end: the log kept stays within a few turns however many there were.
+    assert!(tail > 300, "{tail}");
+    assert!(kept.iter().skip(3).all(|n| *n < 80), "{kept:?}");
+    let shown = journal.transcript(&session()).unwrap();
+    let TranscriptItem::Trimmed { turns, .. } = shown[0] else { panic!("{:?}", shown[0]) };
+    assert!(turns >= 17, "{turns}");
+    // The last turn is whole.
+    assert!(
+        shown
+            .iter()
+            .any(|i| matches!(i, TranscriptItem::Message { text, .. } if text == "turn 19"))
+    );
+}

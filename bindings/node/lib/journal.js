@@ -352,7 +352,7 @@ export class Step {
   }
 }
 
-const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner', 'snapshotEvery', 'snapshotAfterBytes', 'retainEndedForMs', 'operator'];
+const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'owner', 'snapshotEvery', 'snapshotAfterBytes', 'retainEndedForMs', 'trimKeepTurns', 'operator'];
 
 /**
  * Opens the journal at `url` (`file:PATH`, `sqlite:PATH`, `postgres://...`) with its tools.
@@ -364,14 +364,15 @@ const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'ow
  * none but those `run.snapshot()` writes), `snapshotAfterBytes` (bytes of text after the last
  * snapshot that make the next step commit carry one; default 1 MiB, 0 weighs none),
  * `retainEndedForMs` (sessions whose last run ended completed, failed or stopped longer ago are
- * deleted by the journal; default: kept), `operator` (`{ name, reason }`: who begins this
- * journal's runs and why, recorded on each run).
+ * deleted by the journal; default: kept), `trimKeepTurns` (after a run ends with a snapshot in
+ * its view, its session is trimmed keeping this many last turns whole; default: never),
+ * `operator` (`{ name, reason }`: who begins this journal's runs and why, recorded on each run).
  */
 export async function openJournal(url, options = {}) {
   if (options === null || typeof options !== 'object') throw new TypeError('openJournal: options must be an object');
   const unknown = Object.keys(options).filter((k) => !OPTIONS.includes(k));
   if (unknown.length > 0) throw new TypeError(`openJournal: unknown option ${unknown.map((k) => `\`${k}\``).join(', ')} (the options are ${OPTIONS.join(', ')})`);
-  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes, retainEndedForMs, operator } = options;
+  const { tools = [], durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes, retainEndedForMs, trimKeepTurns, operator } = options;
   if (retainEndedForMs !== undefined && (!Number.isSafeInteger(retainEndedForMs) || retainEndedForMs < 1)) {
     throw new TypeError(`openJournal: retainEndedForMs must be a whole number of milliseconds, at least 1 (got ${retainEndedForMs})`);
   }
@@ -393,7 +394,10 @@ export async function openJournal(url, options = {}) {
   if (snapshotAfterBytes !== undefined && (!Number.isSafeInteger(snapshotAfterBytes) || snapshotAfterBytes < 0)) {
     throw new TypeError(`openJournal: snapshotAfterBytes must be a whole number of bytes, 0 or more (got ${snapshotAfterBytes})`);
   }
+  if (trimKeepTurns !== undefined && (!Number.isInteger(trimKeepTurns) || trimKeepTurns < 0 || trimKeepTurns > 0xffffffff)) {
+    throw new TypeError(`openJournal: trimKeepTurns must be a whole number of turns, 0 or more (got ${trimKeepTurns})`);
+  }
   const defs = await nativeTools(tools);
-  const config = { durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes, retainEndedForMs, operator };
+  const config = { durability, maxBodies, create, leaseTtlMs, owner, snapshotEvery, snapshotAfterBytes, retainEndedForMs, trimKeepTurns, operator };
   return new Journal(await wrap(native.open(String(url), defs, abortBody, config)), zodSchemas(tools));
 }

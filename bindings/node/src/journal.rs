@@ -44,6 +44,9 @@ pub struct JournalConfig {
     /// milliseconds ago are deleted by a thread of the journal's (default: kept). A whole
     /// number, at least 1.
     pub retain_ended_for_ms: Option<f64>,
+    /// Trim policy: after a run ends (completed or stopped) with a snapshot in its view, its
+    /// session is trimmed keeping this many last turns whole (default: never trimmed).
+    pub trim_keep_turns: Option<u32>,
     /// Who begins this journal's runs, and why: recorded on each entry's `run_started` (a stop's
     /// `run_ended`).
     pub operator: Option<OperatorConfig>,
@@ -142,6 +145,9 @@ pub async fn open(
     }
     if let Some(ms) = config.retain_ended_for_ms {
         options = options.retain_ended_for(whole_ms(ms, "retainEndedForMs")?);
+    }
+    if let Some(keep) = config.trim_keep_turns {
+        options = options.trim_after_runs(usize::try_from(keep).unwrap_or(usize::MAX));
     }
     if let Some(who) = config.operator {
         let operator =

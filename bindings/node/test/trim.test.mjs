@@ -57,3 +57,15 @@ test('a long session is trimmed to a kept snapshot, and reads, transcripts and r
   assert.deepEqual(planned, [['x1', 'run', 'recovery.no_body_run']], JSON.stringify(wake.plan));
   await journal.close();
 });
+
+test('trimKeepTurns trims a session after each run, keeping its log bounded', async () => {
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`, { tools: [fetch], snapshotEvery: 2, trimKeepTurns: 1 });
+  await turns(journal, 's', 8);
+  const kept = (await journal.exportLines('s')).map((l) => JSON.parse(l));
+  assert.ok(kept[0].seq > 60, `the log starts at ${kept[0].seq}`);
+  const shown = await journal.transcript('s');
+  assert.equal(shown[0].type, 'trimmed');
+  assert.ok(shown[0].turns >= 6, JSON.stringify(shown[0]));
+  await assert.rejects(openJournal(`file:${join(scratch(), 'k')}`, { trimKeepTurns: -1 }), TypeError);
+  await journal.close();
+});

@@ -455,6 +455,7 @@ impl Journal {
             append_attempts: self.options.append_attempts,
             snapshot_every: self.options.snapshot_every,
             snapshot_after_bytes: self.options.snapshot_after_bytes,
+            trim_keep_turns: self.options.trim_keep_turns,
             turn: futures_util::lock::Mutex::new(()),
             view: Mutex::new(Inner { tail, state, status, step }),
             cancel: CancelSignal::new(),

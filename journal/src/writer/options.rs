@@ -28,6 +28,7 @@ use super::owner::default_owner;
 /// | [`snapshot_after_bytes`](Self::snapshot_after_bytes) | 1 MiB of text |
 /// | [`operator`](Self::operator) | none: runs carry no operator |
 /// | [`retain_ended_for`](Self::retain_ended_for) | off: sessions are kept until deleted |
+/// | [`trim_after_runs`](Self::trim_after_runs) | off: a session keeps its whole history |
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     pub(crate) durability: Durability,
@@ -43,6 +44,7 @@ pub struct JournalOptions {
     pub(crate) snapshot_after_bytes: u64,
     pub(crate) operator: Option<Operator>,
     pub(crate) retain_ended_for: Option<Duration>,
+    pub(crate) trim_keep_turns: Option<usize>,
 }
 
 impl JournalOptions {
@@ -79,6 +81,7 @@ impl JournalOptions {
             snapshot_after_bytes: Self::DEFAULT_SNAPSHOT_AFTER_BYTES,
             operator: None,
             retain_ended_for: None,
+            trim_keep_turns: None,
         }
     }
 
@@ -189,6 +192,19 @@ impl JournalOptions {
     /// ([`EncodeError::NotInVersion`](stepjournal_codec::EncodeError::NotInVersion)).
     pub fn operator(mut self, operator: Option<Operator>) -> Self {
         self.operator = operator;
+        self
+    }
+
+    /// Trim policy: when a run that ended `completed` or `stopped` through
+    /// [`Run::end`](super::Run::end) had a snapshot in its view, its session is trimmed keeping
+    /// the last `keep_turns` turns whole, as [`Journal::trim`](super::Journal::trim) trims
+    /// (never the newest snapshot alone, never what an open call needs). The end's future
+    /// waits for it (a read of the session's kept log and one append); a trim that finds
+    /// nothing to drop, or another actor's write in between, writes nothing, and a failed trim
+    /// does not fail the end (the next end tries again). Default off: a session keeps its whole
+    /// history until trimmed or deleted.
+    pub fn trim_after_runs(mut self, keep_turns: usize) -> Self {
+        self.trim_keep_turns = Some(keep_turns);
         self
     }
 

@@ -369,7 +369,24 @@ impl Run {
                 Ok((vec![Event::RunEnded(end)], ()))
             })
             .await?;
-        writer.view().status = RunStatus::Ended { outcome, error: None };
+        let snapshotted = {
+            let mut view = writer.view();
+            view.status = RunStatus::Ended { outcome, error: None };
+            view.state.last_snapshot().is_some()
+        };
+        drop(writer);
+        if let (Some(keep), true) = (self.shared.trim_keep_turns, snapshotted) {
+            // The policy's trim: best effort, never the end's failure.
+            let shared = &self.shared;
+            let _ = super::trim::trim_store(
+                &*shared.store,
+                &shared.session,
+                keep,
+                &*shared.clock,
+                shared.durability,
+            )
+            .await;
+        }
         Ok(())
     }
 

@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) snapshot_every: u32,
     /// Bytes of text after the last snapshot that make a commit carry one (0: not weighed).
     pub(crate) snapshot_after_bytes: u64,
+    /// The trim policy: the turns a trim after the run's end keeps whole (`None`: no trim).
+    pub(crate) trim_keep_turns: Option<usize>,
     /// The run's turn to write: held by the handle that appends, from the build of its batch
     /// through the store's answer to the change of the view that follows, so the run's writes
     /// are serialized. An async lock: it is held across the store's `.await`, and a task waiting

@@ -13,13 +13,14 @@
 //! client call lies after it, and so does every child a call attached. A `from_checkpoint` or
 //! `retry` naming a checkpoint that was trimmed away is refused as an unknown checkpoint.
 
-use stepjournal_backends::{AppendError, RunState, StoreError};
+use stepjournal_backends::{AppendError, Durability, JournalStore, RunState, StoreError};
 use stepjournal_codec::{
     Coded, Entry, ErrorCode, Event, Record, RunId, Seq, SessionId, Stamped, Trimmed,
 };
 use stepjournal_recovery::SessionState;
 
 use super::Journal;
+use super::clock::Clock;
 use super::wait::block_on;
 
 /// What [`Journal::trim`] did.
@@ -141,24 +142,37 @@ impl Journal {
         {
             return Err(TrimError::Running { session: session.clone(), run: run.clone() });
         }
-        let records = self.store.read_async(session, Seq(0)..Seq(u64::MAX)).await.map_err(read)?;
-        let Some(tail) = records.last().map(|r| r.seq.next()) else {
-            return Ok(Trim::Nothing { why: "the session has no events".into() });
-        };
-        let from = records.first().map_or(Seq(0), |r| r.seq);
-        let (before, turns) = match trim_point(&records, keep_turns) {
-            Ok(point) => point,
-            Err(why) => return Ok(Trim::Nothing { why }),
-        };
-        let event = Trimmed { before, turns };
-        let stamped = [Stamped::at(self.options.clock.now(), Event::Trimmed(event))];
-        match self.store.append_async(session, tail, &stamped, self.options.durability).await {
-            Ok(_) => Ok(Trim::Trimmed { before, from, at: tail, turns }),
-            Err(AppendError::Conflict { expected, actual }) => {
-                Err(TrimError::Changed { session: session.clone(), expected, actual })
-            }
-            Err(source) => Err(TrimError::Append { session: session.clone(), source }),
+        let options = &self.options;
+        trim_store(&*self.store, session, keep_turns, &*options.clock, options.durability).await
+    }
+}
+
+/// Trims `session` of `store` as [`Journal::trim`] does once it found no live run: reads the
+/// log, decides the point ([`trim_point`]) and appends the `trimmed` event at the tail read.
+pub(crate) async fn trim_store(
+    store: &dyn JournalStore,
+    session: &SessionId,
+    keep_turns: usize,
+    clock: &dyn Clock,
+    durability: Durability,
+) -> Result<Trim, TrimError> {
+    let read = |source| TrimError::Read { session: session.clone(), source };
+    let records = store.read_async(session, Seq(0)..Seq(u64::MAX)).await.map_err(read)?;
+    let Some(tail) = records.last().map(|r| r.seq.next()) else {
+        return Ok(Trim::Nothing { why: "the session has no events".into() });
+    };
+    let from = records.first().map_or(Seq(0), |r| r.seq);
+    let (before, turns) = match trim_point(&records, keep_turns) {
+        Ok(point) => point,
+        Err(why) => return Ok(Trim::Nothing { why }),
+    };
+    let stamped = [Stamped::at(clock.now(), Event::Trimmed(Trimmed { before, turns }))];
+    match store.append_async(session, tail, &stamped, durability).await {
+        Ok(_) => Ok(Trim::Trimmed { before, from, at: tail, turns }),
+        Err(AppendError::Conflict { expected, actual }) => {
+            Err(TrimError::Changed { session: session.clone(), expected, actual })
         }
+        Err(source) => Err(TrimError::Append { session: session.clone(), source }),
     }
 }
 
