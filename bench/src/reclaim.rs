@@ -9,7 +9,10 @@
 //! make dead differs from segment to segment, as it does in use. The
 //! journal's bytes (its segment files) before the deletes and after: the share freed, beside
 //! the share of the history deleted (half). The default compaction policy beside the one before
-//! it (`compact_when_dead` 50), each on a journal of its own, in the same run.
+//! it (`compact_when_dead` 50), each on a journal of its own, in the same run. And the same
+//! workload trimmed instead of deleted: each session gets a `snapshot` once it holds half of
+//! its expected bytes, and at the end every session is trimmed to it (a `trimmed` appended),
+//! dropping about half of every session's history instead of half of the sessions.
 
 use std::path::Path;
 use std::time::Instant;
@@ -47,7 +50,16 @@ fn journal_bytes(dir: &Path) -> Result<(u64, usize), String> {
     Ok((bytes, files.len()))
 }
 
-fn measure(dir: &Path, work: &WorkDir, percent: Option<u8>) -> Result<Freed, String> {
+/// How half of the history goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drop {
+    /// Half of the sessions deleted.
+    Delete,
+    /// Every session trimmed to a snapshot at about half its history.
+    Trim,
+}
+
+fn measure(dir: &Path, work: &WorkDir, percent: Option<u8>, how: Drop) -> Result<Freed, String> {
     let mut options = FileOptions::new().segment_size(work.reclaim_segment());
     if let Some(p) = percent {
         options = options.compact_when_dead(p);
@@ -64,6 +76,15 @@ fn measure(dir: &Path, work: &WorkDir, percent: Option<u8>) -> Result<Freed, Str
     let batches = target / (9 * 512);
     let mut rng = Lcg(0x005E_ED0F_5E55_1045);
     let mut total = 0u64;
+    // Where each session's snapshot is, and its bytes before it (the trim's workload).
+    let snapshot = Stamped::at(
+        stepjournal_codec::UnixMillis(1_700_000_000_000),
+        stepjournal_codec::Event::from(
+            stepjournal::recovery::fold(&[]).snapshot().ok_or("an empty session has a snapshot")?,
+        ),
+    );
+    let half = target / SESSIONS as u64 / 2;
+    let mut snapshots: Vec<Option<(Seq, u64)>> = vec![None; SESSIONS];
     for k in 0..batches {
         // Session i lives from i/(SESSIONS - 1) × 4/5 of the history for a fifth of it: one
         // at least is live at every point.
@@ -86,15 +107,37 @@ fn measure(dir: &Path, work: &WorkDir, percent: Option<u8>) -> Result<Freed, Str
         tails[i] = ack.next;
         appended[i] += n as u64 * 1024;
         total += n as u64 * 1024;
+        if how == Drop::Trim && snapshots[i].is_none() && appended[i] >= half {
+            let ack = store
+                .append(s, tails[i], std::slice::from_ref(&snapshot), Durability::Buffered)
+                .map_err(|e| format!("appending a snapshot to {s}: {e}"))?;
+            snapshots[i] = Some((tails[i], appended[i]));
+            tails[i] = ack.next;
+        }
     }
     store.wait_reclaimed();
     let (before, before_files) = journal_bytes(dir)?;
     let t = Instant::now();
     let mut deleted_bytes = 0;
-    for &i in crate::turns::order(SESSIONS, 7).iter().take(SESSIONS / 2) {
-        let s = &sessions[i];
-        store.delete(s).map_err(|e| format!("deleting {s}: {e}"))?;
-        deleted_bytes += appended[i];
+    match how {
+        Drop::Delete => {
+            for &i in crate::turns::order(SESSIONS, 7).iter().take(SESSIONS / 2) {
+                let s = &sessions[i];
+                store.delete(s).map_err(|e| format!("deleting {s}: {e}"))?;
+                deleted_bytes += appended[i];
+            }
+        }
+        Drop::Trim => {
+            for (i, s) in sessions.iter().enumerate() {
+                let Some((before, bytes)) = snapshots[i] else { continue };
+                let trimmed = stepjournal_codec::Trimmed { before, turns: 0 };
+                let trimmed = Stamped::at(snapshot.at, stepjournal_codec::Event::Trimmed(trimmed));
+                store
+                    .append(s, tails[i], &[trimmed], Durability::Buffered)
+                    .map_err(|e| format!("trimming {s}: {e}"))?;
+                deleted_bytes += bytes;
+            }
+        }
     }
     // A compaction's copies fill and seal segments the thread then looks at again: waited for
     // until the journal's bytes stop falling.
@@ -122,29 +165,35 @@ fn measure(dir: &Path, work: &WorkDir, percent: Option<u8>) -> Result<Freed, Str
 
 pub fn rows(work: &WorkDir, table: &mut Table) -> Result<(), String> {
     let dir = work.sub("reclaim")?;
-    let policies: [(&str, Option<u8>, &str); 2] = [
-        ("default", None, "the default policy"),
-        ("dead50", Some(50), "compact_when_dead 50 (the default before)"),
+    let policies: [(&str, Option<u8>, Drop, &str); 3] = [
+        ("default", None, Drop::Delete, "deleted, the default policy"),
+        ("dead50", Some(50), Drop::Delete, "deleted, compact_when_dead 50 (the default before)"),
+        ("trim", None, Drop::Trim, "each trimmed to a snapshot at half its history"),
     ];
-    for (tag, percent, what) in policies {
-        let freed = measure(&dir.join(tag), work, percent)?;
+    for (tag, percent, how, what) in policies {
+        let freed = measure(&dir.join(tag), work, percent, how)?;
         let share = 1.0 - freed.after as f64 / freed.before.max(1) as f64;
         let dropped = freed.deleted_bytes as f64 / freed.appended_bytes.max(1) as f64;
         let mut row = Row::new(
             Section::Compaction,
             format!("compaction.freed.{tag}"),
             "file",
-            format!(
-                "bytes freed when half of {SESSIONS} interleaved sessions (20 live at a time) are \
-             deleted, {what}"
-            ),
+            match how {
+                Drop::Delete => format!(
+                    "bytes freed when half of {SESSIONS} interleaved sessions (20 live at a time) \
+                     are {what}"
+                ),
+                Drop::Trim => format!(
+                    "bytes freed when {SESSIONS} interleaved sessions (20 live at a time) are {what}"
+                ),
+            },
             share * 100.0,
             "% freed",
             freed.secs,
         )
         .note(format!(
             "{:.1}% of the journal freed ({} → {} MB, {} → {} segments of {} MB) when {:.1}% \
-             of the history was deleted; reclaimed in {} after the first delete \
+             of the history was dropped; reclaimed in {} after the first delete \
              (wait_reclaimed until the bytes stopped falling); target >= 40% freed",
             share * 100.0,
             freed.before / 1_000_000,
