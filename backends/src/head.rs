@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use stepjournal_codec::{Event, RunId, RunOutcome, Seq, SessionId, Stamped, UnixMillis};
+use stepjournal_codec::{Event, Record, RunId, RunOutcome, Seq, SessionId, Stamped, UnixMillis};
 
 /// A runtime process that owns runs: the holder of their leases. Any text; the writer's default
 /// is `host:pid:random`.
@@ -149,6 +149,38 @@ impl RunHead {
             }
             _ => {}
         }
+    }
+
+    /// The head a log as a store reads it leaves (oldest first, dense): [`advance`](Self::advance)
+    /// over every event of a log from seq 0; a log that starts later (trimmed, or read from its
+    /// newest snapshot) starts from its first snapshot's last run and last run end, then
+    /// advances over what follows. With no snapshot to start from, the head is unknown.
+    pub fn of_log(records: &[Record]) -> RunHead {
+        let mut head = RunHead::default();
+        let from = match records.first() {
+            Some(first) if first.seq.get() > 0 => {
+                let Some(at) = records.iter().position(|r| matches!(r.event, Event::Snapshot(_)))
+                else {
+                    return RunHead { run: RunState::Unknown, answered_while_suspended: false };
+                };
+                if let Some(Event::Snapshot(s)) = records.get(at).map(|r| &r.event) {
+                    head.run = match (&s.run, &s.run_end) {
+                        (Some(r), Some(e)) if r.seq > e.seq => {
+                            RunState::Open { run: r.run.clone() }
+                        }
+                        (_, Some(e)) => RunState::Ended { run: e.run.clone(), outcome: e.outcome },
+                        (Some(r), None) => RunState::Open { run: r.run.clone() },
+                        (None, None) => RunState::NoRun,
+                    };
+                }
+                at + 1
+            }
+            _ => 0,
+        };
+        for r in records.get(from..).unwrap_or_default() {
+            head.advance(&r.event);
+        }
+        head
     }
 
     /// The head after a batch.

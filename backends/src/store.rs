@@ -225,10 +225,7 @@ pub trait JournalStore: Send + Sync + 'static {
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         let records = self.read_all(session)?;
         let Some(last) = records.last() else { return Ok(None) };
-        let mut run = RunHead::default();
-        for r in &records {
-            run.advance(&r.event);
-        }
+        let run = RunHead::of_log(&records);
         Ok(Some(SessionHead {
             session: session.clone(),
             tail: last.seq.next(),

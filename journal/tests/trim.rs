@@ -196,3 +196,125 @@ fn the_policy_trims_after_each_run_and_keeps_a_long_session_bounded() {
             .any(|i| matches!(i, TranscriptItem::Message { text, .. } if text == "turn 19"))
     );
 }
+
+/// A memory store that, once armed, appends one event of another actor right after the next
+/// whole-log read: the race between a trim's read and its append.
+struct Racing {
+    inner: MemoryStore,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl JournalStore for Racing {
+    fn append(
+        &self,
+        session: &stepjournal_codec::SessionId,
+        expected: Seq,
+        events: &[stepjournal_codec::Stamped],
+        durability: stepjournal_backends::Durability,
+    ) -> Result<stepjournal_backends::AppendAck, stepjournal_backends::AppendError> {
+        self.inner.append(session, expected, events, durability)
+    }
+    fn read(
+        &self,
+        session: &stepjournal_codec::SessionId,
+        range: std::ops::Range<Seq>,
+    ) -> Result<Vec<stepjournal_codec::Record>, stepjournal_backends::StoreError> {
+        let read = self.inner.read(session, range.clone());
+        if range.start == Seq(0) && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            let tail = self.inner.tail(session)?;
+            let answer = stepjournal_codec::Message {
+                role: stepjournal_codec::Role::User,
+                text: "written by another actor meanwhile".into(),
+            };
+            let event = stepjournal_codec::Stamped::at(T0, Event::Message(answer));
+            self.inner
+                .append(session, tail, &[event], stepjournal_backends::Durability::Synced)
+                .unwrap();
+        }
+        read
+    }
+    fn tail(
+        &self,
+        session: &stepjournal_codec::SessionId,
+    ) -> Result<Seq, stepjournal_backends::StoreError> {
+        self.inner.tail(session)
+    }
+    fn sessions(
+        &self,
+    ) -> Result<Vec<stepjournal_codec::SessionId>, stepjournal_backends::StoreError> {
+        self.inner.sessions()
+    }
+    fn delete(
+        &self,
+        session: &stepjournal_codec::SessionId,
+    ) -> Result<bool, stepjournal_backends::StoreError> {
+        self.inner.delete(session)
+    }
+    fn head(
+        &self,
+        session: &stepjournal_codec::SessionId,
+    ) -> Result<Option<stepjournal_backends::SessionHead>, stepjournal_backends::StoreError> {
+        self.inner.head(session)
+    }
+    fn max_durability(&self) -> stepjournal_backends::Durability {
+        self.inner.max_durability()
+    }
+}
+
+#[test]
+fn a_trim_that_another_actor_writes_under_is_decided_by_the_store_and_writes_nothing() {
+    let store = Arc::new(Racing { inner: MemoryStore::new(), armed: false.into() });
+    let j = journal(store.clone());
+    turns(&j);
+    let before = store.read_all(&session()).unwrap();
+    store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = j.trim(&session(), 2).unwrap_err();
+    assert!(matches!(e, TrimError::Changed { .. }), "{e}");
+    let after = store.read_all(&session()).unwrap();
+    assert_eq!(after.len(), before.len() + 1, "only the other actor's event landed");
+    assert_eq!(&after[..before.len()], &before[..]);
+    // Tried again, it trims.
+    assert!(matches!(j.trim(&session(), 2).unwrap(), Trim::Trimmed { .. }));
+}
+
+#[test]
+fn a_long_run_trims_itself_and_a_crash_after_it_is_found_and_recovered_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || -> Arc<dyn JournalStore> {
+        Arc::new(FileStore::open(dir.path(), FileOptions::new()).unwrap())
+    };
+    let whole: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    {
+        let store = open();
+        let (a, b) = (journal(store.clone()), journal(whole.clone()));
+        let message = || Entry::NewTurn { message: "one long turn".into() };
+        let (run_a, run_b) = (
+            a.begin_run(&session(), message()).unwrap(),
+            b.begin_run(&session(), message()).unwrap(),
+        );
+        grow(&run_a, 0, 12);
+        grow(&run_b, 0, 12);
+        // One turn, never ended: only a trim keeping no turn whole drops anything.
+        assert!(matches!(run_a.trim(1).unwrap(), Trim::Nothing { .. }));
+        let Trim::Trimmed { before, .. } = run_a.trim(0).unwrap() else { panic!("a trim") };
+        assert!(before > Seq(0));
+        // The run goes on after its own trim: it was not fenced.
+        let step = run_a.commit_reply(Reply::new("more").call(call("x1", "send_email"))).unwrap();
+        std::mem::forget(step.start_body(&id("x1")).unwrap());
+        let step = run_b.commit_reply(Reply::new("more").call(call("x1", "send_email"))).unwrap();
+        std::mem::forget(step.start_body(&id("x1")).unwrap());
+        std::mem::forget((run_a, run_b));
+        store.close().unwrap();
+    }
+    // Reopened: the run began in what was dropped, so the head is unknown and start-up folds
+    // the session, finds the crashed run, and the wake plans as on the whole log.
+    let store = open();
+    let a = journal(store.clone());
+    assert_eq!(a.sessions_to_recover().unwrap(), vec![session()]);
+    let b = journal(whole);
+    let wake_a = a.begin_run(&session(), Entry::Wake).unwrap();
+    let wake_b = b.begin_run(&session(), Entry::Wake).unwrap();
+    assert_eq!(wake_a.plan(), wake_b.plan());
+    let rules: Vec<&str> = wake_a.plan().calls.iter().map(|c| c.rule.id).collect();
+    assert_eq!(rules, ["recovery.outcome_unknown"]);
+}

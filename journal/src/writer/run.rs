@@ -269,6 +269,44 @@ impl Run {
         Ok(Some(at))
     }
 
+    /// Trims the session through this run, keeping its last `keep_turns` turns whole: what a
+    /// long run (an agent that runs thousands of steps in one turn: `keep_turns` 0) calls to
+    /// bound what the session keeps while it runs, as [`Journal::trim`](super::Journal::trim)
+    /// does between runs (the same choice of the snapshot kept: never the newest alone, never
+    /// what an open call needs). The `trimmed` event is one of the run's appends, so it never
+    /// fences the run. Returns what was dropped, or why nothing was.
+    pub fn trim(&self, keep_turns: usize) -> Result<super::Trim, super::TrimError> {
+        block_on(self.trim_async(keep_turns))
+    }
+
+    /// [`trim`](Self::trim), awaited: the log read and the `trimmed` appended while the run
+    /// holds its turn to write.
+    ///
+    /// **Dropped before it finished**: nothing was written if its batch had not yet been handed
+    /// to the store; after that the batch may land unseen, so the run is let go
+    /// ([`Interruption::FutureDropped`](crate::Interruption::FutureDropped)), as for every
+    /// append of a run.
+    pub async fn trim_async(&self, keep_turns: usize) -> Result<super::Trim, super::TrimError> {
+        let mut writer = self.shared.write().await;
+        let tail = writer.view().tail;
+        let shared = &self.shared;
+        let records =
+            shared.store.read_async(&shared.session, Seq(0)..tail).await.map_err(|source| {
+                super::TrimError::Read { session: shared.session.clone(), source }
+            })?;
+        let from = records.first().map_or(Seq(0), |r| r.seq);
+        let (before, turns) = match super::trim::trim_point(&records, keep_turns) {
+            Ok(point) => point,
+            Err(why) => return Ok(super::Trim::Nothing { why }),
+        };
+        let event = Event::Trimmed(stepjournal_codec::Trimmed { before, turns });
+        let at = writer
+            .append(|inner| Ok((vec![event.clone()], inner.tail)))
+            .await
+            .map_err(|source| super::TrimError::Run { source })?;
+        Ok(super::Trim::Trimmed { before, from, at, turns })
+    }
+
     /// Commits the model's reply: appends `reply_committed` (the step's append checkpoint) and
     /// every call's `dispatch_minted` as one durable batch, then returns the [`Step`] through
     /// which its bodies start. This is the save-first protocol: since a body can only be started

@@ -113,16 +113,14 @@ impl Journal {
         for head in self.store.heads_async().await? {
             let known = match head.run {
                 RunState::Unknown => {
-                    let whole = Seq(0)..Seq(u64::MAX);
-                    let records = self.store.read_async(&head.session, whole).await?;
-                    let mut folded = RunHead::default();
-                    for (i, chunk) in records.chunks(YIELD_EVERY).enumerate() {
-                        if i > 0 {
-                            yield_now().await;
-                        }
-                        chunk.iter().for_each(|r| folded.advance(&r.event));
+                    // From the newest snapshot on (a trimmed log holds no earlier run start).
+                    let records = self.store.read_from_snapshot_async(&head.session).await?;
+                    if records.len() > YIELD_EVERY {
+                        yield_now().await;
                     }
-                    (folded.run, folded.answered_while_suspended, Seq(records.len() as u64))
+                    let folded = RunHead::of_log(&records);
+                    let tail = records.last().map_or(head.tail, |r| r.seq.next());
+                    (folded.run, folded.answered_while_suspended, tail)
                 }
                 ref run => (run.clone(), head.answered_while_suspended, head.tail),
             };

@@ -83,6 +83,14 @@ pub enum TrimError {
         #[source]
         source: StoreError,
     },
+    /// The run that trims ([`Run::trim`](super::Run::trim)) could not append the `trimmed`
+    /// event: refused, fenced, or the store failed (what became of the run is in the source).
+    #[error("the run could not write the trim: {source}")]
+    Run {
+        /// The run's error.
+        #[source]
+        source: super::WriteError,
+    },
     /// The `trimmed` event could not be appended. Nothing was written, unless the source is
     /// [`AppendError::OutcomeUnknown`]: read the session before trimming again.
     #[error("cannot write the trim of session `{session}`: {source}")]
@@ -102,6 +110,7 @@ impl Coded for TrimError {
             TrimError::Changed { .. } => ErrorCode::Conflict,
             TrimError::Read { source, .. } => source.code(),
             TrimError::Append { source, .. } => source.code(),
+            TrimError::Run { source } => source.code(),
         }
     }
 }
