@@ -169,6 +169,14 @@ export class Run {
    * Rejects with code `refused`, refusal `step_open`, while a step is open.
    */
   snapshot(): Promise<number | null>;
+  /**
+   * Trims the session through this run, keeping its last `keepTurns` turns whole (default 1; a run
+   * that is one long turn passes 0); never fences the run.
+   */
+  trim(options?: { keepTurns?: number }): Promise<
+    | { trimmed: true; before: number; from: number; at: number; turns: number }
+    | { trimmed: false; why: string }
+  >;
   commitReply(reply: ReplyIn): Promise<Step>;
   /** Drives the recovered step; null when the run has none. */
   drive(): Promise<StepOutcome | null>;

@@ -253,6 +253,16 @@ export class Run {
     return wrap(this.#native.snapshot());
   }
 
+  /**
+   * Trims the session through this run, keeping its last `keepTurns` turns whole (default 1; a
+   * run that is one long turn passes 0): what `journal.trim` does between runs, written as one
+   * of the run's appends so it never fences the run. Resolves as `journal.trim` does.
+   */
+  async trim({ keepTurns = 1 } = {}) {
+    if (!Number.isSafeInteger(keepTurns) || keepTurns < 0 || keepTurns > 0xffffffff) throw new TypeError(`trim: keepTurns must be a whole number, at least 0 (got ${keepTurns})`);
+    return JSON.parse(await wrap(this.#native.trim(keepTurns)));
+  }
+
   /** Commits the model's reply `{text, calls: [{call, tool, args, group?, sequential?}]}`: the step. */
   async commitReply(reply) {
     await checkReply(schemasOf.get(this.#journal) ?? new Map(), reply);

@@ -9,7 +9,7 @@ use stepjournal::backends::{Durability, OpenOptions, OwnerId, open_url};
 use stepjournal::codec::json::record_to_export_line;
 use stepjournal::codec::{CallId, CheckpointId, Operator, RawJson, SessionId};
 use stepjournal::recovery::Config;
-use stepjournal::{Journal, JournalOptions, Tools, Trim};
+use stepjournal::{Journal, JournalOptions, Tools};
 
 use crate::convert;
 use crate::error::{coded, thrown};
@@ -217,15 +217,7 @@ impl NativeJournal {
         let session = convert::session(&session)?;
         let keep = usize::try_from(keep_turns).unwrap_or(usize::MAX);
         let done = self.journal.trim_async(&session, keep).await.map_err(thrown)?;
-        let json = match done {
-            Trim::Trimmed { before, from, at, turns } => serde_json::json!({
-                "trimmed": true, "before": before.get(), "from": from.get(), "at": at.get(),
-                "turns": turns,
-            }),
-            Trim::Nothing { why } => serde_json::json!({"trimmed": false, "why": why}),
-            _ => serde_json::json!({"trimmed": false, "why": "nothing was trimmed"}),
-        };
-        Ok(json.to_string())
+        Ok(convert::trim(&done))
     }
 
     /// The sessions a start-up recovers.

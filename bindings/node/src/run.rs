@@ -92,6 +92,15 @@ impl NativeRun {
         Ok(at.map(|seq| seq.get() as f64))
     }
 
+    /// Trims the session through this run, keeping its last `keep_turns` turns whole: what was
+    /// dropped, as `{trimmed, before, from, at, turns}` or `{trimmed: false, why}`, as JSON text.
+    #[napi]
+    pub async fn trim(&self, keep_turns: u32) -> napi::Result<String> {
+        let keep = usize::try_from(keep_turns).unwrap_or(usize::MAX);
+        let done = self.run.trim_async(keep).await.map_err(thrown)?;
+        Ok(convert::trim(&done))
+    }
+
     /// Records that a model request was cut off (`model_aborted`) with its partial answer and,
     /// if the provider gave one, the handle to go on with it (`continuation`: checked as ids
     /// are, `invalid_id` otherwise). Refused while a step is open (`step_open`).

@@ -69,3 +69,21 @@ test('trimKeepTurns trims a session after each run, keeping its log bounded', as
   await assert.rejects(openJournal(`file:${join(scratch(), 'k')}`, { trimKeepTurns: -1 }), TypeError);
   await journal.close();
 });
+
+test('run.trim keeps a long turn bounded while it runs, and the run goes on', async () => {
+  const journal = await openJournal(`file:${join(scratch(), 'j')}`, { tools: [fetch], snapshotEvery: 2 });
+  const run = await journal.beginRun('s', { kind: 'new_turn', message: 'one long turn' });
+  for (let n = 1; n <= 12; n++) {
+    const step = await run.commitReply({ text: `step ${n}`, calls: [{ call: `c${n}`, tool: 'fetch', args: { n } }] });
+    assert.equal((await step.drive()).status, 'committed');
+  }
+  assert.equal((await run.trim()).trimmed, false, 'the one turn is kept whole');
+  const done = await run.trim({ keepTurns: 0 });
+  assert.equal(done.trimmed, true);
+  const step = await run.commitReply({ text: 'more', calls: [{ call: 'c13', tool: 'fetch', args: { n: 13 } }] });
+  assert.equal((await step.drive()).status, 'committed');
+  await run.end('completed');
+  const kept = (await journal.exportLines('s')).map((l) => JSON.parse(l));
+  assert.ok(kept[0].seq > 0 && kept[0].seq <= done.before);
+  await journal.close();
+});
