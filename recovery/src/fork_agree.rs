@@ -106,7 +106,7 @@ fn same_as_original(
 
 /// Two plans decide alike: both refused, or the same step, appends, and calls with the same
 /// actions by the same rules (the rules' sentences name seqs, which differ between the logs).
-fn alike(a: &Plan, b: &Plan) -> bool {
+pub(crate) fn alike(a: &Plan, b: &Plan) -> bool {
     let decided = |p: &Plan| -> Vec<_> {
         p.calls.iter().map(|c| (c.call.clone(), c.action.clone(), c.rule.id)).collect()
     };

@@ -51,6 +51,7 @@ mod registry;
 pub mod rules;
 mod state;
 mod transcript;
+mod trim_agree;
 mod verify;
 
 #[cfg(test)]
@@ -65,7 +66,8 @@ pub use state::{
     AbortRecord, AnswerRecord, ApprovalRecord, ApprovalState, AttemptRecord, CallRecord, ChainIter,
     ChildRecord, Chunk, CommitRecord, DispatchRecord, MessageRecord, NoStart, PairingRecord,
     ReplyRecord, Resolution, ResultRecord, RewindRecord, RunEndRecord, RunRecord, SessionState,
-    SuspensionRecord, TrimRecord, fold, fold_owned, reason_blocks,
+    SuspensionRecord, TrimRecord, fold, fold_owned, reason_blocks, trim_point,
 };
 pub use transcript::{TranscriptItem, answers_of, transcript};
+pub use trim_agree::trims_agree;
 pub use verify::{Finding, Problem, verify, verify_log};

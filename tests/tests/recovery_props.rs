@@ -6,6 +6,7 @@ use stepjournal_codec::{
 };
 use stepjournal_recovery::{
     Action, NewRun, Plan, SessionState, ToolRegistry, fold, fold_owned, forks_agree, plan,
+    trims_agree,
 };
 use stepjournal_tests::protocol_gen::{ProtocolCase, every_entry, protocol_case};
 
@@ -49,6 +50,14 @@ proptest! {
         let entries: Vec<NewRun> =
             every_entry(&case.events).iter().enumerate().map(|(n, e)| new_run(e, n)).collect();
         let got = forks_agree(&case.events, &entries, &case.registry, &case.config, usize::MAX);
+        prop_assert!(got.is_ok(), "{}", got.unwrap_err());
+    }
+
+    #[test]
+    fn a_log_trimmed_where_a_trim_may_cut_it_plans_as_the_whole_log(case in protocol_case()) {
+        let entries: Vec<NewRun> =
+            every_entry(&case.events).iter().enumerate().map(|(n, e)| new_run(e, n)).collect();
+        let got = trims_agree(&case.events, &entries, &case.registry, &case.config, usize::MAX);
         prop_assert!(got.is_ok(), "{}", got.unwrap_err());
     }
 

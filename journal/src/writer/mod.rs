@@ -93,5 +93,5 @@ pub(crate) use status::{Fence, Interruption, RunStatus};
 pub use step::Step;
 pub use trace::Span;
 pub(crate) use trace::{in_span, step_span};
-pub use trim::{Trim, TrimError, trim_point};
+pub use trim::{Trim, TrimError};
 pub use wait::block_on;

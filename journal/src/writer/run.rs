@@ -295,7 +295,7 @@ impl Run {
                 super::TrimError::Read { session: shared.session.clone(), source }
             })?;
         let from = records.first().map_or(Seq(0), |r| r.seq);
-        let (before, turns) = match super::trim::trim_point(&records, keep_turns) {
+        let (before, turns) = match stepjournal_recovery::trim_point(&records, keep_turns) {
             Ok(point) => point,
             Err(why) => return Ok(super::Trim::Nothing { why }),
         };

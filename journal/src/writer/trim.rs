@@ -2,7 +2,8 @@
 //! `trimmed` event, which the store applies atomically with the append (its compare-and-set at
 //! the tail the trim read: a session another actor wrote to meanwhile is left as it is).
 //!
-//! What a trim keeps ([`trim_point`]): the log from a snapshot that
+//! What a trim keeps ([`trim_point`], in the recovery crate: a pure function of the log): the
+//! log from a snapshot that
 //! - is not the newest intact one (the one before it is kept too, so a damaged newest
 //!   snapshot is never the only one);
 //! - lies at or before the start of the last `keep_turns` turns (runs begun by a new message);
@@ -14,10 +15,8 @@
 //! `retry` naming a checkpoint that was trimmed away is refused as an unknown checkpoint.
 
 use stepjournal_backends::{AppendError, Durability, JournalStore, RunState, StoreError};
-use stepjournal_codec::{
-    Coded, Entry, ErrorCode, Event, Record, RunId, Seq, SessionId, Stamped, Trimmed,
-};
-use stepjournal_recovery::SessionState;
+use stepjournal_codec::{Coded, ErrorCode, Event, RunId, Seq, SessionId, Stamped, Trimmed};
+use stepjournal_recovery::trim_point;
 
 use super::Journal;
 use super::clock::Clock;
@@ -183,66 +182,4 @@ pub(crate) async fn trim_store(
         }
         Err(source) => Err(TrimError::Append { session: session.clone(), source }),
     }
-}
-
-/// Where a trim of the log `records` (as the store keeps it, oldest first) keeping the last
-/// `keep_turns` turns cuts it, and the turns the `trimmed` event records (those the log's last
-/// trim recorded, and those begun in the part dropped now); `Err` says why nothing can go.
-pub fn trim_point(records: &[Record], keep_turns: usize) -> Result<(Seq, u64), String> {
-    let (taken, _) = SessionState::start_of(records).map_err(|e| e.to_string())?;
-    // Where the fold of the log starts now: a trim must drop more than that.
-    let base = match taken {
-        0 => Seq(0),
-        k => records.get(k - 1).map_or(Seq(0), |r| r.seq),
-    };
-    let intact: Vec<usize> = records
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| match &r.event {
-            Event::Snapshot(s) => SessionState::from_snapshot(r.seq, s).is_ok(),
-            _ => false,
-        })
-        .map(|(i, _)| i)
-        .collect();
-    let Some((_newest, older)) = intact.split_last() else {
-        return Err("the log holds no intact snapshot".into());
-    };
-    let turn_starts: Vec<Seq> = records
-        .iter()
-        .filter(|r| {
-            matches!(&r.event, Event::RunStarted(s) if matches!(s.entry, Entry::NewTurn { .. }))
-        })
-        .map(|r| r.seq)
-        .collect();
-    let bound = match keep_turns {
-        0 => Seq(u64::MAX),
-        k if k > turn_starts.len() => {
-            return Err(format!(
-                "the log holds {} turns and {k} are to be kept whole",
-                turn_starts.len()
-            ));
-        }
-        k => turn_starts.get(turn_starts.len() - k).copied().unwrap_or(Seq(0)),
-    };
-    let fits = |i: usize| -> bool {
-        let Some(r) = records.get(i) else { return false };
-        if r.seq <= base || r.seq > bound {
-            return false;
-        }
-        // A fold from it must need nothing before it.
-        SessionState::of_log(records.get(i..).unwrap_or_default())
-            .is_ok_and(|state| !state.needs_history(&Entry::Wake))
-    };
-    let Some(&cut) = older.iter().rev().find(|&&i| fits(i)) else {
-        return Err(if older.is_empty() {
-            "the log holds one intact snapshot, and a trim keeps the one before the newest".into()
-        } else {
-            "no snapshot before the newest lies at a point a trim may keep from".into()
-        });
-    };
-    let before = records.get(cut).map_or(Seq(0), |r| r.seq);
-    let last = SessionState::of_log(records).map_err(|e| e.to_string())?;
-    let (counted, since) = last.trimmed().map_or((0, Seq(0)), |t| (t.turns, t.before));
-    let dropped = turn_starts.iter().filter(|s| **s >= since && **s < before).count() as u64;
-    Ok((before, counted + dropped))
 }

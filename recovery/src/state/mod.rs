@@ -20,7 +20,7 @@ pub use records::{
     CommitRecord, DispatchRecord, MessageRecord, PairingRecord, ReplyRecord, ResultRecord,
     RewindRecord, RunEndRecord, RunRecord, SuspensionRecord,
 };
-pub use trim::{NoStart, TrimRecord};
+pub use trim::{NoStart, TrimRecord, trim_point};
 
 /// How many calls of the last reply are scanned before the id index is asked.
 const SCAN_LAST_REPLY: usize = 16;

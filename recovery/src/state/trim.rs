@@ -5,7 +5,7 @@
 //! the same state a fold from that snapshot gives, which the snapshots' property already holds
 //! equal to the fold of the whole log as it was.
 
-use stepjournal_codec::{Event, Record, Seq, Trimmed};
+use stepjournal_codec::{Entry, Event, Record, Seq, Trimmed};
 
 use super::SessionState;
 
@@ -89,6 +89,80 @@ impl SessionState {
     }
 }
 
+/// Where a trim of the log `records` (as the store keeps it, oldest first) keeping the last
+/// `keep_turns` turns cuts it, and the turns the `trimmed` event records (those the log's last
+/// trim recorded, and those begun in the part dropped now); `Err` says why nothing can go.
+pub fn trim_point(records: &[Record], keep_turns: usize) -> Result<(Seq, u64), String> {
+    let (taken, _) = SessionState::start_of(records).map_err(|e| e.to_string())?;
+    // Where the fold of the log starts now: a trim must drop more than that.
+    let base = match taken {
+        0 => Seq(0),
+        k => records.get(k - 1).map_or(Seq(0), |r| r.seq),
+    };
+    let intact: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| match &r.event {
+            Event::Snapshot(s) => SessionState::from_snapshot(r.seq, s).is_ok(),
+            _ => false,
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let Some((_newest, older)) = intact.split_last() else {
+        return Err("the log holds no intact snapshot".into());
+    };
+    let turn_starts: Vec<Seq> = records
+        .iter()
+        .filter(|r| {
+            matches!(&r.event, Event::RunStarted(s) if matches!(s.entry, Entry::NewTurn { .. }))
+        })
+        .map(|r| r.seq)
+        .collect();
+    let bound = match keep_turns {
+        0 => Seq(u64::MAX),
+        k if k > turn_starts.len() => {
+            return Err(format!(
+                "the log holds {} turns and {k} are to be kept whole",
+                turn_starts.len()
+            ));
+        }
+        k => turn_starts.get(turn_starts.len() - k).copied().unwrap_or(Seq(0)),
+    };
+    // A `retry` or a `resume` enters the last commit's checkpoint (or the saved step's, which
+    // is later): its `rewound` reaches back to that step's reply, which the kept log must hold.
+    let last_commit = records.iter().rev().find_map(|r| match &r.event {
+        Event::StepCommit(c) => Some(c.step),
+        _ => None,
+    });
+    let entered = last_commit.and_then(|step| {
+        records.iter().rev().find_map(|r| match &r.event {
+            Event::ReplyCommitted(reply) if reply.step == step => Some(r.seq),
+            _ => None,
+        })
+    });
+    let fits = |i: usize| -> bool {
+        let Some(r) = records.get(i) else { return false };
+        if r.seq <= base || r.seq > bound || entered.is_some_and(|e| r.seq > e) {
+            return false;
+        }
+        // A fold from it must need nothing before it.
+        SessionState::of_log(records.get(i..).unwrap_or_default())
+            .is_ok_and(|state| !state.needs_history(&Entry::Wake))
+    };
+    let Some(&cut) = older.iter().rev().find(|&&i| fits(i)) else {
+        return Err(if older.is_empty() {
+            "the log holds one intact snapshot, and a trim keeps the one before the newest".into()
+        } else {
+            "no snapshot before the newest lies at a point a trim may keep from".into()
+        });
+    };
+    let before = records.get(cut).map_or(Seq(0), |r| r.seq);
+    let last = SessionState::of_log(records).map_err(|e| e.to_string())?;
+    let (counted, since) = last.trimmed().map_or((0, Seq(0)), |t| (t.turns, t.before));
+    let dropped = turn_starts.iter().filter(|s| **s >= since && **s < before).count() as u64;
+    Ok((before, counted + dropped))
+}
+
 #[cfg(test)]
 mod tests {
     use stepjournal_codec::{SessionId, UnixMillis};
@@ -142,6 +216,68 @@ mod tests {
         // Cut one event before the snapshot (a store that drops whole batches): the same.
         let earlier = records(&events, at - 1);
         assert_eq!(SessionState::of_log_owned(earlier).unwrap(), state);
+    }
+
+    fn seqs_of_snapshots(events: &[Event]) -> Vec<u64> {
+        (events.iter().enumerate())
+            .filter(|(_, e)| matches!(e, Event::Snapshot(_)))
+            .map(|(i, _)| i as u64)
+            .collect()
+    }
+
+    #[test]
+    fn a_trim_keeps_the_snapshot_before_the_newest_and_the_last_turns_whole() {
+        let turn = |log: Log, n: u64| {
+            log.run(&format!("r{n}"), Entry::NewTurn { message: format!("turn {n}") })
+                .reply(n, &format!("cp-{n}"), vec![call(&format!("c{n}"), "t")])
+                .attempt(&format!("c{n}"), 1)
+                .result(&format!("c{n}"), 1)
+                .commit(n, &format!("cp-{n}-commit"))
+                .snapshot()
+        };
+        let mut log = Log::default();
+        for n in 1..=4 {
+            log = turn(log, n);
+        }
+        let events = log.events;
+        let snaps = seqs_of_snapshots(&events);
+        let all = records(&events, 0);
+        // No turn kept whole: the snapshot before the newest.
+        assert_eq!(trim_point(&all, 0).unwrap(), (Seq(snaps[2]), 3));
+        // The last two turns whole: the newest snapshot before the third turn's start.
+        assert_eq!(trim_point(&all, 2).unwrap(), (Seq(snaps[1]), 2));
+        assert!(trim_point(&all, 5).unwrap_err().contains("4 turns"));
+        // Trimmed once, the turns it dropped are counted on.
+        let mut kept = records(&events, snaps[1]);
+        let at = kept.len() as u64 + snaps[1];
+        kept.push(Record {
+            session: SessionId::from_stored("s"),
+            seq: Seq(at),
+            at: UnixMillis(at),
+            event: Event::Trimmed(Trimmed { before: Seq(snaps[1]), turns: 2 }),
+        });
+        assert_eq!(trim_point(&kept, 0).unwrap(), (Seq(snaps[2]), 3));
+        assert!(trim_point(&kept, 2).is_err(), "nothing more while two turns are kept");
+    }
+
+    #[test]
+    fn a_trim_never_keeps_from_a_snapshot_a_later_rewound_reaches_back_past() {
+        // The second step is retried after the first snapshot: its `rewound` reaches back to
+        // the second reply, so only the snapshot before that reply may be kept.
+        let log = log()
+            .snapshot()
+            .reply(2, "cp-2", vec![call("c2", "t")])
+            .attempt("c2", 1)
+            .result("c2", 1)
+            .commit(2, "cp-2-commit")
+            .snapshot()
+            .rewound("cp-2")
+            .snapshot();
+        let events = log.events;
+        let snaps = seqs_of_snapshots(&events);
+        assert_eq!(snaps.len(), 3);
+        let (before, _) = trim_point(&records(&events, 0), 0).unwrap();
+        assert_eq!(before, Seq(snaps[0]), "not the one after the second step's reply");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use stepjournal_codec::{
 };
 use stepjournal_recovery::{
     Config, NewRun, Plan, SessionState, ToolRegistry, forks_agree, plan, snapshots_agree,
+    trims_agree,
 };
 
 /// Where the copies of a log differ, or could not be made.
@@ -201,6 +202,9 @@ pub(crate) fn compare(
     // Forked at committed steps, the fork plans as its whole fold and as the original.
     forks_agree(&events, &runs, registry, config, FORK_POINTS)
         .map_err(|e| Mismatch { what: format!("a fork: {e}") })?;
+    // Trimmed where a trim may cut it, the kept log plans as the whole one.
+    trims_agree(&events, &runs, registry, config, TRIM_POINTS)
+        .map_err(|e| Mismatch { what: format!("a trim: {e}") })?;
     Ok(())
 }
 
@@ -209,3 +213,6 @@ const SNAPSHOT_BOUNDARIES: usize = 4;
 
 /// How many committed steps of each log a fork is made at.
 const FORK_POINTS: usize = 2;
+
+/// How many places of each log a trim is tried at.
+const TRIM_POINTS: usize = 2;

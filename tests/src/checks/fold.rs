@@ -10,7 +10,7 @@ use stepjournal_codec::{
 };
 use stepjournal_recovery::{
     Agreement, Config, MemoryRegistry, NewRun, SessionState, fold, fold_owned, forks_agree, plan,
-    snapshots_agree, transcript, verify,
+    snapshots_agree, transcript, trims_agree, verify,
 };
 
 use super::{check_plan, ensure};
@@ -377,6 +377,7 @@ pub fn check_fold_and_plan(input: &FoldInput) -> Result<(), String> {
     let _ = transcript(&state);
     snapshot_fold_agrees(input, &events, &registry, &config)?;
     fork_fold_agrees(input, &events, &registry, &config)?;
+    trim_fold_agrees(input, &events, &registry, &config)?;
 
     let mut closed: Vec<CallId> = Vec::new();
     let ids_unique = call_ids_unique(&events);
@@ -471,4 +472,30 @@ pub fn fork_fold_agrees(
     let entries = entries_with(input, kinds);
     forks_agree(events, &entries, registry, config, FORK_POINTS)
         .map_err(|e| format!("a fork plans otherwise: {e}"))
+}
+
+/// How many places of a log a trim is tried at.
+const TRIM_POINTS: usize = 3;
+
+/// The snapshot property for trims over the input's log: trimmed where `trim_point` allows at
+/// up to `TRIM_POINTS` places, the kept log plans every entry as the whole one, then and as the
+/// log goes on ([`trims_agree`]).
+pub fn trim_fold_agrees(
+    input: &FoldInput,
+    events: &[Event],
+    registry: &MemoryRegistry,
+    config: &Config,
+) -> Result<Agreement, String> {
+    let kinds = [
+        EntrySpec::Wake,
+        EntrySpec::Stop,
+        EntrySpec::Continue,
+        EntrySpec::WithMessage,
+        EntrySpec::Retry { checkpoint: None, message: false },
+        EntrySpec::FromCheckpoint(0),
+        EntrySpec::Retry { checkpoint: Some(1), message: true },
+    ];
+    let entries = entries_with(input, kinds);
+    trims_agree(events, &entries, registry, config, TRIM_POINTS)
+        .map_err(|e| format!("a trimmed log plans otherwise: {e}"))
 }
