@@ -24,7 +24,9 @@ fn journal(store: Arc<dyn JournalStore>) -> Journal {
         .clock(Arc::new(FixedClock::new(T0)))
         .snapshot_every(2)
         .snapshot_after_bytes(0);
-    Journal::new(store, Arc::new(registry()), options).unwrap()
+    // Each journal a process of its own (the store's identity apart): a test makes the next
+    // while the runs it forgot still hold the last one's claim.
+    Journal::new(separate(store), Arc::new(registry()), options).unwrap()
 }
 
 /// `steps` steps of one safe call each, answered and committed.

@@ -72,6 +72,7 @@ pub(crate) mod status;
 mod step;
 mod trace;
 mod trim;
+mod trim_journal;
 mod wait;
 mod yielding;
 

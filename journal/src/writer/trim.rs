@@ -14,13 +14,11 @@
 //! client call lies after it, and so does every child a call attached. A `from_checkpoint` or
 //! `retry` naming a checkpoint that was trimmed away is refused as an unknown checkpoint.
 
-use stepjournal_backends::{AppendError, Durability, JournalStore, RunState, StoreError};
+use stepjournal_backends::{AppendError, Durability, JournalStore, StoreError};
 use stepjournal_codec::{Coded, ErrorCode, Event, RunId, Seq, SessionId, Stamped, Trimmed};
 use stepjournal_recovery::trim_point;
 
-use super::Journal;
 use super::clock::Clock;
-use super::wait::block_on;
 
 /// What [`Journal::trim`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,47 +109,6 @@ impl Coded for TrimError {
             TrimError::Append { source, .. } => source.code(),
             TrimError::Run { source } => source.code(),
         }
-    }
-}
-
-impl Journal {
-    /// Drops `session`'s events before a kept snapshot, keeping at least the last `keep_turns`
-    /// turns whole (see the module's text for what is kept, and `docs/recovery.md#trim` for
-    /// what a trimmed session reads as). Returns what was dropped, or why nothing was.
-    ///
-    /// Refused while a run of the session is live ([`TrimError::Running`]); a session another
-    /// actor wrote to between the read and the append is left as it is
-    /// ([`TrimError::Changed`]). The store frees the dropped events' space as it frees a
-    /// deletion's (rows deleted at once; the file store's segments compacted).
-    pub fn trim(&self, session: &SessionId, keep_turns: usize) -> Result<Trim, TrimError> {
-        block_on(self.trim_async(session, keep_turns))
-    }
-
-    /// [`trim`](Self::trim), awaited: the read and the append made on the completion-based
-    /// path.
-    ///
-    /// **Dropped before it finished**: the `trimmed` event may have landed (the session is
-    /// then trimmed, whole) or not (nothing changed).
-    pub async fn trim_async(
-        &self,
-        session: &SessionId,
-        keep_turns: usize,
-    ) -> Result<Trim, TrimError> {
-        let read = |source| TrimError::Read { session: session.clone(), source };
-        if let Some(run) = self.own.open_run(session) {
-            return Err(TrimError::Running { session: session.clone(), run: run.id().clone() });
-        }
-        let head = self.store.head(session).map_err(read)?;
-        // A lease outlives the run it covered until it lapses or is released: only a live
-        // lease on the open run counts.
-        if let Some(head) = &head
-            && let (RunState::Open { run }, Some(lease)) = (&head.run, head.live_lease())
-            && &lease.run == run
-        {
-            return Err(TrimError::Running { session: session.clone(), run: run.clone() });
-        }
-        let options = &self.options;
-        trim_store(&*self.store, session, keep_turns, &*options.clock, options.durability).await
     }
 }
 
