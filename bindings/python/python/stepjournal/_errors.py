@@ -7,7 +7,76 @@ have). The native module raises them through :func:`from_native`.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Dict, Literal, Optional, Type
+
+ErrorCode = Literal[
+    "conflict",
+    "outcome_unknown",
+    "encode",
+    "store",
+    "corrupt",
+    "newer_format",
+    "poisoned",
+    "read_only",
+    "closed",
+    "store_contract",
+    "invalid_url",
+    "locked",
+    "not_a_journal",
+    "invalid_options",
+    "validation_error",
+    "shutting_down",
+    "store_in_use",
+    "lease_held",
+    "fenced",
+    "ended",
+    "broken",
+    "interrupted",
+    "deadline",
+    "refused",
+    "malformed_scenario",
+    "invalid_id",
+    "invalid_json",
+    "invalid_entry",
+    "invalid_reply",
+    "invalid_tool",
+    "invalid_answer",
+    "invalid_outcome",
+    "cancelled",
+]
+"""Every code the engine reports, in the engine's order (``StepjournalError.code``)."""
+
+RefusalCode = Literal[
+    "repeated_call",
+    "step_open",
+    "step_closed",
+    "unknown_call",
+    "resolved",
+    "paired_by_plan",
+    "client_call",
+    "awaiting_approval",
+    "body_started",
+    "max_bodies",
+    "no_child",
+    "no_body_started",
+    "behind",
+    "behind_blocked",
+    "attempt_mismatch",
+    "wrong_kind",
+    "already_decided",
+    "child_attached",
+    "may_have_run",
+    "nothing_to_await",
+    "not_awaitable",
+    "bodies_running",
+    "open_calls",
+    "unknown_tool",
+    "invalid_arguments",
+    "use_suspend",
+    "not_waiting",
+]
+"""Every protocol rule that refuses a write (``RefusedError.refusal``)."""
+
 
 
 class StepjournalError(Exception):
