@@ -206,7 +206,10 @@ def define_client_tool(name: str, input_schema: Union[JsonSchema, type, None] = 
 
 def _first_parameter_model(fn: Callable[..., Any]) -> Optional[type]:
     try:
-        hints = typing.get_type_hints(fn)
+        # A string annotation (`from __future__ import annotations`) naming a class local to the
+        # enclosing function resolves through the body's closure.
+        local = dict(inspect.getclosurevars(fn).nonlocals) if inspect.isfunction(fn) else {}
+        hints = typing.get_type_hints(fn, localns=local)
         first = next(iter(inspect.signature(fn).parameters), None)
     except Exception:
         return None
