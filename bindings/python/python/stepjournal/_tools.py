@@ -9,7 +9,7 @@ import json
 import math
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, Union
 
 from . import _native
 from ._errors import InvalidToolError, RefusedError
@@ -217,6 +217,30 @@ def _first_parameter_model(fn: Callable[..., Any]) -> Optional[type]:
     return hint if _is_model(hint) else None
 
 
+@typing.overload
+def tool(
+    fn: Body,
+    *,
+    name: Optional[str] = None,
+    input_schema: Union[JsonSchema, type, None] = None,
+    replay: Replay = "unsafe",
+    kind: Kind = "tool",
+    timeout: Optional[float] = None,
+) -> Tool: ...
+
+
+@typing.overload
+def tool(
+    fn: None = None,
+    *,
+    name: Optional[str] = None,
+    input_schema: Union[JsonSchema, type, None] = None,
+    replay: Replay = "unsafe",
+    kind: Kind = "tool",
+    timeout: Optional[float] = None,
+) -> Callable[[Body], Tool]: ...
+
+
 def tool(
     fn: Optional[Body] = None,
     *,
@@ -225,7 +249,7 @@ def tool(
     replay: Replay = "unsafe",
     kind: Kind = "tool",
     timeout: Optional[float] = None,
-) -> Any:
+) -> Union[Tool, Callable[[Body], Tool]]:
     """Decorator form of :func:`define_tool`: ``@tool`` or ``@tool(replay="safe")`` over
     ``async def name(args, ctx)``. The tool is named after the function unless ``name`` is
     given; without ``input_schema``, a pydantic model annotating the first parameter is the
@@ -234,7 +258,7 @@ def tool(
     def make(body: Body) -> Tool:
         schema = input_schema if input_schema is not None else _first_parameter_model(body)
         return define_tool(
-            name or getattr(body, "__name__", ""),
+            name or str(getattr(body, "__name__", "")),
             schema,
             replay=replay,
             kind=kind,
@@ -263,7 +287,7 @@ def _message_of(e: BaseException) -> str:
     return text if text else type(e).__name__
 
 
-def _why_not_json(value: object, path: str = "$", seen: Optional[set] = None) -> Optional[str]:
+def _why_not_json(value: object, path: str = "$", seen: Optional[Set[int]] = None) -> Optional[str]:
     """Why ``value`` is not JSON, as a path and a reason, or None when it is."""
     if value is None or isinstance(value, bool):
         return None
