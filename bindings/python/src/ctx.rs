@@ -70,8 +70,6 @@ impl NativeCallCtx {
     /// interval; what is pending is committed before the result). An awaitable.
     fn output<'py>(&self, py: Python<'py>, text: String) -> PyResult<Bound<'py, PyAny>> {
         let ctx = self.ctx.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            ctx.output(text).await.map_err(thrown)
-        })
+        crate::bridge::awaitable(py, async move { ctx.output(text).await.map_err(thrown) })
     }
 }

@@ -9,20 +9,22 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use stepjournal::{Coded, ErrorCode, RefusalCode};
 
+use crate::bridge::with_python;
+
 /// The exception for `code` (and `refusal`) saying `message`, built by the package's Python.
 fn raised(code: &str, refusal: Option<&str>, message: String) -> PyErr {
-    Python::attach(|py| {
-        let made = py
-            .import("stepjournal._errors")
+    let made = with_python(|py| {
+        py.import("stepjournal._errors")
             .and_then(|m| m.getattr("from_native"))
-            .and_then(|f| f.call1((code, refusal, message.as_str())));
-        match made {
-            Ok(exception) => PyErr::from_value(exception),
-            // The package's Python is missing (the module loaded on its own): the code stays in
-            // the text.
-            Err(_) => PyRuntimeError::new_err(format!("{code}: {message}")),
-        }
-    })
+            .and_then(|f| f.call1((code, refusal, message.as_str())))
+            .map(PyErr::from_value)
+    });
+    match made {
+        Some(Ok(exception)) => exception,
+        // The package's Python is missing (the module loaded on its own), or the interpreter is
+        // exiting: the code stays in the text.
+        _ => PyRuntimeError::new_err(format!("{code}: {message}")),
+    }
 }
 
 /// An error with a code and a message.

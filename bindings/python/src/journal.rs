@@ -121,7 +121,7 @@ pub(crate) fn open<'py>(
         retain_ended_for_ms,
         operator,
     )?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    crate::bridge::awaitable(py, async move {
         let open_options = if create { OpenOptions::create() } else { OpenOptions::default() };
         let store = open_url(&url, open_options).map_err(thrown)?;
         let journal = Journal::new(store, Arc::new(tools.clone()), options).map_err(thrown)?;
@@ -170,7 +170,7 @@ impl NativeJournal {
         let entry = convert::entry(&entry)?;
         let session = convert::session(&session)?;
         let (journal, tools) = self.handles();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let run = journal.begin_run_async(&session, entry).await.map_err(thrown)?;
             Ok(NativeRun::new(run, journal, tools))
         })
@@ -180,7 +180,7 @@ impl NativeJournal {
     fn stop<'py>(&self, py: Python<'py>, session: String) -> PyResult<Bound<'py, PyAny>> {
         let session = convert::session(&session)?;
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let plan = journal.stop_async(&session).await.map_err(thrown)?;
             Ok(plan.to_json())
         })
@@ -191,7 +191,7 @@ impl NativeJournal {
     fn retain<'py>(&self, py: Python<'py>, age_ms: u64) -> PyResult<Bound<'py, PyAny>> {
         let age = at_least_one_ms(age_ms, "age")?;
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let done = journal.retain(age).map_err(thrown)?;
             let ids = |ids: Vec<SessionId>| -> Vec<String> {
                 ids.iter().map(|s| s.as_str().to_owned()).collect()
@@ -203,7 +203,7 @@ impl NativeJournal {
     /// The sessions a start-up recovers.
     fn sessions_to_recover<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let sessions = journal.sessions_to_recover().map_err(thrown)?;
             Ok(sessions.iter().map(|s| s.as_str().to_owned()).collect::<Vec<_>>())
         })
@@ -223,7 +223,7 @@ impl NativeJournal {
         let session = convert::session(&session)?;
         let call = CallId::from(call.as_str());
         let (journal, tools) = self.handles();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let run = journal.answer_client(&session, &call, output).await.map_err(thrown)?;
             Ok(NativeRun::new(run, journal, tools))
         })
@@ -240,7 +240,7 @@ impl NativeJournal {
         let session = convert::session(&session)?;
         let call = CallId::from(call.as_str());
         let (journal, tools) = self.handles();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let run = journal.decide_approval(&session, &call, approved).await.map_err(thrown)?;
             Ok(NativeRun::new(run, journal, tools))
         })
@@ -259,7 +259,7 @@ impl NativeJournal {
         let checkpoint = CheckpointId::from(checkpoint.as_str());
         let new_session = convert::session(&new_session)?;
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let written =
                 journal.fork_async(&session, &checkpoint, &new_session).await.map_err(thrown)?;
             Ok(written.iter().map(record_to_export_line).collect::<Vec<_>>())
@@ -270,7 +270,7 @@ impl NativeJournal {
     fn transcript<'py>(&self, py: Python<'py>, session: String) -> PyResult<Bound<'py, PyAny>> {
         let session = stored(&session);
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let items = journal.transcript_async(&session).await.map_err(thrown)?;
             Ok(convert::items(&items))
         })
@@ -280,7 +280,7 @@ impl NativeJournal {
     fn steps<'py>(&self, py: Python<'py>, session: String) -> PyResult<Bound<'py, PyAny>> {
         let session = stored(&session);
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let state = journal.state(&session).map_err(thrown)?;
             let steps: Vec<serde_json::Value> = state
                 .replies()
@@ -303,7 +303,7 @@ impl NativeJournal {
     fn export_lines<'py>(&self, py: Python<'py>, session: String) -> PyResult<Bound<'py, PyAny>> {
         let session = stored(&session);
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let records = journal.store().read_all(&session).map_err(thrown)?;
             Ok(records.iter().map(record_to_export_line).collect::<Vec<_>>())
         })
@@ -352,7 +352,7 @@ impl NativeJournal {
     fn close<'py>(&self, py: Python<'py>, deadline_ms: u64) -> PyResult<Bound<'py, PyAny>> {
         let deadline = Duration::from_millis(deadline_ms);
         let journal = self.journal.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let done = journal.close(deadline).await.map_err(thrown)?;
             Ok(done.abandoned.iter().map(|s| s.as_str().to_owned()).collect::<Vec<_>>())
         })

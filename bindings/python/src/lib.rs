@@ -4,11 +4,12 @@
 //! subclasses, one per code.
 //!
 //! Every engine call that can wait (an append, a drive, a recovery) is a future on
-//! pyo3-async-runtimes' tokio runtime, handed to Python as an asyncio awaitable: the store
+//! pyo3-async-runtimes' tokio runtime, handed to Python as an asyncio future ([`bridge`]): the store
 //! completes the append (the file store's committer thread) and wakes the task, which holds no
 //! GIL while it waits and no thread per waiter. A tool body is a coroutine scheduled on the
 //! caller's event loop; the engine awaits its result through a future of that loop.
 
+mod bridge;
 mod convert;
 mod ctx;
 mod error;
@@ -31,5 +32,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(journal::open, m)?)?;
     m.add_function(wrap_pyfunction!(journal::plan_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(error::error_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(bridge::finalizing, m)?)?;
     Ok(())
 }

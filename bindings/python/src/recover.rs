@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use serde_json::{Value, json};
 use stepjournal::{Journal, RecoverOptions, Recovered, Run, StepOutcome, Tools};
 
+use crate::bridge::with_python;
 use crate::convert;
 use crate::error::{parts, thrown};
 use crate::run::NativeRun;
@@ -24,14 +25,14 @@ pub(crate) fn recover_all<'py>(
     concurrency: usize,
     on_recovered: Py<PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    crate::bridge::awaitable(py, async move {
         let options = RecoverOptions::new().concurrency(concurrency.max(1));
         let on_recovered = &on_recovered;
         let hand = |run: Run, outcome: Option<StepOutcome>| {
             let run = NativeRun::new(run, journal.clone(), tools.clone());
             let outcome = outcome.as_ref().map(convert::step_outcome);
             async move {
-                let scheduled = Python::attach(|py| -> PyResult<_> {
+                let scheduled = with_python(|py| -> PyResult<_> {
                     let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
                     let coroutine = on_recovered.bind(py).call1((run, outcome))?;
                     pyo3_async_runtimes::into_future_with_locals(&locals, coroutine)
@@ -39,7 +40,7 @@ pub(crate) fn recover_all<'py>(
                 // The wrapper's coroutine never raises; one that cannot be scheduled or
                 // ends without a result means its loop went away, and there is nobody left to
                 // hand the run to (the package reports the session as not handed over).
-                if let Ok(future) = scheduled {
+                if let Some(Ok(future)) = scheduled {
                     drop(future.await);
                 }
             }

@@ -78,7 +78,7 @@ impl NativeRun {
     fn transcript<'py>(&self, py: Python<'py>, since: Option<u64>) -> PyResult<Bound<'py, PyAny>> {
         let run = self.run.clone();
         let since = Seq(since.unwrap_or(0));
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let items = run.transcript_since_async(since).await.map_err(thrown)?;
             Ok(convert::items(&items))
         })
@@ -88,7 +88,7 @@ impl NativeRun {
     /// `None` (nothing written) when the run's view cannot make one.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let run = self.run.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let at = run.snapshot_async().await.map_err(thrown)?;
             Ok(at.map(|seq| seq.get()))
         })
@@ -105,7 +105,7 @@ impl NativeRun {
     ) -> PyResult<Bound<'py, PyAny>> {
         let continuation = continuation.map(ContinuationId::new).transpose().map_err(thrown)?;
         let run = self.run.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             run.model_aborted_with_async(partial, continuation).await.map_err(thrown)
         })
     }
@@ -120,7 +120,7 @@ impl NativeRun {
     fn commit_reply<'py>(&self, py: Python<'py>, reply: String) -> PyResult<Bound<'py, PyAny>> {
         let reply = convert::reply(&self.tools, &reply)?;
         let (run, tools) = (self.run.clone(), self.tools.clone());
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let step = run.commit_reply_async(reply).await.map_err(thrown)?;
             Ok(NativeStep::new(step, tools))
         })
@@ -129,7 +129,7 @@ impl NativeRun {
     /// Drives the step the run has open; the outcome as JSON text, or `None` with none.
     fn drive<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (run, tools) = (self.run.clone(), self.tools.clone());
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let outcome = run.drive(&tools).await.map_err(thrown)?;
             Ok(outcome.as_ref().map(convert::step_outcome))
         })
@@ -140,7 +140,7 @@ impl NativeRun {
     /// rules and drives the step on, until it is done.
     fn drive_within<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (run, journal, tools) = (self.run.clone(), self.journal.clone(), self.tools.clone());
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let driven = journal.drive_within(&run, &tools, DriveOptions::new()).await;
             let (run, outcome) = driven.map_err(thrown)?;
             let outcome = outcome.as_ref().map(convert::step_outcome);
@@ -152,17 +152,13 @@ impl NativeRun {
     fn end<'py>(&self, py: Python<'py>, outcome: String) -> PyResult<Bound<'py, PyAny>> {
         let outcome = convert::outcome(&outcome)?;
         let run = self.run.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            run.end_async(outcome).await.map_err(thrown)
-        })
+        crate::bridge::awaitable(py, async move { run.end_async(outcome).await.map_err(thrown) })
     }
 
     /// Ends the run `failed`, pairing each open call.
     #[pyo3(signature = (error=None))]
     fn fail<'py>(&self, py: Python<'py>, error: Option<String>) -> PyResult<Bound<'py, PyAny>> {
         let run = self.run.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            run.fail_async(error).await.map_err(thrown)
-        })
+        crate::bridge::awaitable(py, async move { run.fail_async(error).await.map_err(thrown) })
     }
 }

@@ -53,7 +53,7 @@ impl NativeStep {
     /// Runs the step by the rules with the journal's tools; the outcome as JSON text.
     fn drive<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (step, tools) = (self.step.clone(), self.tools.clone());
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::bridge::awaitable(py, async move {
             let outcome = step.drive(&tools).await.map_err(thrown)?;
             Ok(convert::step_outcome(&outcome))
         })

@@ -15,6 +15,7 @@ use stepjournal::codec::{CallKind, RawJson, Replay, SessionId};
 use stepjournal::tools::{BoxFuture, Companion, RemoteAgent};
 use stepjournal::{CallCtx, ErrorCode, ToolError, Tools};
 
+use crate::bridge::with_python;
 use crate::convert::clip;
 use crate::ctx::NativeCallCtx;
 use crate::error::coded;
@@ -206,7 +207,7 @@ async fn call_py(
         ctx.let_go_of_run(why.clone());
         why
     };
-    let scheduled = Python::attach(|py| -> PyResult<_> {
+    let scheduled = with_python(|py| -> PyResult<_> {
         // The event loop of the Python call that drives the step (pyo3-async-runtimes keeps it
         // with the task).
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
@@ -214,24 +215,33 @@ async fn call_py(
         let future = pyo3_async_runtimes::into_future_with_locals(&locals, coroutine)?;
         Ok((future, locals))
     });
-    let (future, locals) = scheduled
-        .map_err(|e| lost(format!("its Python coroutine could not be scheduled ({e})")))?;
+    let (future, locals) = match scheduled {
+        Some(Ok(scheduled)) => scheduled,
+        Some(Err(e)) => {
+            return Err(lost(format!("its Python coroutine could not be scheduled ({e})")));
+        }
+        None => return Err(lost("the interpreter is exiting".to_owned())),
+    };
     let future = Box::pin(future);
     let settled = match select(future, Box::pin(signal.cancelled())).await {
         Either::Left((settled, _)) => settled,
         Either::Right(((), future)) => {
-            Python::attach(|py| {
-                let called = locals
+            // A closed loop, an exiting interpreter: the body's result is refused all the same.
+            drop(with_python(|py| {
+                locals
                     .event_loop(py)
-                    .call_method1("call_soon_threadsafe", (abort.clone_ref(py), token));
-                // A closed loop: the body's result is refused all the same.
-                drop(called);
-            });
+                    .call_method1("call_soon_threadsafe", (abort.clone_ref(py), token))
+                    .map(drop)
+            }));
             future.await
         }
     };
     let text = settled
-        .and_then(|value| Python::attach(|py| value.extract::<String>(py)))
+        .and_then(|value| {
+            with_python(|py| value.extract::<String>(py)).unwrap_or_else(|| {
+                Err(pyo3::exceptions::PyRuntimeError::new_err("the interpreter is exiting"))
+            })
+        })
         .map_err(|e| lost(format!("its coroutine ended without a result ({e})")))?;
     // A result that cannot be recorded lets go of the run, as a lost body does: the body's
     // effect may have happened, so the `wake` that follows decides the call by the rules (an

@@ -6,6 +6,9 @@ dispatch id) or to answer the model that its outcome is unknown (one that may ha
 effect), so that no call with side effects runs twice by accident.
 """
 
+import atexit as _atexit
+
+from . import _native
 from ._errors import (
     ERROR_CLASSES,
     BrokenError,
@@ -59,6 +62,10 @@ from ._journal import (
 from ._tools import CallCtx, Kind, Replay, Tool, define_client_tool, define_tool, tool
 
 __version__ = "0.1.0"
+
+# Before the interpreter finalizes, the engine's threads stop entering Python (a thread inside it
+# then would abort the process): see bindings/python/src/bridge.rs.
+_atexit.register(_native.finalizing)
 
 # `InterruptedError` and `CancelledError` are the engine's (codes `interrupted`, `cancelled`):
 # left out of `*` so that a star import does not shadow the builtin and asyncio's names.
