@@ -29,6 +29,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::NativeDriven>()?;
     m.add_class::<step::NativeStep>()?;
     m.add_class::<ctx::NativeCallCtx>()?;
+    m.add_class::<bridge::Inbox>()?;
+    m.add_class::<bridge::Reply>()?;
     m.add_function(wrap_pyfunction!(journal::open, m)?)?;
     m.add_function(wrap_pyfunction!(journal::plan_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(error::error_codes, m)?)?;

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use serde_json::{Value, json};
 use stepjournal::{Journal, RecoverOptions, Recovered, Run, StepOutcome, Tools};
 
-use crate::bridge::with_python;
+use crate::bridge::Caller;
 use crate::convert;
 use crate::error::{parts, thrown};
 use crate::run::NativeRun;
@@ -27,21 +27,21 @@ pub(crate) fn recover_all<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     crate::bridge::awaitable(py, async move {
         let options = RecoverOptions::new().concurrency(concurrency.max(1));
+        let on_recovered = std::sync::Arc::new(on_recovered);
         let on_recovered = &on_recovered;
         let hand = |run: Run, outcome: Option<StepOutcome>| {
             let run = NativeRun::new(run, journal.clone(), tools.clone());
             let outcome = outcome.as_ref().map(convert::step_outcome);
             async move {
-                let scheduled = with_python(|py| -> PyResult<_> {
-                    let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-                    let coroutine = on_recovered.bind(py).call1((run, outcome))?;
-                    pyo3_async_runtimes::into_future_with_locals(&locals, coroutine)
-                });
-                // The wrapper's coroutine never raises; one that cannot be scheduled or
-                // ends without a result means its loop went away, and there is nobody left to
-                // hand the run to (the package reports the session as not handed over).
-                if let Some(Ok(future)) = scheduled {
-                    drop(future.await);
+                // The wrapper's coroutine never raises; one that cannot be started or ends
+                // without a result means its loop went away, and there is nobody left to hand the
+                // run to (the package reports the session as not handed over).
+                if let Some(caller) = Caller::current() {
+                    drop(
+                        caller
+                            .start(on_recovered.clone(), move |py| (run, outcome).into_pyobject(py))
+                            .await,
+                    );
                 }
             }
         };

@@ -15,7 +15,7 @@ use stepjournal::codec::{CallKind, RawJson, Replay, SessionId};
 use stepjournal::tools::{BoxFuture, Companion, RemoteAgent};
 use stepjournal::{CallCtx, ErrorCode, ToolError, Tools};
 
-use crate::bridge::with_python;
+use crate::bridge::Caller;
 use crate::convert::clip;
 use crate::ctx::NativeCallCtx;
 use crate::error::coded;
@@ -195,8 +195,8 @@ fn handler(
 /// let go as after a crash ([`CallCtx::let_go_of_run`]) and nothing of the call is recorded,
 /// never an error result the model would read as the tool's failure.
 async fn call_py(
-    body: &Py<PyAny>,
-    abort: &Py<PyAny>,
+    body: &Arc<Py<PyAny>>,
+    abort: &Arc<Py<PyAny>>,
     input: String,
     ctx: CallCtx,
 ) -> Result<Box<RawValue>, String> {
@@ -207,42 +207,29 @@ async fn call_py(
         ctx.let_go_of_run(why.clone());
         why
     };
-    let scheduled = with_python(|py| -> PyResult<_> {
-        // The event loop of the Python call that drives the step (pyo3-async-runtimes keeps it
-        // with the task).
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let coroutine = body.bind(py).call1((input, native))?;
-        let future = pyo3_async_runtimes::into_future_with_locals(&locals, coroutine)?;
-        Ok((future, locals))
-    });
-    let (future, locals) = match scheduled {
-        Some(Ok(scheduled)) => scheduled,
-        Some(Err(e)) => {
-            return Err(lost(format!("its Python coroutine could not be scheduled ({e})")));
-        }
-        None => return Err(lost("the interpreter is exiting".to_owned())),
+    let Some(caller) = Caller::current() else {
+        return Err(lost(
+            "no event loop drives this step (it was not driven from Python)".to_owned(),
+        ));
     };
-    let future = Box::pin(future);
-    let settled = match select(future, Box::pin(signal.cancelled())).await {
+    let started = caller.start(body.clone(), move |py| (input, native).into_pyobject(py));
+    let started = Box::pin(started);
+    let settled = match select(started, Box::pin(signal.cancelled())).await {
         Either::Left((settled, _)) => settled,
-        Either::Right(((), future)) => {
-            // A closed loop, an exiting interpreter: the body's result is refused all the same.
-            drop(with_python(|py| {
-                locals
-                    .event_loop(py)
-                    .call_method1("call_soon_threadsafe", (abort.clone_ref(py), token))
-                    .map(drop)
-            }));
-            future.await
+        Either::Right(((), started)) => {
+            caller.abort(abort.clone(), token);
+            started.await
         }
     };
-    let text = settled
-        .and_then(|value| {
-            with_python(|py| value.extract::<String>(py)).unwrap_or_else(|| {
-                Err(pyo3::exceptions::PyRuntimeError::new_err("the interpreter is exiting"))
-            })
-        })
-        .map_err(|e| lost(format!("its coroutine ended without a result ({e})")))?;
+    let text = match settled {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Err(lost(
+                "its coroutine returned something other than the settled JSON".to_owned(),
+            ));
+        }
+        Err(why) => return Err(lost(format!("its coroutine ended without a result ({why})"))),
+    };
     // A result that cannot be recorded lets go of the run, as a lost body does: the body's
     // effect may have happened, so the `wake` that follows decides the call by the rules (an
     // unsafe one `outcome_unknown`), never an error result.

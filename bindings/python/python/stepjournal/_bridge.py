@@ -1,17 +1,60 @@
-"""Settles the asyncio futures the native module returns, on their loop."""
+"""The event loop's side of the native module's bridge (bindings/python/src/bridge.rs): each loop
+gets an inbox whose socket it watches; the engine's threads put into it the results to settle
+futures with and the coroutines to start, and the loop handles them in one drain per wake-up."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextvars
+import weakref
+from typing import Any, Callable, Tuple
+
+from . import _native
 
 
-def settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
-    """Called by the native module through ``loop.call_soon_threadsafe``: sets the result (or the
-    exception) unless the awaiting task gave up on it (cancelled)."""
-    if future.cancelled():
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
+class _Bridge:
+    def __init__(self) -> None:
+        self._inboxes: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _native.Inbox]" = weakref.WeakKeyDictionary()
+
+    def caller(self) -> Tuple[_native.Inbox, contextvars.Context, "asyncio.Future[Any]"]:
+        """The running loop's inbox (made and watched on first use), a copy of the caller's
+        context, and a new future of the loop."""
+        loop = asyncio.get_running_loop()
+        inbox = self._inboxes.get(loop)
+        if inbox is None:
+            inbox = _native.Inbox()
+            loop.add_reader(inbox.fileno(), inbox.drain)
+            self._inboxes[loop] = inbox
+        return inbox, contextvars.copy_context(), loop.create_future()
+
+    @staticmethod
+    def settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
+        """Sets the result (or the exception) unless the awaiting task gave up on it."""
+        if future.cancelled():
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    @staticmethod
+    def start(function: Callable[..., Any], args: Tuple[Any, ...], context: contextvars.Context, reply: _native.Reply) -> None:
+        """Starts ``function(*args)`` as a task in ``context``; sends what it comes to on ``reply``."""
+        try:
+            task = context.run(asyncio.ensure_future, function(*args))
+        except BaseException as e:
+            reply.send(False, e)
+            return
+
+        def done(t: "asyncio.Future[Any]") -> None:
+            if t.cancelled():
+                reply.send(False, asyncio.CancelledError())
+            elif t.exception() is not None:
+                reply.send(False, t.exception())
+            else:
+                reply.send(True, t.result())
+
+        task.add_done_callback(done)
+
+
+BRIDGE = _Bridge()
