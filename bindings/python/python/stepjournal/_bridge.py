@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import weakref
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from . import _native
 
@@ -15,16 +15,28 @@ from . import _native
 class _Bridge:
     def __init__(self) -> None:
         self._inboxes: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _native.Inbox]" = weakref.WeakKeyDictionary()
+        self._last_loop_ref: "Optional[weakref.ReferenceType[asyncio.AbstractEventLoop]]" = None
+        self._last_inbox: Optional[_native.Inbox] = None
+
+    @property
+    def _last_loop(self) -> Optional[asyncio.AbstractEventLoop]:
+        return None if self._last_loop_ref is None else self._last_loop_ref()
 
     def caller(self) -> Tuple[_native.Inbox, contextvars.Context, "asyncio.Future[Any]"]:
         """The running loop's inbox (made and watched on first use), a copy of the caller's
         context, and a new future of the loop."""
         loop = asyncio.get_running_loop()
+        if loop is self._last_loop and self._last_inbox is not None:
+            return self._last_inbox, contextvars.copy_context(), loop.create_future()
         inbox = self._inboxes.get(loop)
         if inbox is None:
             inbox = _native.Inbox()
             loop.add_reader(inbox.fileno(), inbox.drain)
             self._inboxes[loop] = inbox
+        # The last loop's inbox, for the next call without the weak dictionary's lookup (a weak
+        # reference: a finished loop is not kept alive).
+        self._last_loop_ref = weakref.ref(loop)
+        self._last_inbox = inbox
         return inbox, contextvars.copy_context(), loop.create_future()
 
     @staticmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import abc
+
 import json
 import math
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ _WORDS: Dict[str, Dict[str, str]] = {
 def _entry_json(entry: Entry) -> str:
     if isinstance(entry, str):
         return json.dumps(_WORDS.get(entry, {"kind": entry}))
-    if not isinstance(entry, Mapping):
+    if not isinstance(entry, abc.Mapping):
         raise TypeError(f"an entry is a dict or a word (got {type(entry).__name__})")
     return json.dumps(dict(entry), ensure_ascii=False)
 
@@ -156,9 +158,10 @@ class Run:
             reply = {"text": text or "", "calls": list(calls or [])}
         elif text is not None or calls is not None:
             raise TypeError("commit_reply takes a reply dict or text=/calls=, not both")
-        if not isinstance(reply, Mapping):
+        if not isinstance(reply, abc.Mapping):
             raise TypeError(f"a reply is a dict {{text, calls}} (got {type(reply).__name__})")
-        check_reply(self._journal._tools, reply)
+        if self._journal._models:
+            check_reply(self._journal._models, reply)
         body = json.dumps(dict(reply), ensure_ascii=False, allow_nan=False)
         return Step(self._journal, await self._native.commit_reply(body))
 
@@ -236,6 +239,8 @@ class Journal:
     def __init__(self, native: _native.NativeJournal, tools: Sequence[Tool]) -> None:
         self._native = native
         self._tools: Dict[str, Tool] = {t.name: t for t in tools}
+        # The tools whose arguments a pydantic model validates (checked before a reply is saved).
+        self._models: Dict[str, Tool] = {t.name: t for t in tools if t.model is not None}
 
     async def __aenter__(self) -> "Journal":
         return self

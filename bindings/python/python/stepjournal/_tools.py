@@ -3,6 +3,8 @@ tool's Python body to the engine, which schedules it on the caller's event loop.
 
 from __future__ import annotations
 
+from collections import abc
+
 import asyncio
 import inspect
 import json
@@ -130,7 +132,7 @@ def _schema(name: str, input_schema: object) -> "tuple[Dict[str, Any], Optional[
                 "arguments arrive as JSON: use fields of JSON values"
             ) from e
         return dict(schema), typing.cast(type, input_schema)
-    if isinstance(input_schema, Mapping):
+    if isinstance(input_schema, abc.Mapping):
         return dict(input_schema), None
     raise InvalidToolError(
         f"tool `{name}`: input_schema must be a JSON Schema dict or a pydantic model class "
@@ -408,7 +410,7 @@ def check_reply(tools: Mapping[str, Tool], reply: Mapping[str, Any]) -> None:
     if not isinstance(calls, list):
         return
     for c in calls:
-        if not isinstance(c, Mapping):
+        if not isinstance(c, abc.Mapping):
             continue
         t = tools.get(typing.cast(str, c.get("tool")))
         if t is None or t.model is None:
