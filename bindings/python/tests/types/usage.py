@@ -57,3 +57,14 @@ async def main() -> None:
     print(plan, outcome, driven, sessions, transcript, lines, planned, journal.metrics()["appends"])
     abandoned: List[str] = await journal.close(deadline=1.5)
     print(abandoned)
+
+
+def sync_main() -> None:
+    import stepjournal.sync
+
+    with stepjournal.sync.open_journal("file:./data", tools=[set_preference]) as journal:
+        run: stepjournal.sync.Run = journal.begin_run("s", "wake")
+        step: Optional[stepjournal.sync.Step] = run.step
+        outcome: Optional[Dict[str, Any]] = run.drive()
+        report: stepjournal.sync.RecoveryReport = journal.recover_all()
+        print(step, outcome, [r.run.id for r in report.recovered])
