@@ -22,12 +22,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::future::{Either, select};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 use pyo3::{IntoPyObjectExt, intern};
 use tokio::sync::oneshot;
+
+/// How often a task waited for is checked for a closed loop.
+const LOOP_CHECK: Duration = Duration::from_secs(1);
 
 /// Set by [`finalizing`]: no thread of the runtime enters Python any more.
 static FINALIZING: AtomicBool = AtomicBool::new(false);
@@ -140,7 +144,11 @@ impl Inbox {
                         Ok(value) => (true, value),
                         Err(e) => (false, e.into_value(py).into_any()),
                     };
-                    bridge.call_method1(intern!(py, "settle"), (future, ok, value))?;
+                    // A failure to settle one future must not leave the others unsettled.
+                    if let Err(e) = bridge.call_method1(intern!(py, "settle"), (future, ok, value))
+                    {
+                        e.write_unraisable(py, None);
+                    }
                 }
                 Delivery::Start { function, args, context, reply } => match args(py) {
                     Ok(args) => {
@@ -201,6 +209,8 @@ static BRIDGE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 pub(crate) struct Caller {
     inbox: Arc<Py<Inbox>>,
     context: Arc<Py<PyAny>>,
+    /// The event loop: a task waited for on a loop that closed never finishes.
+    event_loop: Arc<Py<PyAny>>,
 }
 
 tokio::task_local! {
@@ -231,9 +241,32 @@ impl Caller {
             context: self.context.clone(),
             reply,
         });
-        answer.await.unwrap_or_else(|_| {
-            Err("the event loop went away before the task was started or finished".to_owned())
+        let mut answer = answer;
+        loop {
+            let tick = Box::pin(tokio::time::sleep(LOOP_CHECK));
+            match select(&mut answer, tick).await {
+                Either::Left((got, _)) => {
+                    return got.unwrap_or_else(|_| {
+                        Err("the event loop went away before the task was started or finished"
+                            .to_owned())
+                    });
+                }
+                // Once a second, the GIL taken briefly: a loop closed with the task pending (or
+                // before it started) never answers.
+                Either::Right(((), _)) if self.loop_closed() => {
+                    return Err("its event loop was closed before the task finished".to_owned());
+                }
+                Either::Right(_) => {}
+            }
+        }
+    }
+
+    /// Whether the caller's loop is closed (or the interpreter exiting).
+    fn loop_closed(&self) -> bool {
+        with_python(|py| {
+            self.event_loop.bind(py).call_method0("is_closed").and_then(|v| v.extract::<bool>())
         })
+        .is_none_or(|closed| closed.unwrap_or(true))
     }
 
     /// Calls `function(token)` on the caller's loop.
@@ -252,7 +285,12 @@ where
     let bridge = BRIDGE.import(py, "stepjournal._bridge", "BRIDGE")?;
     let found = bridge.call_method0(intern!(py, "caller"))?;
     let (inbox, context, future): (Py<Inbox>, Py<PyAny>, Bound<'py, PyAny>) = found.extract()?;
-    let caller = Caller { inbox: Arc::new(inbox), context: Arc::new(context) };
+    let event_loop = future.call_method0(intern!(py, "get_loop"))?.unbind();
+    let caller = Caller {
+        inbox: Arc::new(inbox),
+        context: Arc::new(context),
+        event_loop: Arc::new(event_loop),
+    };
     let target = future.clone().unbind();
     let task = CALLER.scope(caller.clone(), async move {
         let value = work.await.map(|v| -> Make { Box::new(move |py| v.into_py_any(py)) });
