@@ -4,10 +4,11 @@
 //! subclasses, one per code.
 //!
 //! Every engine call that can wait (an append, a drive, a recovery) is a future on
-//! pyo3-async-runtimes' tokio runtime, handed to Python as an asyncio future ([`bridge`]): the store
-//! completes the append (the file store's committer thread) and wakes the task, which holds no
-//! GIL while it waits and no thread per waiter. A tool body is a coroutine scheduled on the
-//! caller's event loop; the engine awaits its result through a future of that loop.
+//! pyo3-async-runtimes' tokio runtime, handed to Python as an asyncio future of the calling loop:
+//! the store completes the append (the file store's committer thread) and wakes the task, which
+//! holds no GIL while it waits and no thread per waiter. A tool body is a coroutine started as a
+//! task of the caller's loop. What the runtime's threads hand to Python goes through the loop's
+//! inbox ([`bridge`]), never through the GIL.
 
 mod bridge;
 mod convert;
