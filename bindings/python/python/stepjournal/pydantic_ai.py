@@ -128,6 +128,16 @@ async def _failed_payload(message: str) -> object:
     return JSON_CODEC.dump(CallToolResult, await wrap_tool_call_result(fail()))
 
 
+async def _paired(name: str, is_tool_call: bool, reason: str, message: str) -> object:
+    """What a unit answered without a result comes to: for a tool call, a failed call the model
+    reads (the rules' message); for any other unit, an error (a model request is safe, so only
+    the replay limit pairs one)."""
+    text = OUTCOME_UNKNOWN if reason == "outcome_unknown" else REPLAY_LIMIT if reason == "replay_limit_reached" else message
+    if not is_tool_call:
+        raise StepjournalError(f"the durable unit {name} was answered {reason}: {text}")
+    return await _failed_payload(text)
+
+
 class _Backend(JournalCallableOperationBackend[Dict[str, Any]]):
     async def execute(
         self,
@@ -143,13 +153,15 @@ class _Backend(JournalCallableOperationBackend[Dict[str, Any]]):
             raise StepjournalError(f"the durable unit {name} ran outside run_durable()")
         call = f"u{state.next}"
         state.next += 1
+        is_tool_call = isinstance(operation_id, ToolsetCallToolId)
         recorded = state.recorded.get(call)
         if recorded is not None:
             record_durable_unit(executed=False)
+            if "paired" in recorded:
+                return await _paired(name, is_tool_call, recorded["paired"], recorded["message"])
             if recorded["is_error"]:
                 raise StepjournalError(f"the durable unit {name} failed when it ran: {recorded['output']}")
             return recorded["output"]
-        is_tool_call = isinstance(operation_id, ToolsetCallToolId)
         safe = not is_tool_call or (config or {}).get("replay") == "safe"
         state.bodies[call] = body
         try:
@@ -168,11 +180,7 @@ class _Backend(JournalCallableOperationBackend[Dict[str, Any]]):
         answer = next(a for a in outcome["answers"] if a["call"] == call)
         record_durable_unit(executed=call not in state.raised and answer["type"] == "tool_result")
         if answer["type"] == "paired":
-            reason = answer.get("reason")
-            message = OUTCOME_UNKNOWN if reason == "outcome_unknown" else REPLAY_LIMIT if reason == "replay_limit_reached" else answer.get("message", "")
-            if not is_tool_call:
-                raise StepjournalError(f"the durable unit {name} was answered {reason}: {message}")
-            return await _failed_payload(message)
+            return await _paired(name, is_tool_call, answer.get("reason", ""), answer.get("message", ""))
         if answer.get("isError"):
             raised = state.raised.pop(call, None)
             if raised is not None:
@@ -220,11 +228,14 @@ class StepjournalDurability(BaseDurabilityCapability[Any]):
 
 
 def _recorded(lines: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    """Each unit's recorded outcome: its result, or the pairing recovery answered it with."""
     out: Dict[str, Dict[str, Any]] = {}
     for line in lines:
         event = json.loads(line)
         if event["type"] == "tool_result" and event["call"].startswith("u"):
             out[event["call"]] = {"output": event["output"], "is_error": event.get("is_error", False)}
+        elif event["type"] == "paired" and event["call"].startswith("u"):
+            out[event["call"]] = {"paired": event["reason"], "message": event.get("message", "")}
     return out
 
 
@@ -232,11 +243,17 @@ async def run_durable(agent: Any, journal: _journal.Journal, session: str, user_
     """Runs ``agent`` durably as session ``session`` of ``journal``: a new session begins with
     ``user_prompt``; a session a crashed process left open is recovered by the rules and the
     agent loop replayed (call it again with the same arguments). Returns the agent's result."""
-    lines = await journal.export_lines(session)
-    if not lines:
+    if not await journal.export_lines(session):
         run = await journal.begin_run(session, {"kind": "new_turn", "message": user_prompt or ""})
     else:
         run = await journal.begin_run(session, {"kind": "wake"})
+    # Read after the entry: the pairings its plan wrote are outcomes the replay must return.
+    lines = await journal.export_lines(session)
+    step = run.step
+    if step is not None and step.is_open and not step.open_calls():
+        # The crash fell after the unit's outcome and before its step's commit: commit it now, so
+        # the next unit can save its own.
+        await run.drive()
     state = _Session(journal=journal, session=session, run=run, recorded=_recorded(lines))
     _sessions[session] = state
     token = _current.set(state)
