@@ -184,6 +184,24 @@ pub(crate) struct Reply {
 
 #[pymethods]
 impl Reply {
+    /// The done callback of the started task: sends its result, or the exception it ended with
+    /// (`CancelledError` for a cancelled one).
+    fn done(&self, task: Bound<'_, PyAny>) -> PyResult<()> {
+        let py = task.py();
+        if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
+            let cancelled = py.import("asyncio")?.getattr("CancelledError")?.call0()?;
+            self.send(false, cancelled);
+            return Ok(());
+        }
+        let raised = task.call_method0(intern!(py, "exception"))?;
+        if raised.is_none() {
+            self.send(true, task.call_method0(intern!(py, "result"))?);
+        } else {
+            self.send(false, raised);
+        }
+        Ok(())
+    }
+
     /// `ok`: `value` is the result; else it is the exception the task ended with.
     fn send(&self, ok: bool, value: Bound<'_, PyAny>) {
         let result = if ok {
@@ -284,8 +302,8 @@ where
 {
     let bridge = BRIDGE.import(py, "stepjournal._bridge", "BRIDGE")?;
     let found = bridge.call_method0(intern!(py, "caller"))?;
-    let (inbox, context, future): (Py<Inbox>, Py<PyAny>, Bound<'py, PyAny>) = found.extract()?;
-    let event_loop = future.call_method0(intern!(py, "get_loop"))?.unbind();
+    let (inbox, context, future, event_loop): (Py<Inbox>, Py<PyAny>, Bound<'py, PyAny>, Py<PyAny>) =
+        found.extract()?;
     let caller = Caller {
         inbox: Arc::new(inbox),
         context: Arc::new(context),

@@ -22,12 +22,12 @@ class _Bridge:
     def _last_loop(self) -> Optional[asyncio.AbstractEventLoop]:
         return None if self._last_loop_ref is None else self._last_loop_ref()
 
-    def caller(self) -> Tuple[_native.Inbox, contextvars.Context, "asyncio.Future[Any]"]:
+    def caller(self) -> Tuple[_native.Inbox, contextvars.Context, "asyncio.Future[Any]", asyncio.AbstractEventLoop]:
         """The running loop's inbox (made and watched on first use), a copy of the caller's
-        context, and a new future of the loop."""
+        context, a new future of the loop, and the loop."""
         loop = asyncio.get_running_loop()
         if loop is self._last_loop and self._last_inbox is not None:
-            return self._last_inbox, contextvars.copy_context(), loop.create_future()
+            return self._last_inbox, contextvars.copy_context(), loop.create_future(), loop
         inbox = self._inboxes.get(loop)
         if inbox is None:
             inbox = _native.Inbox()
@@ -37,7 +37,7 @@ class _Bridge:
         # reference: a finished loop is not kept alive).
         self._last_loop_ref = weakref.ref(loop)
         self._last_inbox = inbox
-        return inbox, contextvars.copy_context(), loop.create_future()
+        return inbox, contextvars.copy_context(), loop.create_future(), loop
 
     @staticmethod
     def settle(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
@@ -58,15 +58,7 @@ class _Bridge:
             reply.send(False, e)
             return
 
-        def done(t: "asyncio.Future[Any]") -> None:
-            if t.cancelled():
-                reply.send(False, asyncio.CancelledError())
-            elif t.exception() is not None:
-                reply.send(False, t.exception())
-            else:
-                reply.send(True, t.result())
-
-        task.add_done_callback(done)
+        task.add_done_callback(reply.done)
 
 
 BRIDGE = _Bridge()
