@@ -200,6 +200,22 @@ impl NativeJournal {
         })
     }
 
+    /// Trims the session, keeping its last `keep_turns` turns whole: what was dropped, as JSON
+    /// text (`convert::trim`).
+    fn trim<'py>(
+        &self,
+        py: Python<'py>,
+        session: String,
+        keep_turns: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let session = convert::session(&session)?;
+        let journal = self.journal.clone();
+        crate::bridge::awaitable(py, async move {
+            let done = journal.trim_async(&session, keep_turns).await.map_err(thrown)?;
+            Ok(convert::trim(&done))
+        })
+    }
+
     /// The sessions a start-up recovers.
     fn sessions_to_recover<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let journal = self.journal.clone();

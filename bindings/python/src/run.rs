@@ -94,6 +94,16 @@ impl NativeRun {
         })
     }
 
+    /// Trims the session through this run, keeping its last `keep_turns` turns whole: what was
+    /// dropped, as JSON text (`convert::trim`).
+    fn trim<'py>(&self, py: Python<'py>, keep_turns: usize) -> PyResult<Bound<'py, PyAny>> {
+        let run = self.run.clone();
+        crate::bridge::awaitable(py, async move {
+            let done = run.trim_async(keep_turns).await.map_err(thrown)?;
+            Ok(crate::convert::trim(&done))
+        })
+    }
+
     /// Records that a model request was cut off (`model_aborted`) with its partial answer and,
     /// if the provider gave one, the handle to go on with it.
     #[pyo3(signature = (partial, continuation=None))]

@@ -203,3 +203,36 @@ def test_retain_deletes_the_sessions_that_ended_longer_ago_and_keeps_the_rest(ur
         await journal.close()
 
     run(main())
+
+
+def test_trim_drops_a_long_session_s_history_before_a_kept_snapshot(url: str) -> None:
+    async def fetch(args: Any, ctx: stepjournal.CallCtx) -> bool:
+        return True
+
+    async def main() -> None:
+        tool = stepjournal.define_tool("fetch", replay="safe", execute=fetch)
+        journal = await stepjournal.open_journal(url, tools=[tool], snapshot_every=2)
+        for t in range(5):
+            r = await journal.begin_run("s", {"kind": "new_turn", "message": f"turn {t}"})
+            for n in range(3):
+                step = await r.commit_reply({"text": "", "calls": [{"call": f"t{t}c{n}", "tool": "fetch"}]})
+                assert (await step.drive())["status"] == "committed"
+            await r.end()
+        done = await journal.trim("s", keep_turns=2)
+        assert done["trimmed"] and done["turns"] == 3, done
+        events = [json.loads(line) for line in await journal.export_lines("s")]
+        assert 0 < events[0]["seq"] <= done["before"]
+        assert events[-1]["type"] == "trimmed"
+        shown = await journal.transcript("s")
+        assert shown[0] == {"type": "trimmed", "seq": done["at"], "turns": 3}
+        assert (await journal.trim("s", keep_turns=2))["trimmed"] is False
+        live = await journal.begin_run("s", {"kind": "new_turn", "message": "live"})
+        with pytest.raises(stepjournal.LeaseHeldError):
+            await journal.trim("s", keep_turns=0)
+        with pytest.raises(TypeError):
+            await journal.trim("s", keep_turns=-1)
+        assert (await live.trim(keep_turns=0))["trimmed"] is True
+        await live.end()
+        await journal.close()
+
+    run(main())

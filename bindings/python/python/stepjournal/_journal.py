@@ -148,6 +148,12 @@ class Run:
         """Writes a ``snapshot`` of the session: the seq where it landed, or None."""
         return await self._native.snapshot()
 
+    async def trim(self, keep_turns: int = 1) -> Dict[str, Any]:
+        """Trims the session through this run, keeping its last ``keep_turns`` turns whole (a
+        run that is one long turn passes 0); never fences the run. As :meth:`Journal.trim`."""
+        result: Dict[str, Any] = json.loads(await self._native.trim(_keep_turns(keep_turns)))
+        return result
+
     async def commit_reply(
         self, reply: Optional[Mapping[str, Any]] = None, *, text: Optional[str] = None, calls: Optional[Sequence[Mapping[str, Any]]] = None
     ) -> Step:
@@ -354,6 +360,18 @@ class Journal:
         deleted, changed = await self._native.retain(_ms(age, "age"))
         return {"deleted": deleted, "changed": changed}
 
+    async def trim(self, session: str, keep_turns: int = 1) -> Dict[str, Any]:
+        """Drops the session's events before a kept snapshot, keeping the last ``keep_turns``
+        turns whole: never the newest snapshot alone, never what an open call, a pending
+        approval or a client call needs. ``{"trimmed": True, "before", "from", "at", "turns"}``
+        (the log now starts at ``before``; ``turns`` dropped in all) or ``{"trimmed": False,
+        "why"}``. Raises ``LeaseHeldError`` while a run of the session is live,
+        ``ConflictError`` when another actor wrote to it meanwhile (nothing written)."""
+        result: Dict[str, Any] = json.loads(
+            await self._native.trim(_session(session), _keep_turns(keep_turns))
+        )
+        return result
+
     def metrics(self) -> Dict[str, int]:
         """The store's and the writer's counters."""
         result: Dict[str, int] = json.loads(self._native.metrics())
@@ -439,3 +457,9 @@ async def open_journal(
         operator=operator,
     )
     return Journal(native, tools)
+
+
+def _keep_turns(keep_turns: int) -> int:
+    if isinstance(keep_turns, bool) or not isinstance(keep_turns, int) or keep_turns < 0:
+        raise TypeError(f"keep_turns must be a whole number, 0 or more (got {keep_turns!r})")
+    return keep_turns
