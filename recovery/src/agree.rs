@@ -123,37 +123,13 @@ pub(crate) fn spread(at: &[usize], n: usize) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use stepjournal_codec::{CheckpointId, Entry, PairReason, RunId, RunOutcome, StepNo};
+    use stepjournal_codec::{CheckpointId, Entry, PairReason, RunOutcome, StepNo};
 
     use super::*;
     use crate::testlog::*;
 
     fn entries() -> Vec<NewRun> {
-        let mut entries = vec![
-            Entry::Wake,
-            resume(),
-            retry(),
-            with_message("again"),
-            Entry::NewTurn { message: "next".into() },
-            Entry::Stop,
-            Entry::Retry { checkpoint: None, message: Some("m".into()) },
-        ];
-        for cp in ["cp-1", "cp-1-commit", "cp-2", "cp-2-commit", "cp-3", "nowhere"] {
-            entries.push(from_checkpoint(cp));
-            entries.push(Entry::Retry {
-                checkpoint: Some(CheckpointId::new(cp)),
-                message: Some("m".into()),
-            });
-        }
-        entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, entry)| NewRun {
-                run: RunId::new(format!("r-new-{i}")),
-                entry,
-                commit_checkpoint: CheckpointId::new(format!("cp-new-{i}")),
-            })
-            .collect()
+        entries_naming(&["cp-1", "cp-1-commit", "cp-2", "cp-2-commit", "cp-3", "nowhere"], true)
     }
 
     #[test]

@@ -233,3 +233,34 @@ pub fn decision(plan: &Plan, call: &str) -> (crate::Action, &'static str) {
 pub fn append_types(plan: &Plan) -> Vec<&'static str> {
     plan.appends.iter().map(|e| e.kind().name()).collect()
 }
+
+/// Every entry kind as a new run (`r-new-N`), and for each of `checkpoints` a `from_checkpoint`
+/// (and, with `retries`, a `retry` with a message naming it): what the agreement properties'
+/// tests plan.
+pub fn entries_naming(checkpoints: &[&str], retries: bool) -> Vec<NewRun> {
+    let mut entries = vec![
+        Entry::Wake,
+        resume(),
+        retry(),
+        with_message("again"),
+        Entry::NewTurn { message: "next".into() },
+        Entry::Stop,
+        Entry::Retry { checkpoint: None, message: Some("m".into()) },
+    ];
+    for cp in checkpoints {
+        entries.push(from_checkpoint(cp));
+        if retries {
+            entries.push(Entry::Retry {
+                checkpoint: Some(CheckpointId::new(*cp)),
+                message: Some("m".into()),
+            });
+        }
+    }
+    (entries.into_iter().enumerate())
+        .map(|(i, entry)| NewRun {
+            run: RunId::new(format!("r-new-{i}")),
+            entry,
+            commit_checkpoint: CheckpointId::new(format!("cp-new-{i}")),
+        })
+        .collect()
+}

@@ -111,35 +111,13 @@ pub fn trims_agree(
 
 #[cfg(test)]
 mod tests {
-    use stepjournal_codec::{CheckpointId, Entry, PairReason, RunId, RunOutcome};
+    use stepjournal_codec::{Entry, PairReason, RunOutcome};
 
     use super::*;
     use crate::testlog::*;
 
     fn entries() -> Vec<NewRun> {
-        let mut entries = vec![
-            Entry::Wake,
-            resume(),
-            retry(),
-            with_message("again"),
-            Entry::NewTurn { message: "next".into() },
-            Entry::Stop,
-            Entry::Retry { checkpoint: None, message: Some("m".into()) },
-        ];
-        for cp in ["cp-1", "cp-1-commit", "cp-2", "cp-2-commit", "cp-3", "cp-3-commit"] {
-            entries.push(from_checkpoint(cp));
-            entries.push(Entry::Retry {
-                checkpoint: Some(CheckpointId::new(cp)),
-                message: Some("m".into()),
-            });
-        }
-        (entries.into_iter().enumerate())
-            .map(|(i, entry)| NewRun {
-                run: RunId::new(format!("r-new-{i}")),
-                entry,
-                commit_checkpoint: CheckpointId::new(format!("cp-new-{i}")),
-            })
-            .collect()
+        entries_naming(&["cp-1", "cp-1-commit", "cp-2", "cp-2-commit", "cp-3", "cp-3-commit"], true)
     }
 
     #[test]

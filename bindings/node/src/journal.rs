@@ -217,7 +217,7 @@ impl NativeJournal {
         let session = convert::session(&session)?;
         let keep = usize::try_from(keep_turns).unwrap_or(usize::MAX);
         let done = self.journal.trim_async(&session, keep).await.map_err(thrown)?;
-        Ok(convert::trim(&done))
+        Ok(done.to_json().to_string())
     }
 
     /// The sessions a start-up recovers.

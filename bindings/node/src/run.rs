@@ -98,7 +98,7 @@ impl NativeRun {
     pub async fn trim(&self, keep_turns: u32) -> napi::Result<String> {
         let keep = usize::try_from(keep_turns).unwrap_or(usize::MAX);
         let done = self.run.trim_async(keep).await.map_err(thrown)?;
-        Ok(convert::trim(&done))
+        Ok(done.to_json().to_string())
     }
 
     /// Records that a model request was cut off (`model_aborted`) with its partial answer and,

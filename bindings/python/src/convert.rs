@@ -137,17 +137,3 @@ pub(crate) fn step_outcome(outcome: &StepOutcome) -> String {
 pub(crate) fn status(status: &RunStatus) -> String {
     status.to_json().to_string()
 }
-
-/// What a trim did, as `{"trimmed": true, "before", "from", "at", "turns"}` or
-/// `{"trimmed": false, "why"}`, as JSON text.
-pub(crate) fn trim(done: &stepjournal::Trim) -> String {
-    let json = match done {
-        stepjournal::Trim::Trimmed { before, from, at, turns } => json!({
-            "trimmed": true, "before": before.get(), "from": from.get(), "at": at.get(),
-            "turns": turns,
-        }),
-        stepjournal::Trim::Nothing { why } => json!({"trimmed": false, "why": why}),
-        _ => json!({"trimmed": false, "why": "nothing was trimmed"}),
-    };
-    json.to_string()
-}

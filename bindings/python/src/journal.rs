@@ -201,7 +201,7 @@ impl NativeJournal {
     }
 
     /// Trims the session, keeping its last `keep_turns` turns whole: what was dropped, as JSON
-    /// text (`convert::trim`).
+    /// text (`Trim::to_json`).
     fn trim<'py>(
         &self,
         py: Python<'py>,
@@ -212,7 +212,7 @@ impl NativeJournal {
         let journal = self.journal.clone();
         crate::bridge::awaitable(py, async move {
             let done = journal.trim_async(&session, keep_turns).await.map_err(thrown)?;
-            Ok(convert::trim(&done))
+            Ok(done.to_json().to_string())
         })
     }
 

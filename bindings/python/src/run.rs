@@ -95,12 +95,12 @@ impl NativeRun {
     }
 
     /// Trims the session through this run, keeping its last `keep_turns` turns whole: what was
-    /// dropped, as JSON text (`convert::trim`).
+    /// dropped, as JSON text (`Trim::to_json`).
     fn trim<'py>(&self, py: Python<'py>, keep_turns: usize) -> PyResult<Bound<'py, PyAny>> {
         let run = self.run.clone();
         crate::bridge::awaitable(py, async move {
             let done = run.trim_async(keep_turns).await.map_err(thrown)?;
-            Ok(crate::convert::trim(&done))
+            Ok(done.to_json().to_string())
         })
     }
 

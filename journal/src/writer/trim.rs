@@ -42,6 +42,20 @@ pub enum Trim {
     },
 }
 
+impl Trim {
+    /// The JSON form the bindings hand a runtime: `{"trimmed": true, "before", "from", "at",
+    /// "turns"}` or `{"trimmed": false, "why"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Trim::Trimmed { before, from, at, turns } => serde_json::json!({
+                "trimmed": true, "before": before.get(), "from": from.get(), "at": at.get(),
+                "turns": turns,
+            }),
+            Trim::Nothing { why } => serde_json::json!({"trimmed": false, "why": why}),
+        }
+    }
+}
+
 /// Why [`Journal::trim`] trimmed nothing. Nothing was written, except where
 /// [`TrimError::Append`] says the store cannot tell.
 #[derive(Debug, thiserror::Error)]

@@ -447,6 +447,18 @@ fn entries_with(input: &FoldInput, kinds: impl IntoIterator<Item = EntrySpec>) -
         .collect()
 }
 
+/// The entries a fork and a trim are planned with beside the input's own: every kind, a
+/// checkpoint the fold may or may not place, a retry naming one with a message.
+const FORK_AND_TRIM_KINDS: [EntrySpec; 7] = [
+    EntrySpec::Wake,
+    EntrySpec::Stop,
+    EntrySpec::Continue,
+    EntrySpec::WithMessage,
+    EntrySpec::Retry { checkpoint: None, message: false },
+    EntrySpec::FromCheckpoint(0),
+    EntrySpec::Retry { checkpoint: Some(1), message: true },
+];
+
 /// How many committed steps of a log a fork is made at.
 const FORK_POINTS: usize = 3;
 
@@ -460,16 +472,7 @@ pub fn fork_fold_agrees(
     registry: &MemoryRegistry,
     config: &Config,
 ) -> Result<Agreement, String> {
-    let kinds = [
-        EntrySpec::Wake,
-        EntrySpec::Stop,
-        EntrySpec::Continue,
-        EntrySpec::WithMessage,
-        EntrySpec::Retry { checkpoint: None, message: false },
-        EntrySpec::FromCheckpoint(0),
-        EntrySpec::Retry { checkpoint: Some(1), message: true },
-    ];
-    let entries = entries_with(input, kinds);
+    let entries = entries_with(input, FORK_AND_TRIM_KINDS);
     forks_agree(events, &entries, registry, config, FORK_POINTS)
         .map_err(|e| format!("a fork plans otherwise: {e}"))
 }
@@ -486,16 +489,7 @@ pub fn trim_fold_agrees(
     registry: &MemoryRegistry,
     config: &Config,
 ) -> Result<Agreement, String> {
-    let kinds = [
-        EntrySpec::Wake,
-        EntrySpec::Stop,
-        EntrySpec::Continue,
-        EntrySpec::WithMessage,
-        EntrySpec::Retry { checkpoint: None, message: false },
-        EntrySpec::FromCheckpoint(0),
-        EntrySpec::Retry { checkpoint: Some(1), message: true },
-    ];
-    let entries = entries_with(input, kinds);
+    let entries = entries_with(input, FORK_AND_TRIM_KINDS);
     trims_agree(events, &entries, registry, config, TRIM_POINTS)
         .map_err(|e| format!("a trimmed log plans otherwise: {e}"))
 }
