@@ -20,8 +20,8 @@ Keeps the session's log from a snapshot on: never the newest snapshot alone (the
 is kept too), never less than the last KEEP turns whole, never a snapshot a later rewind reaches \
 back past. Every open call, pending approval and client call lies after a kept snapshot. \
 Afterwards `show`, `export` and `read` start at the kept snapshot, and the transcript says how \
-many turns were dropped. A session whose run is live is refused (its next append would be \
-fenced); a session another actor appends to meanwhile is left as it is. The space is freed as a \
+many turns were dropped. A session whose run is live is refused (the trim would race its \
+appends); a session another actor appends to meanwhile is left as it is. The space is freed as a \
 deletion's is (rows at once; a file journal's segments by compaction).")]
 pub struct TrimArgs {
     /// The store: file:PATH, sqlite:PATH or postgres://...

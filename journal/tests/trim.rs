@@ -320,3 +320,44 @@ fn a_long_run_trims_itself_and_a_crash_after_it_is_found_and_recovered_after_a_r
     let rules: Vec<&str> = wake_a.plan().calls.iter().map(|c| c.rule.id).collect();
     assert_eq!(rules, ["recovery.outcome_unknown"]);
 }
+
+#[test]
+fn a_trim_that_lands_beside_a_live_run_is_folded_by_it_and_never_fences_it() {
+    // An operator's trim decided on a head read just before a run began (the store's
+    // compare-and-set lets it land at the tail it read): the run's next append finds it,
+    // folds it as another writer's event, and goes on.
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let whole: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let (a, b) = (journal(store.clone()), journal(whole.clone()));
+    turns(&a);
+    turns(&b);
+    let records = store.read_all(&session()).unwrap();
+    let (before, turns_dropped) = stepjournal::recovery::trim_point(&records, 2).unwrap();
+    let message = || Entry::NewTurn { message: "after".into() };
+    let (run_a, run_b) =
+        (a.begin_run(&session(), message()).unwrap(), b.begin_run(&session(), message()).unwrap());
+    let tail = store.tail(&session()).unwrap();
+    let trimmed = Event::Trimmed(stepjournal_codec::Trimmed { before, turns: turns_dropped });
+    store
+        .append(
+            &session(),
+            tail,
+            &[stepjournal_codec::Stamped::at(T0, trimmed)],
+            stepjournal_backends::Durability::Synced,
+        )
+        .unwrap();
+    grow(&run_a, 9, 2);
+    grow(&run_b, 9, 2);
+    assert_eq!(run_a.status(), run_b.status(), "the run was not fenced");
+    let step_a = run_a.commit_reply(Reply::new("last").call(call("z", "send_email"))).unwrap();
+    let step_b = run_b.commit_reply(Reply::new("last").call(call("z", "send_email"))).unwrap();
+    std::mem::forget((step_a.start_body(&id("z")).unwrap(), step_b.start_body(&id("z")).unwrap()));
+    std::mem::forget((step_a, step_b, run_a, run_b));
+    let (a, b) = (journal(store.clone()), journal(whole));
+    let (wake_a, wake_b) = (
+        a.begin_run(&session(), Entry::Wake).unwrap(),
+        b.begin_run(&session(), Entry::Wake).unwrap(),
+    );
+    assert_eq!(wake_a.plan().calls, wake_b.plan().calls);
+    assert!(store.read_all(&session()).unwrap()[0].seq > Seq(0), "the trim held");
+}

@@ -62,8 +62,10 @@ impl Trim {
 #[non_exhaustive]
 pub enum TrimError {
     /// A run of the session is live (in this journal, or under a live lease of another
-    /// process): its next append would find the trim and be fenced. Trim it through the run's
-    /// end, or once it has ended.
+    /// process): the trim would race the run's appends. Trim it through the run
+    /// ([`Run::trim`](super::Run::trim)), or once it has ended. (A trim that lands beside a live
+    /// run all the same, decided on a head read just before the run began, is folded by the
+    /// run as another writer's event: it never fences the run.)
     #[error("cannot trim session `{session}`: its run `{run}` is live; trim it once the run ends")]
     Running {
         /// The session.
