@@ -18,6 +18,7 @@ use super::cause::describe;
 use super::failure::{BACKEND, Class, Failure, PgError, store_error};
 use super::ops;
 use super::pool::Conn;
+use super::schema::Stmt;
 use super::shared::{Param, Shared, backoff, bump, deadline};
 use crate::sql::{EncodedBatch, Place};
 use crate::{AppendAck, AppendError, Durability, StoreError};
@@ -92,7 +93,11 @@ async fn run(
         let Some(c) = lease.conn() else {
             continue;
         };
-        if c.synchronous_commit != synchronous {
+        // Behind a transaction pooler no session setting is kept: a `Buffered` append sets
+        // `synchronous_commit = off` for its own transaction (below), a `Synced` one has the
+        // server's `on`, which the store checked when it opened.
+        let pooled = store.options.transaction_pooler;
+        if !pooled && c.synchronous_commit != synchronous {
             let set = if synchronous {
                 "SET synchronous_commit = on"
             } else {
@@ -126,12 +131,15 @@ async fn run(
             &head.outcome,
             &head.answered,
         ];
-        let result = if batch.trim > 0 {
+        let local_off = pooled && !synchronous;
+        let result = if batch.trim > 0 || local_off {
             // A trim: the append and the delete of the rows before it in one transaction,
-            // the delete only once the append moved the head.
-            trimmed(&mut c.client, statement, &params, &c.stmts.trim_events, s, batch).await
+            // the delete only once the append moved the head; behind a transaction pooler a
+            // `Buffered` append's `SET LOCAL synchronous_commit = off` with it.
+            let trim = (batch.trim > 0).then_some((&c.stmts.trim_events, batch.trim));
+            in_transaction(&mut c.client, statement, &params, trim, s, batch.len(), local_off).await
         } else {
-            c.client.query_one(statement, &params).await
+            statement.query_one(&c.client, &params).await
         };
         let err = match result.and_then(|row| row.try_get::<_, i64>(0)) {
             Ok(n) if n == batch.len() as i64 => return Ok(ack),
@@ -139,8 +147,9 @@ async fn run(
                 // A lost attempt's statement may have reached the server late and landed.
                 if was_lost {
                     let found = c
-                        .client
-                        .query_opt(&c.stmts.head, &[&s])
+                        .stmts
+                        .head
+                        .query_opt(&c.client, &[&s])
                         .await
                         .and_then(|row| row.map(|r| Head::of(&r)).transpose());
                     match found.map(|head| judge(head, place, &token)) {
@@ -227,21 +236,29 @@ async fn run(
     }))
 }
 
-/// The append of a batch that trims its session: `statement` and, once it inserted every
-/// event, the delete of `session`'s rows before the trim, committed together. Returns the
-/// append's row (its count of events inserted, 0 when the tail was not the batch's).
-async fn trimmed(
+/// An append in a transaction of its own: `statement`, and, once it inserted every event, the
+/// delete of `session`'s rows before the trim (`trim`: the statement and the seq), committed
+/// together; with `synchronous_commit = off` for this transaction alone when asked (a `Buffered`
+/// append behind a transaction pooler). Returns the append's row (its count of events inserted,
+/// 0 when the tail was not the batch's).
+async fn in_transaction(
     client: &mut tokio_postgres::Client,
-    statement: &tokio_postgres::Statement,
+    statement: &Stmt,
     params: &[&Param<'_>],
-    trim_events: &tokio_postgres::Statement,
+    trim: Option<(&Stmt, i64)>,
     session: &str,
-    batch: &EncodedBatch,
+    events: usize,
+    synchronous_commit_off: bool,
 ) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
     let tx = client.transaction().await?;
-    let row = tx.query_one(statement, params).await?;
-    if row.try_get::<_, i64>(0)? == batch.len() as i64 {
-        tx.execute(trim_events, &[&session, &batch.trim]).await?;
+    if synchronous_commit_off {
+        tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
+    }
+    let row = statement.query_one(&tx, params).await?;
+    if let Some((trim_events, before)) = trim
+        && row.try_get::<_, i64>(0)? == events as i64
+    {
+        trim_events.execute(&tx, &[&session, &before]).await?;
     }
     tx.commit().await?;
     Ok(row)
@@ -325,10 +342,12 @@ async fn read_back(
     if place.first == 0 {
         // A new session: the lost statement inserted the head row; this insert waits for it
         // (and, if it did not, puts a row at 0 that the rollback below takes back).
-        tx.execute(&conn.stmts.claim_head, &[&session]).await?;
+        conn.stmts.claim_head.execute(&tx, &[&session]).await?;
     }
-    let head = tx
-        .query_opt(&conn.stmts.lock_head, &[&session])
+    let head = conn
+        .stmts
+        .lock_head
+        .query_opt(&tx, &[&session])
         .await?
         .map(|r| Head::of(&r))
         .transpose()?;

@@ -52,6 +52,15 @@ pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
         if let Some(hint) = db.hint() {
             text.push_str(&format!("; hint: {}", one_line(hint)));
         }
+        // A statement the store prepared on its connection is gone: the connection's server
+        // session changed under it, as behind a transaction pooler.
+        if db.code() == &tokio_postgres::error::SqlState::INVALID_SQL_STATEMENT_NAME {
+            text.push_str(
+                "; a prepared statement of this connection is gone, as when a transaction \
+                 pooler (PgBouncer in transaction mode) stands between the store and the \
+                 server: open the store with `?pooler=transaction`",
+            );
+        }
         return text;
     }
     let mut text = error.to_string();

@@ -45,6 +45,14 @@ pub struct PostgresOptions {
     /// `false` a schema holding no store is refused, never created: a mistyped `?schema=` given
     /// to a command that acts on sessions creates nothing.
     pub create: bool,
+    /// The store is reached through a transaction pooler (PgBouncer in `pool_mode =
+    /// transaction`, Supabase's and Neon's poolers): consecutive transactions of one connection
+    /// may run on different server connections, so no statement is prepared (each is sent
+    /// unnamed, with its types) and no session setting is made (a `Buffered` append sets
+    /// `synchronous_commit = off` for its own transaction; `Synced` appends rely on the server's
+    /// `on`, checked at open; `statement_timeout` is the role's or the server's). Default
+    /// `false`; URL parameter `pooler=transaction` (or `pooler=none`).
+    pub transaction_pooler: bool,
 }
 
 impl Default for PostgresOptions {
@@ -60,6 +68,7 @@ impl Default for PostgresOptions {
             limits: Limits::default(),
             read_only: false,
             create: true,
+            transaction_pooler: false,
         }
     }
 }
@@ -135,6 +144,21 @@ pub(crate) fn resolve(url: &str, mut options: PostgresOptions) -> Result<Resolve
                     options.statement_timeout = (!d.is_zero()).then_some(d);
                 }
                 "resolve_timeout" => options.resolve_timeout = millis(url, key, &value()?)?,
+                "pooler" => {
+                    options.transaction_pooler = match value()?.as_str() {
+                        "transaction" => true,
+                        "none" | "session" => false,
+                        other => {
+                            return Err(bad(
+                                url,
+                                format!(
+                                    "`pooler` is `transaction` (a transaction pooler in front of \
+                                     the server), `session` or `none`, not `{other}`"
+                                ),
+                            ));
+                        }
+                    };
+                }
                 "max_retries" => {
                     let value = value()?;
                     options.max_retries = value.parse().map_err(|_| {

@@ -54,7 +54,7 @@ fn head_of(location: &str, row: &Row) -> Result<SessionHead, StoreError> {
 
 pub(super) async fn heads(shared: &Shared) -> Result<Vec<SessionHead>, StoreError> {
     let rows = with_retries!(shared, "reading the heads", |c| {
-        c.client.query(&c.stmts.heads, &[]).await.map_err(|e| PgError::new("selecting", e))
+        c.stmts.heads.query(&c.client, &[]).await.map_err(|e| PgError::new("selecting", e))
     })?;
     rows.iter().map(|r| head_of(&shared.location, r)).collect()
 }
@@ -65,7 +65,7 @@ pub(super) async fn head(
 ) -> Result<Option<SessionHead>, StoreError> {
     let s = session.as_str();
     let row = with_retries!(shared, &format!("reading the head of {session}"), |c| {
-        c.client.query_opt(&c.stmts.head_row, &[&s]).await.map_err(|e| PgError::new("selecting", e))
+        c.stmts.head_row.query_opt(&c.client, &[&s]).await.map_err(|e| PgError::new("selecting", e))
     })?;
     row.map(|r| head_of(&shared.location, &r)).transpose()
 }
@@ -93,14 +93,18 @@ pub(super) async fn take_lease(
             async {
                 let failed = |doing| move |e| PgError::new(doing, e);
                 let tx = c.client.transaction().await.map_err(failed("beginning"))?;
-                let row = tx
-                    .query_opt(&c.stmts.lock_lease, &[&s])
+                let row = c
+                    .stmts
+                    .lock_lease
+                    .query_opt(&tx, &[&s])
                     .await
                     .map_err(failed("locking the head row"))?;
                 let Some(row) = row else {
                     // No head row: one holding the lease, unless a racer made one first.
-                    let made = tx
-                        .query_opt(&c.stmts.insert_lease, &[&s as &Param<'_>, &o, &r, &ttl])
+                    let made = c
+                        .stmts
+                        .insert_lease
+                        .query_opt(&tx, &[&s as &Param<'_>, &o, &r, &ttl])
                         .await
                         .map_err(failed("inserting the head row"))?;
                     let Some(made) = made else { return Ok::<_, PgError>(Took::Raced) };
@@ -119,7 +123,9 @@ pub(super) async fn take_lease(
                     Decision::Refuse(lease) => Ok(Took::Done(LeaseTaken::HeldBy(lease))),
                     Decision::Take { took_over } => {
                         let expires = lease::expiry(now, lasts);
-                        tx.execute(&c.stmts.set_lease, &[&s as &Param<'_>, &o, &r, &expires])
+                        c.stmts
+                            .set_lease
+                            .execute(&tx, &[&s as &Param<'_>, &o, &r, &expires])
                             .await
                             .map_err(failed("setting the lease"))?;
                         tx.commit().await.map_err(failed("committing"))?;
@@ -158,7 +164,7 @@ pub(super) async fn renew_leases(
     let what = format!("renewing {} leases of {owner}", runs.len());
     let rows = with_retries!(shared, &what, |c| {
         let renewed =
-            c.client.query(&c.stmts.renew_leases, &[&o as &Param<'_>, &sessions, &ttl, &ids]).await;
+            c.stmts.renew_leases.query(&c.client, &[&o as &Param<'_>, &sessions, &ttl, &ids]).await;
         renewed.map_err(|e| PgError::new("renewing", e))
     })?;
     let mut renewed = std::collections::BTreeSet::new();
@@ -181,7 +187,7 @@ pub(super) async fn release_lease(
     let (s, o, r) = (session.as_str(), owner.as_str(), run.as_str());
     let what = format!("releasing the lease of {session} held by {owner}");
     with_retries!(shared, &what, |c| {
-        let released = c.client.execute(&c.stmts.release_lease, &[&s, &o, &r]).await;
+        let released = c.stmts.release_lease.execute(&c.client, &[&s, &o, &r]).await;
         released.map(|_| ()).map_err(|e| PgError::new("releasing", e))
     })
 }

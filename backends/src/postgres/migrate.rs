@@ -13,6 +13,7 @@
 //! not the store's is refused before anything is created in it.
 
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Transaction};
 
 /// The schema's migrations, in order; `{s}` stands for the quoted schema name. Migration `i`
@@ -131,11 +132,13 @@ fn collided(e: &tokio_postgres::Error) -> bool {
 
 /// Whether the schema holds the guard's table.
 async fn has_guard(client: &mut Client, schema: &str) -> Result<bool, MigrateError> {
+    // Unnamed, in one round trip (as every statement outside a transaction here): behind a
+    // transaction pooler a statement prepared in one round trip may be gone by the next.
     client
-        .query_one(
+        .query_typed_one(
             "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
              WHERE table_schema = $1 AND table_name = 'schema_lock')",
-            &[&schema],
+            &[(&schema, Type::TEXT)],
         )
         .await
         .and_then(|row| row.try_get(0))
@@ -207,10 +210,10 @@ async fn version(tx: &mut Transaction<'_>, quoted: &str) -> Result<i32, MigrateE
 async fn refuse_foreign(client: &mut Client, schema: &str) -> Result<(), MigrateError> {
     let failed = |e| MigrateError::Driver("listing the schema's tables", e);
     let rows = client
-        .query(
+        .query_typed(
             "SELECT table_name::text, table_type::text FROM information_schema.tables \
              WHERE table_schema = $1 ORDER BY table_name",
-            &[&schema],
+            &[(&schema, Type::TEXT)],
         )
         .await
         .map_err(failed)?;
@@ -254,10 +257,10 @@ pub(crate) async fn check(
 ) -> Result<Option<i32>, MigrateError> {
     use MigrateError::Driver;
     let exists: bool = client
-        .query_one(
+        .query_typed_one(
             "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
              WHERE table_schema = $1 AND table_name = 'schema_version')",
-            &[&schema],
+            &[(&schema, Type::TEXT)],
         )
         .await
         .and_then(|row| row.try_get(0))
@@ -266,7 +269,7 @@ pub(crate) async fn check(
         return Ok(None);
     }
     let current: Option<i32> = client
-        .query_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
+        .query_typed_one(&format!("SELECT max(version) FROM {quoted}.schema_version"), &[])
         .await
         .and_then(|row| row.try_get(0))
         .map_err(|e| Driver("reading the schema version", e))?;

@@ -124,6 +124,7 @@ impl PostgresStore {
             config: resolved.config,
             quoted_schema: quoted,
             statement_timeout: resolved.options.statement_timeout,
+            pooled: resolved.options.transaction_pooler,
         };
         let location = resolved.location;
         let driver = Driver::start().map_err(|e| {
@@ -209,6 +210,30 @@ async fn open_schema(
             ),
         },
     };
+    if options.transaction_pooler {
+        // `Synced` appends make no session setting behind a pooler: they need the server's.
+        let rows = client
+            .simple_query("SHOW synchronous_commit")
+            .await
+            .map_err(|e| open_err(PgError::new("reading synchronous_commit", e)))?;
+        let setting = rows
+            .iter()
+            .find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if setting == "off" || setting == "local" {
+            return Err(OpenError::Options {
+                reason: format!(
+                    "{location}: behind a transaction pooler (`pooler=transaction`) a `Synced` \
+                     append relies on the server's `synchronous_commit`, which is `{setting}` \
+                     for this role and database; set it to `on` (`ALTER ROLE ... SET \
+                     synchronous_commit = on`), or connect without the pooler"
+                ),
+            });
+        }
+    }
     let schema = &options.schema;
     let quoted = &connector.quoted_schema;
     // Opened to create (the default), the migration looks at the schema itself: no look first.

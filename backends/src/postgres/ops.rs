@@ -18,7 +18,7 @@ pub(super) async fn read(
     let (start, end) = sql::range_bounds(&range);
     let s = session.as_str();
     let rows = with_retries!(shared, &format!("reading {session}"), |c| {
-        let rows = c.client.query(&c.stmts.read, &[&s as &Param<'_>, &start, &end]).await;
+        let rows = c.stmts.read.query(&c.client, &[&s as &Param<'_>, &start, &end]).await;
         rows.map_err(|e| PgError::new("selecting events", e))
     })?;
     let out = records(shared, session, rows)?;
@@ -34,7 +34,7 @@ pub(super) async fn read_from_snapshot(
 ) -> Result<Vec<Record>, StoreError> {
     let s = session.as_str();
     let rows = with_retries!(shared, &format!("reading {session}"), |c| {
-        let rows = c.client.query(&c.stmts.read_from_snapshot, &[&s as &Param<'_>]).await;
+        let rows = c.stmts.read_from_snapshot.query(&c.client, &[&s as &Param<'_>]).await;
         rows.map_err(|e| PgError::new("selecting events from the newest snapshot", e))
     })?;
     let out = records(shared, session, rows)?;
@@ -62,7 +62,7 @@ fn records(
 pub(super) async fn tail(shared: &Shared, session: &SessionId) -> Result<Seq, StoreError> {
     let s = session.as_str();
     let tail = with_retries!(shared, &format!("reading the tail of {session}"), |c| {
-        match c.client.query_opt(&c.stmts.tail, &[&s]).await {
+        match c.stmts.tail.query_opt(&c.client, &[&s]).await {
             Ok(row) => row
                 .map_or(Ok(0), |r| r.try_get::<_, i64>(0))
                 .map_err(|e| PgError::new("decoding the head row", e)),
@@ -74,7 +74,7 @@ pub(super) async fn tail(shared: &Shared, session: &SessionId) -> Result<Seq, St
 
 pub(super) async fn sessions(shared: &Shared) -> Result<Vec<SessionId>, StoreError> {
     let rows = with_retries!(shared, "listing sessions", |c| {
-        c.client.query(&c.stmts.sessions, &[]).await.map_err(|e| PgError::new("selecting", e))
+        c.stmts.sessions.query(&c.client, &[]).await.map_err(|e| PgError::new("selecting", e))
     })?;
     rows.iter()
         .map(|r| {
@@ -104,8 +104,10 @@ pub(super) async fn delete(
             let tx = c.client.transaction().await.map_err(|e| PgError::new("beginning", e))?;
             // Lock the head first: a concurrent append finishes before the events are deleted,
             // and the delete below (a new snapshot) sees what it wrote.
-            let head = tx
-                .query_opt(&c.stmts.lock_head, &[&s])
+            let head = c
+                .stmts
+                .lock_head
+                .query_opt(&tx, &[&s])
                 .await
                 .map_err(|e| PgError::new("locking the head row", e))?;
             let actual = head.and_then(|r| r.try_get::<_, i64>(0).ok()).unwrap_or(0);
@@ -118,11 +120,15 @@ pub(super) async fn delete(
                 return Ok::<_, PgError>(Some(actual));
             }
             passed = true;
-            let events = tx
-                .execute(&c.stmts.delete_events, &[&s])
+            let events = c
+                .stmts
+                .delete_events
+                .execute(&tx, &[&s])
                 .await
                 .map_err(|e| PgError::new("deleting events", e))?;
-            tx.execute(&c.stmts.delete_head, &[&s])
+            c.stmts
+                .delete_head
+                .execute(&tx, &[&s])
                 .await
                 .map_err(|e| PgError::new("deleting the head row", e))?;
             // Counted before the commit: if it is lost and landed, the retry finds nothing.

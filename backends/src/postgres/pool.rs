@@ -25,6 +25,8 @@ pub(crate) struct Connector {
     pub config: tokio_postgres::Config,
     pub quoted_schema: String,
     pub statement_timeout: Option<Duration>,
+    /// Behind a transaction pooler: no statement prepared, no session setting made.
+    pub pooled: bool,
 }
 
 impl std::fmt::Debug for Conn {
@@ -42,14 +44,18 @@ impl Connector {
     /// runtime, where the connection's task is spawned.
     pub(crate) async fn open(&self, timeout: Option<Duration>) -> Result<Conn, PgError> {
         let client = self.connect(timeout).await?;
-        let statement_timeout = self.statement_timeout.map_or(0, |d| d.as_millis());
-        client
-            .batch_execute(&format!(
-                "SET statement_timeout = {statement_timeout}; SET synchronous_commit = on"
-            ))
-            .await
-            .map_err(|e| PgError::new("setting the session parameters", e))?;
-        let stmts = Statements::prepare(&client, &self.quoted_schema)
+        // Behind a transaction pooler a session setting would stay on the server connection,
+        // for whichever client the pooler hands it to next: none is made.
+        if !self.pooled {
+            let statement_timeout = self.statement_timeout.map_or(0, |d| d.as_millis());
+            client
+                .batch_execute(&format!(
+                    "SET statement_timeout = {statement_timeout}; SET synchronous_commit = on"
+                ))
+                .await
+                .map_err(|e| PgError::new("setting the session parameters", e))?;
+        }
+        let stmts = Statements::prepare(&client, &self.quoted_schema, self.pooled)
             .await
             .map_err(|e| PgError::new("preparing statements", e))?;
         Ok(Conn { client, stmts, synchronous_commit: true })

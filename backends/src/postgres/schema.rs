@@ -1,10 +1,79 @@
-//! The statements the store runs, prepared on each connection.
+//! The statements the store runs: prepared on each connection, or, behind a transaction
+//! pooler (`?pooler=transaction`), sent unnamed with their types each time (a named statement
+//! lives on one server connection, which a transaction pooler does not keep for a client).
 
 use stepjournal_codec::RunOutcome;
-use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Statement};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Error, GenericClient, Row, Statement};
 
-/// The statements of one connection, prepared when it opens.
+/// One statement of the store: its text and parameter types, and the statement prepared on the
+/// connection when the store prepares them (not behind a transaction pooler).
+#[derive(Debug)]
+pub(crate) struct Stmt {
+    sql: String,
+    types: &'static [Type],
+    prepared: Option<Statement>,
+}
+
+/// A statement's parameters.
+type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+impl Stmt {
+    fn typed<'a>(&self, params: &'a Params<'a>) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+        params.iter().copied().zip(self.types.iter().cloned()).collect()
+    }
+
+    /// Runs it on `c` (a connection or a transaction): every row.
+    pub(crate) async fn query<C: GenericClient + Sync>(
+        &self,
+        c: &C,
+        params: &Params<'_>,
+    ) -> Result<Vec<Row>, Error> {
+        match &self.prepared {
+            Some(statement) => c.query(statement, params).await,
+            None => c.query_typed(&self.sql, &self.typed(params)).await,
+        }
+    }
+
+    /// Runs it on `c`: its one row.
+    pub(crate) async fn query_one<C: GenericClient + Sync>(
+        &self,
+        c: &C,
+        params: &Params<'_>,
+    ) -> Result<Row, Error> {
+        match &self.prepared {
+            Some(statement) => c.query_one(statement, params).await,
+            None => c.query_typed_one(&self.sql, &self.typed(params)).await,
+        }
+    }
+
+    /// Runs it on `c`: its row, if any.
+    pub(crate) async fn query_opt<C: GenericClient + Sync>(
+        &self,
+        c: &C,
+        params: &Params<'_>,
+    ) -> Result<Option<Row>, Error> {
+        match &self.prepared {
+            Some(statement) => c.query_opt(statement, params).await,
+            None => c.query_typed_opt(&self.sql, &self.typed(params)).await,
+        }
+    }
+
+    /// Runs it on `c`: the rows it changed.
+    pub(crate) async fn execute<C: GenericClient + Sync>(
+        &self,
+        c: &C,
+        params: &Params<'_>,
+    ) -> Result<u64, Error> {
+        match &self.prepared {
+            Some(statement) => c.execute(statement, params).await,
+            None => c.execute_typed(&self.sql, &self.typed(params)).await,
+        }
+    }
+}
+
+/// The statements of one connection, prepared when it opens (unless behind a transaction
+/// pooler).
 ///
 /// Each statement modifies a table at most once (CockroachDB refuses two modifications of one
 /// table in a statement): an append moves the head row with one `UPDATE` (an existing session)
@@ -17,55 +86,55 @@ pub(crate) struct Statements {
     /// answered). Moves the head row from `$2` to `$3`, setting its token, last time and run
     /// head, and inserts the events only if it moved. Returns the number of events inserted:
     /// all of them, or 0 when the tail was not `$2`.
-    pub append: Statement,
+    pub append: Stmt,
     /// A batch at seq 0 (a new session), the parameters as for [`Statements::append`] with `$2`
     /// 0 and `$10`-`$13` the run head of a session with no run after the batch: inserts the
     /// head row (or moves one left at 0, keeping its lease) and the events.
-    pub append_new: Statement,
+    pub append_new: Stmt,
     /// `$1` session: the next sequence number, if the session exists.
-    pub tail: Statement,
+    pub tail: Stmt,
     /// `$1` session, `$2` start, `$3` end: `(seq, record)` in order.
-    pub read: Statement,
+    pub read: Stmt,
     /// `$1` session: `(seq, record)` from its newest snapshot on, in order (from seq 0 when it
     /// has none); see [`from_snapshot_sql`].
-    pub read_from_snapshot: Statement,
+    pub read_from_snapshot: Stmt,
     /// Every session with events, sorted.
-    pub sessions: Statement,
+    pub sessions: Stmt,
     /// `$1` session: `(next_seq, token)` of its head row, locked (waiting for a writer that
     /// holds it).
-    pub lock_head: Statement,
+    pub lock_head: Stmt,
     /// `$1` session: `(next_seq, token)` of its head row, not locked.
-    pub head: Statement,
+    pub head: Stmt,
     /// `$1` session: inserts a head row at 0 unless one exists, waiting for an uncommitted
     /// insert of the same session to end. Used only in a transaction rolled back after.
-    pub claim_head: Statement,
+    pub claim_head: Stmt,
     /// `$1` session: deletes its events.
-    pub delete_events: Statement,
+    pub delete_events: Stmt,
     /// `$1` session, `$2` seq: deletes the session's rows before `$2` (a trim, run in the
     /// append's transaction once the append moved the head; a second modification of `events`
     /// in the append's statement is what CockroachDB refuses).
-    pub trim_events: Statement,
+    pub trim_events: Stmt,
     /// `$1` session: deletes its head row.
-    pub delete_head: Statement,
+    pub delete_head: Stmt,
     /// Every session's head row with events, sorted: [`HEAD_COLUMNS`], then the server's clock
     /// in unix ms, read by the statement that reads the rows.
-    pub heads: Statement,
+    pub heads: Stmt,
     /// `$1` session: its head row, if it has events: [`HEAD_COLUMNS`], then the server's clock
     /// in unix ms.
-    pub head_row: Statement,
+    pub head_row: Stmt,
     /// `$1` session: `(lease_owner, lease_run, lease_expires, now)` of its head row, locked;
     /// `now` is the server's clock in unix ms.
-    pub lock_lease: Statement,
+    pub lock_lease: Stmt,
     /// `$1` session, `$2` owner, `$3` run, `$4` ttl (ms): a head row at 0 holding the lease,
     /// unless a row exists. Returns its `lease_expires`.
-    pub insert_lease: Statement,
+    pub insert_lease: Stmt,
     /// `$1` session, `$2` owner, `$3` run, `$4` expiry (unix ms): sets the row's lease.
-    pub set_lease: Statement,
+    pub set_lease: Stmt,
     /// `$1` owner, `$2` sessions, `$3` ttl (ms), `$4` runs: renews the owner's leases on
     /// those runs, returning the sessions renewed.
-    pub renew_leases: Statement,
+    pub renew_leases: Stmt,
     /// `$1` session, `$2` owner, `$3` run: clears the lease if it is still that one.
-    pub release_lease: Statement,
+    pub release_lease: Stmt,
 }
 
 /// The columns of a head as [`Statements::heads`] and [`Statements::head_row`] read them.
@@ -144,9 +213,17 @@ fn insert_events(s: &str) -> String {
 }
 
 impl Statements {
-    pub(crate) async fn prepare(client: &Client, s: &str) -> Result<Self, tokio_postgres::Error> {
+    /// The statements for schema `s`, prepared on `client`; behind a transaction pooler
+    /// (`pooled`), kept as text and sent unnamed each time.
+    pub(crate) async fn prepare(
+        client: &Client,
+        s: &str,
+        pooled: bool,
+    ) -> Result<Self, tokio_postgres::Error> {
         let p = |sql: String, types: &'static [Type]| async move {
-            client.prepare_typed(&sql, types).await
+            let prepared =
+                if pooled { None } else { Some(client.prepare_typed(&sql, types).await?) };
+            Ok::<_, tokio_postgres::Error>(Stmt { sql, types, prepared })
         };
         const APPEND: &[Type] = &[
             Type::TEXT,

@@ -5,4 +5,6 @@ pub mod exec;
 #[cfg(feature = "postgres")]
 pub mod pg;
 #[cfg(feature = "postgres")]
+pub mod pgbouncer;
+#[cfg(feature = "postgres")]
 pub mod proxy;
