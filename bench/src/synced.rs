@@ -63,6 +63,9 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
     if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
         contenders.push(pg);
     }
+    if let Some(pg) = crate::postgres::pooled_contender(bytes, threads, Durability::Synced)? {
+        contenders.push(pg);
+    }
     let raw_key = crate::raw::fsync_key(bytes, threads);
     let cohort_key = crate::cohort::key(bytes, threads);
     for mut t in in_turns(work, contenders)? {
@@ -90,6 +93,10 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         if row.group == "file async" {
             let sync = format!("file.{}.{bytes}.{threads}", Durability::Synced.as_str());
             row = row.vs("file sync", Compare::to(sync));
+        }
+        if row.group == "postgres pooled" {
+            let direct = crate::postgres::key(Durability::Synced, bytes, threads);
+            row = row.vs("postgres direct", Compare::to(direct));
         }
         if row.group == "file" {
             if peers {
