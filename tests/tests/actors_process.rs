@@ -520,3 +520,114 @@ fn a_runtime_frozen_past_its_lease_lands_nothing_after_another_took_over_on_post
     let _fixture = support::pg::PgFixture::at(&support::pg::url(), &schema, Default::default());
     frozen_runtime("postgresql", &url, None, 30);
 }
+
+/// libfaketime, preloaded into a child to skew its wall clock (Debian's `faketime` package;
+/// its `faketime` wrapper would stand between the test and the child, which then outlives a
+/// kill of the wrapper). Under `CI=true` its absence fails the test.
+fn libfaketime() -> Option<&'static str> {
+    let found = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/faketime/libfaketimeMT.so.1",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists());
+    assert!(
+        found.is_some() || std::env::var("CI").as_deref() != Ok("true"),
+        "this test needs libfaketime, which CI installs (.ci/run: the faketime package)"
+    );
+    if found.is_none() {
+        eprintln!("skipped: this test skews runtimes' clocks with libfaketime, not installed");
+    }
+    found
+}
+
+impl Actor {
+    /// `runtime_child args` with its wall clock `offset` from this machine's (libfaketime
+    /// preloaded; the monotonic clock left alone, so its timers run true).
+    fn spawn_skewed(name: &str, lib: &str, offset: &str, args: &[&str]) -> Actor {
+        let mut child = Command::new(CHILD)
+            .env("LD_PRELOAD", lib)
+            .env("FAKETIME", offset)
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name}: cannot start {CHILD}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Actor { name: name.to_owned(), child, stdin, lines }
+    }
+}
+
+/// Two runtime processes whose clocks are skewed 60 s apart against one PostgreSQL server: a
+/// runtime whose clock runs behind holds 4 sessions' runs open under 2 s leases, and one whose
+/// clock runs ahead tries to recover every half second for 4 s (twice the lease): it recovers
+/// none of them, since leases are judged by the server's clock. Once the first is killed, the
+/// second recovers all four. Then the same with the skews swapped.
+#[cfg(feature = "postgres")]
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn runtimes_with_skewed_clocks_neither_take_a_live_run_nor_leave_a_crashed_one_on_postgresql() {
+    let Some(lib) = libfaketime() else { return };
+    for (holder, taker) in [("-60s", "+60s"), ("+60s", "-60s")] {
+        let schema = support::pg::fresh_schema("skew");
+        let url = support::pg::with_param(&support::pg::url(), "schema", &schema);
+        let _fixture = support::pg::PgFixture::at(&support::pg::url(), &schema, Default::default());
+        let mut a =
+            Actor::spawn_skewed("holder", lib, holder, &["crash", &url, "skew", "4", "2000"]);
+        a.expect("ready");
+        let started = Instant::now();
+        let mut tries = 0;
+        while started.elapsed() < Duration::from_secs(4) {
+            let mut b = Actor::spawn_skewed("taker", lib, taker, &["takeover", &url, "2000"]);
+            let (lines, status) = b.finish();
+            assert!(status.success(), "taker ({taker}): {status}: {lines:?}");
+            let report = Report::parse("taker", &lines);
+            assert!(
+                report.list("recovered").is_empty(),
+                "a runtime {taker} took live runs of one {holder}: {lines:?}"
+            );
+            tries += 1;
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        a.kill();
+        // The holder is gone: its leases lapse by the server's clock and the taker recovers all.
+        let mut recovered: Vec<String> = Vec::new();
+        let deadline = Instant::now() + LIMIT;
+        while recovered.len() < 4 {
+            assert!(Instant::now() < deadline, "{}", hung("the crashed sessions' recovery", LIMIT));
+            let mut b = Actor::spawn_skewed("taker", lib, taker, &["takeover", &url, "2000"]);
+            let (lines, _) = b.finish();
+            recovered.extend(Report::parse("taker", &lines).list("recovered").iter().cloned());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        recovered.sort();
+        recovered.dedup();
+        assert_eq!(recovered.len(), 4, "{recovered:?}");
+        let store = open_url(&url, OpenOptions::read_only()).unwrap();
+        for s in &recovered {
+            let log = store.read_all(&session(s)).unwrap();
+            assert_eq!(verify(&events(&log)), vec![], "{s}:\n{}", excerpt(&log));
+            assert_eq!(events(&log).iter().filter(|e| is_wake(e)).count(), 1, "{s}: woken once");
+        }
+        eprintln!(
+            "skew: a runtime {taker} of one {holder}: {tries} tries took no live run; all 4 \
+             crashed sessions recovered after the kill"
+        );
+    }
+}
