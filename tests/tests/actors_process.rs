@@ -37,8 +37,14 @@ struct Actor {
 
 impl Actor {
     fn spawn(name: &str, args: &[&str]) -> Actor {
-        let mut child = Command::new(CHILD)
-            .args(args)
+        let mut command = Command::new(CHILD);
+        command.args(args);
+        Actor::start(name, command)
+    }
+
+    /// Starts `command` (a `runtime_child`), its standard output read line by line.
+    fn start(name: &str, mut command: Command) -> Actor {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -546,28 +552,13 @@ impl Actor {
     /// `runtime_child args` with its wall clock `offset` from this machine's (libfaketime
     /// preloaded; the monotonic clock left alone, so its timers run true).
     fn spawn_skewed(name: &str, lib: &str, offset: &str, args: &[&str]) -> Actor {
-        let mut child = Command::new(CHILD)
+        let mut command = Command::new(CHILD);
+        command
             .env("LD_PRELOAD", lib)
             .env("FAKETIME", offset)
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name}: cannot start {CHILD}: {e}"));
-        let stdout = child.stdout.take().unwrap();
-        let stdin = child.stdin.take();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Actor { name: name.to_owned(), child, stdin, lines }
+            .args(args);
+        Actor::start(name, command)
     }
 }
 

@@ -320,6 +320,16 @@ fn failovers(bin: &Path, failovers: usize, synchronous: bool) -> (u64, u64, u64)
     (lost_total, acked_total, unknown.load(Ordering::SeqCst))
 }
 
+/// The server binaries, or `None` (the test then says it is skipped; under `CI=true` it fails).
+fn server_binaries() -> Option<PathBuf> {
+    let bin = bin_dir();
+    if bin.is_none() {
+        assert!(std::env::var("CI").is_err(), "CI=true: PostgreSQL's server binaries are missing");
+        eprintln!("skipped: PostgreSQL's server binaries (initdb, pg_ctl) are not installed");
+    }
+    bin
+}
+
 fn rounds() -> usize {
     std::env::var("STEPJOURNAL_FAILOVERS").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
 }
@@ -330,11 +340,7 @@ fn rounds() -> usize {
     ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
 )]
 fn a_synchronous_standby_promoted_mid_load_holds_every_acknowledged_append() {
-    let Some(bin) = bin_dir() else {
-        assert!(std::env::var("CI").is_err(), "CI=true: PostgreSQL's server binaries are missing");
-        eprintln!("skipped: PostgreSQL's server binaries (initdb, pg_ctl) are not installed");
-        return;
-    };
+    let Some(bin) = server_binaries() else { return };
     let n = rounds();
     let _watchdog = Watchdog::start("the failovers", Duration::from_secs(60 + 40 * n as u64));
     let (lost, acked, unknown) = failovers(&bin, n, true);
@@ -352,11 +358,7 @@ fn a_synchronous_standby_promoted_mid_load_holds_every_acknowledged_append() {
     ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
 )]
 fn an_asynchronous_standby_promoted_mid_load_is_counted_for_what_it_loses() {
-    let Some(bin) = bin_dir() else {
-        assert!(std::env::var("CI").is_err(), "CI=true: PostgreSQL's server binaries are missing");
-        eprintln!("skipped: PostgreSQL's server binaries (initdb, pg_ctl) are not installed");
-        return;
-    };
+    let Some(bin) = server_binaries() else { return };
     let n = rounds();
     let _watchdog = Watchdog::start("the failovers", Duration::from_secs(60 + 40 * n as u64));
     let (lost, acked, unknown) = failovers(&bin, n, false);

@@ -31,7 +31,6 @@ fn terminated_connections_lose_no_acknowledged_append_and_duplicate_none() {
     let name = format!("sjt_terminate_{}", std::process::id());
     let url = pg::with_param(&pg::url(), "application_name", &name);
     let store = PgFixture::guest(&url, &schema, PostgresOptions::default());
-    let mut killer = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
     let _watchdog = Watchdog::start("the writers under connection kills", Duration::from_secs(120));
 
     let done = AtomicBool::new(false);
@@ -47,21 +46,9 @@ fn terminated_connections_lose_no_acknowledged_append_and_duplicate_none() {
     let killed = AtomicU64::new(0);
     let gave_up = AtomicU64::new(0);
     let acked: Vec<(SessionId, u64)> = std::thread::scope(|scope| {
+        // A round every 10 to 40 ms: connections live long enough to carry appends.
         let kills = scope.spawn(|| {
-            let mut rounds = 0u64;
-            while !done.load(Ordering::SeqCst) {
-                let rows = killer
-                    .query(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE application_name = $1",
-                        &[&name],
-                    )
-                    .unwrap();
-                killed.fetch_add(rows.len() as u64, Ordering::SeqCst);
-                rounds += 1;
-                // A round every 10 to 40 ms: connections live long enough to carry appends.
-                std::thread::sleep(Duration::from_millis(10 + 10 * (rounds % 4)));
-            }
+            pg::kill_loop(&name, &done, &killed, |n| Duration::from_millis(10 + 10 * (n % 4)))
         });
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
@@ -238,29 +225,16 @@ fn a_start_up_and_its_lease_keeper_under_connection_kills_recover_every_session_
     let other_store: Arc<dyn JournalStore> =
         Arc::new(stepjournal_backends::SeparateProcess(other_store));
     let other = Journal::new(other_store, Arc::new(tools.clone()), JournalOptions::new()).unwrap();
-    let mut killer = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
     let _watchdog = Watchdog::start("a start-up under connection kills", Duration::from_secs(180));
     let done = AtomicBool::new(false);
     let holding = AtomicU64::new(0);
     let killed = AtomicU64::new(0);
     let listed_while_held = AtomicU64::new(0);
     let (rounds, errors) = std::thread::scope(|scope| {
+        // A round every 100 to 250 ms: a lease renewal (one statement on a fresh connection)
+        // fits between two, as it must for the lease to be kept at all.
         scope.spawn(|| {
-            let mut n = 0u64;
-            while !done.load(Ordering::SeqCst) {
-                let rows = killer
-                    .query(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE application_name = $1",
-                        &[&name],
-                    )
-                    .unwrap();
-                killed.fetch_add(rows.len() as u64, Ordering::SeqCst);
-                n += 1;
-                // A round every 100 to 250 ms: a lease renewal (one statement on a fresh
-                // connection) fits between two, as it must for the lease to be kept at all.
-                std::thread::sleep(Duration::from_millis(100 + 50 * (n % 4)));
-            }
+            pg::kill_loop(&name, &done, &killed, |n| Duration::from_millis(100 + 50 * (n % 4)))
         });
         scope.spawn(|| {
             while !done.load(Ordering::SeqCst) {

@@ -106,3 +106,28 @@ impl Drop for PgFixture {
         }
     }
 }
+
+/// The connection-kill loop: until `done`, ends every server connection whose
+/// `application_name` is `name` (`pg_terminate_backend`), a round every `every(round)`, and
+/// counts them in `killed`.
+pub fn kill_loop(
+    name: &str,
+    done: &std::sync::atomic::AtomicBool,
+    killed: &AtomicU64,
+    every: impl Fn(u64) -> std::time::Duration,
+) {
+    let mut killer = postgres::Client::connect(&url(), postgres::NoTls).unwrap();
+    let mut round = 0u64;
+    while !done.load(Ordering::SeqCst) {
+        let rows = killer
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = $1",
+                &[&name],
+            )
+            .unwrap();
+        killed.fetch_add(rows.len() as u64, Ordering::SeqCst);
+        round += 1;
+        std::thread::sleep(every(round));
+    }
+}
