@@ -26,4 +26,27 @@ impl RunOutcome {
             RunOutcome::Suspended => "suspended",
         }
     }
+
+    /// The outcome named `name` in the JSON form ([`as_str`](Self::as_str)), if any.
+    pub fn from_name(name: &str) -> Option<RunOutcome> {
+        [RunOutcome::Completed, RunOutcome::Failed, RunOutcome::Stopped, RunOutcome::Suspended]
+            .into_iter()
+            .find(|o| o.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_is_found_by_its_name_and_nothing_else_is() {
+        for o in
+            [RunOutcome::Completed, RunOutcome::Failed, RunOutcome::Stopped, RunOutcome::Suspended]
+        {
+            assert_eq!(RunOutcome::from_name(o.as_str()), Some(o));
+        }
+        assert_eq!(RunOutcome::from_name("Completed"), None);
+        assert_eq!(RunOutcome::from_name(""), None);
+    }
 }

@@ -110,16 +110,12 @@ pub(crate) fn reply(tools: &Tools, text: &str) -> napi::Result<Reply> {
 
 /// A run outcome by name: `completed`, `failed`, `stopped`.
 pub(crate) fn outcome(name: &str) -> napi::Result<RunOutcome> {
-    match name {
-        "completed" => Ok(RunOutcome::Completed),
-        "failed" => Ok(RunOutcome::Failed),
-        "stopped" => Ok(RunOutcome::Stopped),
-        "suspended" => Ok(RunOutcome::Suspended),
-        other => Err(coded(
+    RunOutcome::from_name(name).ok_or_else(|| {
+        coded(
             ErrorCode::InvalidOutcome,
-            format!("`{other}` is not a run outcome: give completed, failed or stopped"),
-        )),
-    }
+            format!("`{name}` is not a run outcome: give completed, failed or stopped"),
+        )
+    })
 }
 
 /// Transcript items as a JSON array's text.
