@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tokio_postgres::error::{Severity, SqlState};
+use tokio_postgres::error::{DbError, Severity, SqlState};
 
 use super::cause::PgFailure;
 use crate::StoreError;
@@ -49,9 +49,7 @@ pub(crate) enum Class {
 
 fn classify(e: &tokio_postgres::Error) -> Class {
     match e.as_db_error() {
-        Some(db) if matches!(db.parsed_severity(), Some(Severity::Fatal | Severity::Panic)) => {
-            Class::Lost
-        }
+        Some(db) if ends_the_session(db) => Class::Lost,
         Some(db)
             if *db.code() == SqlState::T_R_SERIALIZATION_FAILURE
                 || *db.code() == SqlState::T_R_DEADLOCK_DETECTED =>
@@ -60,6 +58,17 @@ fn classify(e: &tokio_postgres::Error) -> Class {
         }
         Some(_) => Class::Refused,
         None => Class::Lost,
+    }
+}
+
+/// Whether the error's severity is FATAL or PANIC: the session ended with it. The server sends
+/// the severity twice, translated (`S`) and not (`V`, which the driver parses); a pooler
+/// reporting for a server connection it lost (PgBouncer's `FATAL: server conn crashed?`) sends
+/// only `S`, in English.
+fn ends_the_session(db: &DbError) -> bool {
+    match db.parsed_severity() {
+        Some(severity) => matches!(severity, Severity::Fatal | Severity::Panic),
+        None => matches!(db.severity(), "FATAL" | "PANIC"),
     }
 }
 

@@ -5,6 +5,8 @@ pub mod exec;
 #[cfg(feature = "postgres")]
 pub mod pg;
 #[cfg(feature = "postgres")]
+pub mod pg_faults;
+#[cfg(feature = "postgres")]
 pub mod pgbouncer;
 #[cfg(feature = "postgres")]
 pub mod proxy;

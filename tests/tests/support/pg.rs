@@ -107,13 +107,22 @@ impl Drop for PgFixture {
     }
 }
 
+/// What a connection-kill loop ended.
+#[derive(Debug, Default)]
+pub struct Killed {
+    /// Every connection it ended.
+    pub all: AtomicU64,
+    /// Those running a statement or in a transaction when it ended them (not idle).
+    pub busy: AtomicU64,
+}
+
 /// The connection-kill loop: until `done`, ends every server connection whose
 /// `application_name` is `name` (`pg_terminate_backend`), a round every `every(round)`, and
 /// counts them in `killed`.
 pub fn kill_loop(
     name: &str,
     done: &std::sync::atomic::AtomicBool,
-    killed: &AtomicU64,
+    killed: &Killed,
     every: impl Fn(u64) -> std::time::Duration,
 ) {
     let mut killer = postgres::Client::connect(&url(), postgres::NoTls).unwrap();
@@ -121,12 +130,14 @@ pub fn kill_loop(
     while !done.load(Ordering::SeqCst) {
         let rows = killer
             .query(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE application_name = $1",
+                "SELECT coalesce(state <> 'idle', false), pg_terminate_backend(pid) \
+                 FROM pg_stat_activity WHERE application_name = $1",
                 &[&name],
             )
             .unwrap();
-        killed.fetch_add(rows.len() as u64, Ordering::SeqCst);
+        killed.all.fetch_add(rows.len() as u64, Ordering::SeqCst);
+        let busy = rows.iter().filter(|r| r.get::<_, bool>(0)).count();
+        killed.busy.fetch_add(busy as u64, Ordering::SeqCst);
         round += 1;
         std::thread::sleep(every(round));
     }

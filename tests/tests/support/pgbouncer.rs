@@ -4,6 +4,7 @@
 //! test runs as root (PgBouncer refuses root).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,11 +30,23 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
+/// The `postgres` user's user (`-u`) or group (`-g`) id.
+fn postgres_id(which: &str) -> u32 {
+    let out = Command::new("id").args([which, "postgres"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("the postgres user exists")
+}
+
 impl Bouncer {
+    /// A pooler in front of the server.
     pub fn start() -> Bouncer {
+        Self::start_to(pg::server_addr())
+    }
+
+    /// A pooler whose server connections go to `server` (the server, or a proxy in front of
+    /// it).
+    pub fn start_to(server: SocketAddr) -> Bouncer {
         let dir = tempfile::tempdir().unwrap();
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let server = pg::server_addr();
         let users = dir.path().join("users.txt");
         std::fs::write(&users, "\"postgres\" \"\"\n").unwrap();
         let ini = dir.path().join("pgbouncer.ini");
@@ -52,16 +65,15 @@ impl Bouncer {
             ),
         )
         .unwrap();
-        let mut command = if is_root() {
+        let mut command = Command::new(binary());
+        if is_root() {
             let _ = Command::new("chown")
                 .args(["-R", "postgres", dir.path().to_str().unwrap()])
                 .status();
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(binary());
-            c
-        } else {
-            Command::new(binary())
-        };
+            // PgBouncer itself as the child (not under `runuser`, which waits 2 s after passing
+            // a signal on), so that stopping it is immediate.
+            command.uid(postgres_id("-u")).gid(postgres_id("-g"));
+        }
         let child = command
             .arg(&ini)
             .stdin(Stdio::null())
@@ -78,6 +90,11 @@ impl Bouncer {
         Bouncer { child, addr, _dir: dir }
     }
 
+    /// The pooler's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// The server's URL through this pooler, with `pooler=transaction`.
     pub fn url(&self) -> String {
         pg::with_param(&pg::url_via(self.addr), "pooler", "transaction")
@@ -86,7 +103,7 @@ impl Bouncer {
 
 impl Drop for Bouncer {
     fn drop(&mut self) {
-        // `runuser` passes SIGTERM on to PgBouncer.
+        // SIGTERM: PgBouncer shuts down at once.
         let _ = Command::new("kill").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
     }
