@@ -8,195 +8,17 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::Signal;
 use stepjournal::recovery::verify;
 use stepjournal_backends::{OpenOptions, open_url};
-use stepjournal_codec::{Entry, Event, Record, RunOutcome, SessionId};
+use stepjournal_codec::{Event, RunOutcome};
 use stepjournal_tests::watchdog::hung;
-
-const CHILD: &str = env!("CARGO_BIN_EXE_runtime_child");
-
-/// How long any one wait on a child may take before the test fails as hung (a watchdog, far
-/// above a normal round; never a timing assertion).
-const LIMIT: Duration = Duration::from_secs(60);
-
-/// A `runtime_child` process, killed (SIGKILL, and thawed first if frozen) and reaped when
-/// dropped, so that no path of a test leaves one behind.
-struct Actor {
-    name: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-}
-
-impl Actor {
-    fn spawn(name: &str, args: &[&str]) -> Actor {
-        let mut command = Command::new(CHILD);
-        command.args(args);
-        Actor::start(name, command)
-    }
-
-    /// Starts `command` (a `runtime_child`), its standard output read line by line.
-    fn start(name: &str, mut command: Command) -> Actor {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name}: cannot start {CHILD}: {e}"));
-        let stdout = child.stdout.take().unwrap();
-        let stdin = child.stdin.take();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Actor { name: name.to_owned(), child, stdin, lines }
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32).unwrap()
-    }
-
-    fn signal(&self, signal: Signal) {
-        kill_process(self.pid(), signal)
-            .unwrap_or_else(|e| panic!("{}: sending {signal:?}: {e}", self.name));
-    }
-
-    /// The next line, which must start with `want`.
-    fn expect(&mut self, want: &str) -> String {
-        match self.lines.recv_timeout(LIMIT) {
-            Ok(line) if line.starts_with(want) => line,
-            Ok(line) => panic!("{}: said {line:?}, not {want:?}", self.name),
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{}", hung(&format!("{}: the line {want:?}", self.name), LIMIT))
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                let status = self.child.wait();
-                panic!("{}: exited ({status:?}) before saying {want:?}", self.name)
-            }
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Every line up to the end of its output, and its exit status.
-    fn finish(&mut self) -> (Vec<String>, ExitStatus) {
-        let started = Instant::now();
-        let mut lines = Vec::new();
-        loop {
-            match self.lines.recv_timeout(LIMIT.saturating_sub(started.elapsed())) {
-                Ok(line) => lines.push(line),
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => {
-                    panic!("{}", hung(&format!("{}: its output", self.name), LIMIT))
-                }
-            }
-        }
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (lines, status);
-            }
-            assert!(started.elapsed() < LIMIT, "{}", hung(&format!("{}: exit", self.name), LIMIT));
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    /// SIGKILL, reaped.
-    fn kill(&mut self) {
-        self.child.kill().unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(!status.success(), "{}: killed, not finished: {status}", self.name);
-    }
-}
-
-impl Drop for Actor {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = kill_process(self.pid(), Signal::CONT);
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// A runtime's report, as `runtime_child recover` prints it.
-#[derive(Debug, Default)]
-struct Report {
-    lists: BTreeMap<String, Vec<String>>,
-    ended: BTreeMap<String, String>,
-}
-
-impl Report {
-    fn parse(who: &str, lines: &[String]) -> Report {
-        let mut report = Report::default();
-        for line in lines {
-            let mut words = line.split_whitespace();
-            match words.next() {
-                Some("ended") => {
-                    let session = words.next().unwrap().to_owned();
-                    report.ended.insert(session, words.collect::<Vec<_>>().join(" "));
-                }
-                Some("done") => {}
-                Some(list @ ("recovered" | "changed" | "skipped" | "waiting" | "failed")) => {
-                    report.lists.insert(list.to_owned(), words.map(str::to_owned).collect());
-                }
-                _ => panic!("{who}: unexpected line {line:?}"),
-            }
-        }
-        assert_eq!(lines.last().map(String::as_str), Some("done"), "{who}: {lines:?}");
-        report
-    }
-
-    fn list(&self, name: &str) -> &[String] {
-        self.lists.get(name).map_or(&[], Vec::as_slice)
-    }
-}
-
-fn session(name: &str) -> SessionId {
-    SessionId::new(name).unwrap()
-}
-
-fn events(log: &[Record]) -> Vec<Event> {
-    log.iter().map(|r| r.event.clone()).collect()
-}
-
-fn is_wake(e: &Event) -> bool {
-    matches!(e, Event::RunStarted(s) if s.entry == Entry::Wake)
-}
-
-/// A log as the test prints it in a violation's description.
-fn excerpt(log: &[Record]) -> String {
-    let lines: Vec<String> = log
-        .iter()
-        .map(|r| format!("  {} {}", r.seq, stepjournal_codec::json::event_to_json(&r.event)))
-        .collect();
-    lines.join("\n")
-}
-
-/// Fails with every violation, numbered, when there is any.
-fn assert_none(loop_name: &str, violations: &[String]) {
-    assert!(
-        violations.is_empty(),
-        "{loop_name}: {} violation(s):\n{}",
-        violations.len(),
-        violations.join("\n")
-    );
-}
+use support::actor::{
+    Actor, LIMIT, Report, assert_none, events, excerpt, is_wake, libfaketime, session, takeover,
+};
 
 /// Two runtimes recovering at once after a SIGKILL, `rounds` times, on the store at `url`.
 /// Each round: a runtime writes `SESSIONS` sessions, each a run mid-step (a safe call whose
@@ -437,27 +259,11 @@ fn frozen_runtime(backend: &str, url: &str, db: Option<&Path>, rounds: usize) {
             *told.entry(line.clone()).or_default() += 1;
         }
         let log = store.read_all(&session(&name)).unwrap();
-        let Some(b_start) = log.iter().position(|r| is_wake(&r.event)) else {
+        let Some(taken) = takeover(&log, &a_run) else {
             violations.push(format!("round {round}: no wake in the log:\n{}", excerpt(&log)));
             continue;
         };
-        let b_end = log.iter().position(|r| {
-            matches!(&r.event, Event::RunEnded(e) if e.run.as_str() != a_run
-                && e.outcome == RunOutcome::Completed)
-        });
-        let landed: Vec<&Record> = log
-            .iter()
-            .enumerate()
-            .skip(b_start + 1)
-            .filter(|(i, r)| {
-                let after_b_end = b_end.is_some_and(|end| *i > end);
-                let a_result = matches!(&r.event, Event::ToolResult(t)
-                    if t.output.get().contains(r#""by":"a""#));
-                let a_end = matches!(&r.event, Event::RunEnded(e) if e.run.as_str() == a_run);
-                after_b_end || a_result || a_end
-            })
-            .map(|(_, r)| r)
-            .collect();
+        let (b_start, b_end, landed) = (taken.wake, taken.end, taken.late);
         late += landed.len();
         let findings = verify(&events(&log));
         let said_ok = lines.iter().any(|l| l.ends_with(": ok"));
@@ -525,41 +331,6 @@ fn a_runtime_frozen_past_its_lease_lands_nothing_after_another_took_over_on_post
     let url = support::pg::with_param(&support::pg::url(), "schema", &schema);
     let _fixture = support::pg::PgFixture::at(&support::pg::url(), &schema, Default::default());
     frozen_runtime("postgresql", &url, None, 30);
-}
-
-/// libfaketime, preloaded into a child to skew its wall clock (Debian's `faketime` package;
-/// its `faketime` wrapper would stand between the test and the child, which then outlives a
-/// kill of the wrapper). Under `CI=true` its absence fails the test.
-fn libfaketime() -> Option<&'static str> {
-    let found = [
-        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
-        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
-        "/usr/lib/faketime/libfaketimeMT.so.1",
-    ]
-    .into_iter()
-    .find(|p| Path::new(p).exists());
-    assert!(
-        found.is_some() || std::env::var("CI").as_deref() != Ok("true"),
-        "this test needs libfaketime, which CI installs (.ci/run: the faketime package)"
-    );
-    if found.is_none() {
-        eprintln!("skipped: this test skews runtimes' clocks with libfaketime, not installed");
-    }
-    found
-}
-
-impl Actor {
-    /// `runtime_child args` with its wall clock `offset` from this machine's (libfaketime
-    /// preloaded; the monotonic clock left alone, so its timers run true).
-    fn spawn_skewed(name: &str, lib: &str, offset: &str, args: &[&str]) -> Actor {
-        let mut command = Command::new(CHILD);
-        command
-            .env("LD_PRELOAD", lib)
-            .env("FAKETIME", offset)
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-            .args(args);
-        Actor::start(name, command)
-    }
 }
 
 /// Two runtime processes whose clocks are skewed 60 s apart against one PostgreSQL server: a
