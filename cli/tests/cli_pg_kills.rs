@@ -2,16 +2,19 @@
 //! connection-kill loop, on PostgreSQL): `answer` and `stop`, run again until they say the
 //! work is done, each run either succeeding or failing with a message (no raw control
 //! character); in the end every client call is answered exactly once and the stuck session is
-//! stopped exactly once: nothing written twice.
+//! stopped exactly once: nothing written twice. Directly, and through a PgBouncer in
+//! transaction mode whose server connections the loop ends.
 
 mod cli_support;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cli_support::*;
 use stepjournal_backends::JournalStore;
 use stepjournal_codec::{CallId, CallKind, Entry, Event, Replay, RunOutcome, SessionId, Suspended};
+use stepjournal_tests::pg::{Killed, kill_loop};
+use stepjournal_tests::pgbouncer::Bouncer;
 
 /// A session suspended on a client call (c1).
 fn waiting() -> Batches {
@@ -62,41 +65,24 @@ fn until_done(args: &[&str], done_already: &[&str]) -> u32 {
     panic!("{args:?} never went through in 60 runs");
 }
 
-#[test]
-#[cfg_attr(
-    not(stepjournal_pg),
-    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
-)]
-fn answer_and_stop_under_connection_kills_write_each_thing_once() {
+/// `answer` (`calls` client calls, each in a session of its own) and `stop` run against
+/// `url(place)` (the place's URL, or one through a pooler) under the kill loop, every
+/// connection named `application_name` ended every 5 to 20 ms; each thing written once.
+fn under_kills(through: &str, calls: usize, url: impl Fn(&Place) -> String) {
     let place = pg_place();
     let store = place.open();
     populate(&*store);
-    let sessions: Vec<String> = (0..4).map(|i| format!("waiting-{i}")).collect();
+    let sessions: Vec<String> = (0..calls).map(|i| format!("waiting-{i}")).collect();
     for s in &sessions {
         append_session(&*store, s, &waiting(), T0);
     }
     let name = format!("sjcli_kills_{}", std::process::id());
-    let url = format!("{}&application_name={name}", place.url);
-    let base = std::env::var("STEPJOURNAL_PG_URL").unwrap();
-    let mut killer = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    let url = format!("{}&application_name={name}", url(&place));
     let done = AtomicBool::new(false);
-    let killed = AtomicU64::new(0);
+    let killed = Killed::default();
     let runs = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            let mut n = 0u64;
-            while !done.load(Ordering::SeqCst) {
-                let rows = killer
-                    .query(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE application_name = $1",
-                        &[&name],
-                    )
-                    .unwrap();
-                killed.fetch_add(rows.len() as u64, Ordering::SeqCst);
-                n += 1;
-                std::thread::sleep(Duration::from_millis(5 + 5 * (n % 4)));
-            }
-        });
+        scope
+            .spawn(|| kill_loop(&name, &done, &killed, |n| Duration::from_millis(5 + 5 * (n % 4))));
         let mut runs = 0;
         for s in &sessions {
             runs += until_done(
@@ -119,7 +105,32 @@ fn answer_and_stop_under_connection_kills_write_each_thing_once() {
         .count();
     assert_eq!(stops, 1, "stuck: stopped {stops} times");
     eprintln!(
-        "{runs} command runs for 5 actions under {} ended connections",
-        killed.load(Ordering::SeqCst)
+        "{through}: {runs} command runs for {} actions under {} ended connections ({} busy)",
+        calls + 1,
+        killed.all.load(Ordering::SeqCst),
+        killed.busy.load(Ordering::SeqCst)
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pg),
+    ignore = "STEPJOURNAL_PG_URL is not set: PostgreSQL tests need a server"
+)]
+fn answer_and_stop_under_connection_kills_write_each_thing_once() {
+    under_kills("directly", 4, |place| place.url.clone());
+}
+
+#[test]
+#[cfg_attr(
+    not(stepjournal_pgbouncer),
+    ignore = "STEPJOURNAL_PG_URL is not set or PgBouncer is not installed: the pooled test needs both"
+)]
+fn answer_and_stop_behind_a_transaction_pooler_under_connection_kills_write_each_thing_once() {
+    let bouncer = Bouncer::start();
+    // A server connection ended while idle in the pool is replaced unseen: more actions, so
+    // that more kills land inside a command's transaction.
+    under_kills("through PgBouncer", 16, |place| {
+        format!("{}&schema={}", bouncer.url(), place.schema.as_deref().unwrap())
+    });
 }

@@ -8,6 +8,10 @@ pub mod conformance;
 pub mod file_fixture;
 pub mod media;
 pub mod modules;
+#[cfg(feature = "postgres")]
+pub mod pg;
+#[cfg(feature = "postgres")]
+pub mod pgbouncer;
 pub mod protocol_gen;
 pub mod sample;
 pub mod sidecar_forge;

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStats};
 use stepjournal_backends::{AppendError, Durability, JournalStore};
 use stepjournal_codec::{Message, Role, Seq, SessionId, Stamped, UnixMillis};
+use stepjournal_tests::pgbouncer::Bouncer;
 use stepjournal_tests::sample::stamped_numbered;
 use stepjournal_tests::watchdog::Watchdog;
 use support::pg::{self, PgFixture};
 use support::pg_faults::Route;
-use support::pgbouncer::Bouncer;
 use support::proxy::{Cut, Proxy};
 
 const MARKER: &str = "cut-the-connection-here";

@@ -11,8 +11,8 @@ mod support;
 use std::ops::Deref;
 
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
+use stepjournal_tests::pgbouncer::Bouncer;
 use support::pg::{self, PgFixture};
-use support::pgbouncer::Bouncer;
 
 /// A store in a fresh schema through a PgBouncer of its own (the store, then the pooler, go
 /// when it is dropped: the schema is dropped through the pooler).

@@ -335,7 +335,8 @@ pub struct Place {
     pub name: &'static str,
     pub url: String,
     pub dir: Option<tempfile::TempDir>,
-    schema: Option<String>,
+    /// A PostgreSQL place's schema, dropped with the place.
+    pub schema: Option<String>,
 }
 
 impl Place {

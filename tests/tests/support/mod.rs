@@ -11,6 +11,4 @@ pub mod pg;
 #[cfg(feature = "postgres")]
 pub mod pg_faults;
 #[cfg(feature = "postgres")]
-pub mod pgbouncer;
-#[cfg(feature = "postgres")]
 pub mod proxy;

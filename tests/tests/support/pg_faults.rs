@@ -26,7 +26,7 @@ use stepjournal_tests::sample::{numbered, stamped_numbered};
 use stepjournal_tests::watchdog::Watchdog;
 
 use super::pg::{self, Killed, PgFixture};
-use super::pgbouncer::Bouncer;
+use stepjournal_tests::pgbouncer::Bouncer;
 
 /// How a store reaches the server.
 pub enum Route {

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::pg;
+use crate::pg;
 
+#[derive(Debug)]
 pub struct Bouncer {
     child: Child,
     addr: SocketAddr,
