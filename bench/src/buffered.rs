@@ -32,7 +32,12 @@ fn group(work: &WorkDir, table: &mut Table, sessions: usize, batch: usize) -> Re
     ];
     if batch == 1 {
         contenders.push(crate::sqlite::contender(&dir, 256, sessions, Durability::Buffered)?);
-        if let Some(pg) = crate::postgres::contender(256, sessions, Durability::Buffered)? {
+        if let Some(pg) = crate::postgres::contender(
+            crate::postgres::Via::Direct,
+            256,
+            sessions,
+            Durability::Buffered,
+        )? {
             contenders.push(pg);
         }
     }

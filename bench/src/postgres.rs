@@ -1,6 +1,9 @@
 //! The PostgreSQL backend's contender, against the server named by `STEPJOURNAL_PG_URL`, in a
 //! fresh schema dropped after: in the synced groups and the buffered groups of one event per
-//! append (one connection per session). Without the variable there are no rows.
+//! append (one connection per session). Without the variable there are no rows. In the synced
+//! groups, beside it when the environment names them: the same server through a transaction
+//! pooler (`STEPJOURNAL_PG_POOLED_URL`), and a primary with a synchronous standby
+//! (`STEPJOURNAL_PG_STANDBY_URL`; `bench/pg-standby.sh` starts one).
 
 use std::sync::Arc;
 
@@ -15,12 +18,61 @@ pub fn url() -> Option<String> {
     std::env::var("STEPJOURNAL_PG_URL").ok().filter(|u| !u.is_empty())
 }
 
-/// The same server through a transaction pooler (PgBouncer in transaction mode), if the
-/// environment names one: `STEPJOURNAL_PG_POOLED_URL`, given `?pooler=transaction` here.
-pub fn pooled_url() -> Option<String> {
-    let url = std::env::var("STEPJOURNAL_PG_POOLED_URL").ok().filter(|u| !u.is_empty())?;
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Some(format!("{url}{sep}pooler=transaction"))
+/// How a contender reaches its server.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `STEPJOURNAL_PG_URL`.
+    Direct,
+    /// The same server through a transaction pooler (PgBouncer in transaction mode):
+    /// `STEPJOURNAL_PG_POOLED_URL`, given `?pooler=transaction` here.
+    Pooled,
+    /// A primary whose commits wait for a synchronous standby (`synchronous_standby_names`,
+    /// `synchronous_commit = on`): `STEPJOURNAL_PG_STANDBY_URL`.
+    Standby,
+}
+
+impl Via {
+    /// The URL the environment names for this way, if it names one.
+    fn url(self) -> Option<String> {
+        let var = match self {
+            Via::Direct => return url(),
+            Via::Pooled => "STEPJOURNAL_PG_POOLED_URL",
+            Via::Standby => "STEPJOURNAL_PG_STANDBY_URL",
+        };
+        let url = std::env::var(var).ok().filter(|u| !u.is_empty())?;
+        if self == Via::Pooled {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            return Some(format!("{url}{sep}pooler=transaction"));
+        }
+        Some(url)
+    }
+
+    /// The group of its rows.
+    pub fn group(self) -> &'static str {
+        match self {
+            Via::Direct => "postgres",
+            Via::Pooled => "postgres pooled",
+            Via::Standby => "postgres standby",
+        }
+    }
+
+    fn key_part(self) -> &'static str {
+        match self {
+            Via::Direct => "",
+            Via::Pooled => "pooled.",
+            Via::Standby => "standby.",
+        }
+    }
+
+    fn note(self) -> &'static str {
+        match self {
+            Via::Direct => "",
+            Via::Pooled => "; through PgBouncer in transaction mode, statements unnamed",
+            Via::Standby => {
+                "; each commit waits until a synchronous standby on this machine flushed it"
+            }
+        }
+    }
 }
 
 /// The key of the direct PostgreSQL row of a synced or buffered group.
@@ -35,43 +87,19 @@ fn connect(url: &str, name: &str, pool: usize) -> Result<PostgresStore, String> 
     PostgresStore::connect(url, options).map_err(|e| format!("postgres: {e}"))
 }
 
-/// stepjournal's PostgreSQL backend in a synced group, when a server is named.
+/// stepjournal's PostgreSQL backend in a synced group (or a buffered one, directly), reached
+/// `via` the server the environment names; `None` when it names none.
 pub fn contender(
+    via: Via,
     bytes: usize,
     threads: usize,
     durability: Durability,
 ) -> Result<Option<Contender>, String> {
-    let Some(url) = url() else { return Ok(None) };
-    on(&url, "postgres", key(durability, bytes, threads), bytes, threads, durability).map(Some)
-}
-
-/// The same through the transaction pooler `STEPJOURNAL_PG_POOLED_URL` names, if it names one
-/// (group `postgres pooled`), in the same turns as the direct row.
-pub fn pooled_contender(
-    bytes: usize,
-    threads: usize,
-    durability: Durability,
-) -> Result<Option<Contender>, String> {
-    let Some(url) = pooled_url() else { return Ok(None) };
-    let key = format!("postgres.pooled.{}.{bytes}.{threads}", durability.as_str());
-    on(&url, "postgres pooled", key, bytes, threads, durability).map(Some)
-}
-
-fn on(
-    url: &str,
-    group: &'static str,
-    key: String,
-    bytes: usize,
-    threads: usize,
-    durability: Durability,
-) -> Result<Contender, String> {
-    let pooled = group.ends_with("pooled");
+    let Some(url) = via.url() else { return Ok(None) };
+    let key = format!("postgres.{}{}.{bytes}.{threads}", via.key_part(), durability.as_str());
     let name =
-        format!("{}{}_{bytes}_{threads}", if pooled { "pooled_" } else { "" }, durability.as_str());
-    let url = url.to_owned();
+        format!("{}{}_{bytes}_{threads}", via.key_part().replace('.', "_"), durability.as_str());
     let store = Arc::new(connect(&url, &name, threads)?);
-    let through =
-        if pooled { "; through PgBouncer in transaction mode, statements unnamed" } else { "" };
     let events = [event(bytes)];
     let kept = Arc::clone(&store);
     let note = match durability {
@@ -84,9 +112,9 @@ fn on(
               session"
         }
     };
-    let note = format!("{note}{through}");
+    let note = format!("{note}{}", via.note());
     let contender = Contender::new(
-        group,
+        via.group(),
         key,
         String::new(),
         &note,
@@ -94,9 +122,9 @@ fn on(
             Ok((on_store(&*store, round, threads, &events, durability, budget)?, None))
         }),
     );
-    Ok(contender.finish(Box::new(move || {
+    Ok(Some(contender.finish(Box::new(move || {
         let store = Arc::try_unwrap(kept)
             .map_err(|_| "the store is still in use: its schema is left".to_owned())?;
         store.drop_schema().map_err(|e| format!("postgres: {e}"))
-    })))
+    }))))
 }

@@ -60,11 +60,13 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
         contenders.push(crate::async_file::contender(&dir, bytes, threads)?);
     }
     contenders.push(crate::sqlite::contender(&dir, bytes, threads, Durability::Synced)?);
-    if let Some(pg) = crate::postgres::contender(bytes, threads, Durability::Synced)? {
-        contenders.push(pg);
-    }
-    if let Some(pg) = crate::postgres::pooled_contender(bytes, threads, Durability::Synced)? {
-        contenders.push(pg);
+    {
+        use crate::postgres::{Via, contender};
+        for via in [Via::Direct, Via::Pooled, Via::Standby] {
+            if let Some(pg) = contender(via, bytes, threads, Durability::Synced)? {
+                contenders.push(pg);
+            }
+        }
     }
     let raw_key = crate::raw::fsync_key(bytes, threads);
     let cohort_key = crate::cohort::key(bytes, threads);
@@ -94,7 +96,7 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
             let sync = format!("file.{}.{bytes}.{threads}", Durability::Synced.as_str());
             row = row.vs("file sync", Compare::to(sync));
         }
-        if row.group == "postgres pooled" {
+        if row.group == "postgres pooled" || row.group == "postgres standby" {
             let direct = crate::postgres::key(Durability::Synced, bytes, threads);
             row = row.vs("postgres direct", Compare::to(direct));
         }
