@@ -35,6 +35,7 @@ export function planScenario(scenario) {
 }
 
 export class Journal {
+  /** @type {import('./binding.js').NativeJournal} */
   #native;
   constructor(nativeJournal, schemas = new Map()) {
     this.#native = nativeJournal;
@@ -69,6 +70,8 @@ export class Journal {
    * with it. Sessions suspended on client answers or approvals are reported in `waiting` with the
    * calls they wait for (nothing written). A session whose wake or drive failed, or whose
    * `onRecovered` threw, is in `failed` with the error.
+   *
+   * @param {Parameters<import('../index.js').Journal['recoverAll']>[0]} [options]
    */
   async recoverAll({ concurrency = 8, onRecovered } = {}) {
     if (!Number.isInteger(concurrency) || concurrency < 1) {
@@ -206,6 +209,7 @@ export class Journal {
 
 export class Run {
   #journal;
+  /** @type {import('./binding.js').NativeRun} */
   #native;
   #plan;
   constructor(journal, nativeRun) {
@@ -317,6 +321,7 @@ export class Run {
 
 export class Step {
   #journal;
+  /** @type {import('./binding.js').NativeStep} */
   #native;
   constructor(journal, nativeStep) {
     this.#journal = journal;
@@ -377,6 +382,9 @@ const OPTIONS = ['tools', 'durability', 'maxBodies', 'create', 'leaseTtlMs', 'ow
  * deleted by the journal; default: kept), `trimKeepTurns` (after a run ends with a snapshot in
  * its view, its session is trimmed keeping this many last turns whole; default: never),
  * `operator` (`{ name, reason }`: who begins this journal's runs and why, recorded on each run).
+ *
+ * @param {string} url
+ * @param {import('../index.js').OpenOptions} [options]
  */
 export async function openJournal(url, options = {}) {
   if (options === null || typeof options !== 'object') throw new TypeError('openJournal: options must be an object');

@@ -34,4 +34,7 @@ function load() {
   }
 }
 
-export default load();
+/** @type {typeof import('./binding.js')} */
+const binding = load();
+
+export default binding;

@@ -9,8 +9,9 @@ const TARGETS = {
 
 /** This machine's C library on Linux: 'gnu' (glibc) or 'musl'. */
 function libc() {
-  const header = process.report?.getReport?.().header;
-  return header?.glibcVersionRuntime ? 'gnu' : 'musl';
+  // Node's diagnostic report: its header names glibc's version when glibc runs this process.
+  const report = /** @type {{ header?: { glibcVersionRuntime?: string } } | undefined} */ (process.report?.getReport?.());
+  return report?.header?.glibcVersionRuntime ? 'gnu' : 'musl';
 }
 
 /**
