@@ -100,6 +100,12 @@ impl JournalStore for SeparateProcess {
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
         self.0.head(session)
     }
+    fn head_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Option<SessionHead>, StoreError>> {
+        self.0.head_async(session)
+    }
     fn take_lease(
         &self,
         session: &SessionId,

@@ -220,6 +220,19 @@ pub trait JournalStore: Send + Sync + 'static {
         StoreFuture::ready(self.heads())
     }
 
+    /// [`head`](Self::head) as a future, for a caller that must not block its task on the
+    /// read (an async trim's check for a live run). The provided implementation reads
+    /// synchronously; SQLite reads on a reading thread, PostgreSQL on its driver; the file and
+    /// memory stores answer from memory at once.
+    ///
+    /// **Dropped before it finished**: nothing was written; the read finishes unread.
+    fn head_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Option<SessionHead>, StoreError>> {
+        StoreFuture::ready(self.head(session))
+    }
+
     /// The session's [`SessionHead`] (`None` for a session with no events), its lease judged
     /// as for [`heads`](Self::heads). The provided implementation reads the session's log.
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {

@@ -75,6 +75,17 @@ impl JournalStore for Noting {
         let me = self.me();
         StoreFuture::on_thread(ASYNC, Err(lost()), move || me.heads())
     }
+    fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        self.note();
+        self.inner.head(session)
+    }
+    fn head_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Option<SessionHead>, StoreError>> {
+        let (me, session) = (self.me(), session.clone());
+        StoreFuture::on_thread(ASYNC, Err(lost()), move || me.head(&session))
+    }
 }
 
 /// The name of the threads `Noting` answers its async forms on.
@@ -95,7 +106,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
-fn listing_heads_and_transcripts_read_off_the_executor_thread_and_answer_as_the_sync_forms() {
+fn listing_heads_transcripts_and_trims_read_off_the_executor_thread_and_answer_as_the_sync_forms() {
     let store = Arc::new(Noting {
         inner: MemoryStore::new(),
         threads: Mutex::new(Vec::new()),
@@ -140,6 +151,16 @@ fn listing_heads_and_transcripts_read_off_the_executor_thread_and_answer_as_the_
         report.unwrap()
     });
     assert_eq!(report.recovered, vec![session()]);
+    let threads = std::mem::take(&mut *store.threads.lock().unwrap());
+    assert!(threads.iter().all(|t| t.as_deref() == Some(ASYNC)), "{threads:?}");
+    assert!(threads.len() >= 2, "{threads:?}");
+    // A trim reads the session's head (is a run live?) and its log the same way.
+    let trimmed = runtime().block_on(async {
+        let trimmed = journal.trim_async(&session(), 1).await;
+        assert_eq!(std::thread::current().id(), executor);
+        trimmed
+    });
+    assert!(trimmed.is_ok(), "{trimmed:?}");
     let threads = std::mem::take(&mut *store.threads.lock().unwrap());
     assert!(threads.iter().all(|t| t.as_deref() == Some(ASYNC)), "{threads:?}");
     assert!(threads.len() >= 2, "{threads:?}");

@@ -405,8 +405,15 @@ impl JournalStore for PostgresStore {
     }
 
     fn head(&self, session: &SessionId) -> Result<Option<SessionHead>, StoreError> {
+        self.head_async(session).wait()
+    }
+
+    fn head_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Option<SessionHead>, StoreError>> {
         let (shared, session) = (Arc::clone(&self.shared), session.clone());
-        self.spawn("reading a head", async move { leases::head(&shared, &session).await }).wait()
+        self.spawn("reading a head", async move { leases::head(&shared, &session).await })
     }
 
     fn take_lease(

@@ -326,6 +326,15 @@ impl JournalStore for SqliteStore {
         heads::head(&self.shared, session)
     }
 
+    /// [`head`](JournalStore::head) on one of the store's reading threads.
+    fn head_async(
+        &self,
+        session: &SessionId,
+    ) -> StoreFuture<Result<Option<SessionHead>, StoreError>> {
+        let session = session.clone();
+        self.on_reader("reading a session head", move |shared| heads::head(shared, &session))
+    }
+
     fn take_lease(
         &self,
         session: &SessionId,

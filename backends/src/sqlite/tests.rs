@@ -476,6 +476,10 @@ fn async_reads_run_on_reading_threads_and_answer_as_the_sync_reads() {
     let unstamped = |heads: Vec<SessionHead>| {
         heads.into_iter().map(|h| SessionHead { read_at: None, ..h }).collect::<Vec<_>>()
     };
-    assert_eq!(unstamped(store.heads_async().wait().unwrap()), unstamped(heads));
+    assert_eq!(unstamped(store.heads_async().wait().unwrap()), unstamped(heads.clone()));
+    let head = store.head_async(&s).wait().unwrap().map(|h| SessionHead { read_at: None, ..h });
+    assert_eq!(head, unstamped(heads).pop());
+    let missing = SessionId::from_stored("missing");
+    assert_eq!(store.head_async(&missing).wait().unwrap(), None);
     assert_eq!(whole.len(), 10);
 }

@@ -21,8 +21,9 @@ impl Journal {
         block_on(self.trim_async(session, keep_turns))
     }
 
-    /// [`trim`](Self::trim), awaited: the read and the append made on the completion-based
-    /// path.
+    /// [`trim`](Self::trim), awaited: the head's read, the log's read and the append made on
+    /// the completion-based path (no read on the caller's thread but the file and memory
+    /// stores' heads, which they answer from memory).
     ///
     /// **Dropped before it finished**: the `trimmed` event may have landed (the session is
     /// then trimmed, whole) or not (nothing changed).
@@ -35,7 +36,7 @@ impl Journal {
         if let Some(run) = self.own.open_run(session) {
             return Err(TrimError::Running { session: session.clone(), run: run.id().clone() });
         }
-        let head = self.store.head(session).map_err(read)?;
+        let head = self.store.head_async(session).await.map_err(read)?;
         // A lease outlives the run it covered until it lapses or is released: only a live
         // lease on the open run counts.
         if let Some(head) = &head
