@@ -41,15 +41,6 @@ fn gated() -> Batches {
     ]
 }
 
-fn events(store: &dyn JournalStore, session: &str) -> Vec<Event> {
-    store
-        .read_all(&SessionId::new(session).unwrap())
-        .unwrap()
-        .into_iter()
-        .map(|r| r.event)
-        .collect()
-}
-
 fn state_of(url: &str, session: &str) -> String {
     let json = bin_ok(&["sessions", url, "--json"], 0);
     json.lines()

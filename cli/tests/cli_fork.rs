@@ -7,13 +7,7 @@
 mod cli_support;
 
 use cli_support::*;
-use stepjournal_backends::JournalStore;
 use stepjournal_codec::{Event, EventKind, Seq, SessionId};
-
-fn events(store: &dyn JournalStore, session: &str) -> Vec<Event> {
-    let session = SessionId::from_stored(session);
-    store.read_all(&session).unwrap().into_iter().map(|r| r.event).collect()
-}
 
 /// Runs the binary, expecting exit 2, and returns standard error.
 fn refused(args: &[&str]) -> String {

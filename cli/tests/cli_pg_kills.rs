@@ -11,39 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cli_support::*;
-use stepjournal_backends::JournalStore;
-use stepjournal_codec::{CallId, CallKind, Entry, Event, Replay, RunOutcome, SessionId, Suspended};
+use stepjournal_codec::{Event, RunOutcome};
 use stepjournal_tests::pg::{Killed, kill_loop};
 use stepjournal_tests::pgbouncer::Bouncer;
-
-/// A session suspended on a client call (c1).
-fn waiting() -> Batches {
-    vec![
-        vec![run_started("run-1", Entry::NewTurn { message: "ask me".into() }), message("ask me")],
-        vec![
-            reply(
-                1,
-                "cp-1",
-                "Which seat?",
-                vec![call("c1", "ask_seat", Replay::Unsafe, CallKind::Client)],
-            ),
-            dispatch("c1", "d-1"),
-        ],
-        vec![
-            Suspended { calls: vec![CallId::from("c1")] }.into(),
-            ended("run-1", RunOutcome::Suspended),
-        ],
-    ]
-}
-
-fn events(store: &dyn JournalStore, session: &str) -> Vec<Event> {
-    store
-        .read_all(&SessionId::new(session).unwrap())
-        .unwrap()
-        .into_iter()
-        .map(|r| r.event)
-        .collect()
-}
 
 /// Runs `args` until it succeeds or says the work was done by an earlier run whose outcome it
 /// could not learn (`done_already`); every failure must say what failed, without raw control
@@ -74,7 +44,7 @@ fn under_kills(through: &str, calls: usize, url: impl Fn(&Place) -> String) {
     populate(&*store);
     let sessions: Vec<String> = (0..calls).map(|i| format!("waiting-{i}")).collect();
     for s in &sessions {
-        append_session(&*store, s, &waiting(), T0);
+        append_session(&*store, s, &suspended(), T0);
     }
     let name = format!("sjcli_kills_{}", std::process::id());
     let url = format!("{}&application_name={name}", url(&place));

@@ -7,13 +7,7 @@
 mod cli_support;
 
 use cli_support::*;
-use stepjournal_backends::JournalStore;
-use stepjournal_codec::{CallId, CallKind, Entry, Event, Replay, RunOutcome, SessionId, Suspended};
-
-fn events(store: &dyn JournalStore, session: &str) -> Vec<Event> {
-    let session = SessionId::new(session).unwrap();
-    store.read_all(&session).unwrap().into_iter().map(|r| r.event).collect()
-}
+use stepjournal_codec::{CallId, CallKind, Entry, Event, Replay, RunOutcome, Suspended};
 
 /// Suspended on an approval (c1) and a client call (c2).
 fn gated() -> Batches {

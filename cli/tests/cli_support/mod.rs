@@ -271,6 +271,12 @@ pub fn fixture() -> Vec<(&'static str, Batches)> {
 }
 
 /// Appends a session's batches; event `i` of the session is stamped `base + i` seconds.
+/// The events of `session` in `store`, in order.
+pub fn events(store: &dyn JournalStore, session: &str) -> Vec<Event> {
+    let session = SessionId::from_stored(session);
+    store.read_all(&session).unwrap().into_iter().map(|r| r.event).collect()
+}
+
 pub fn append_session(store: &dyn JournalStore, session: &str, batches: &Batches, base: u64) {
     let s = SessionId::new(session).unwrap();
     let mut seq = store.tail(&s).unwrap().get();
