@@ -2,6 +2,7 @@
 //! would otherwise hang fails instead, saying what did not finish. A limit here is far above
 //! any normal run and is never a timing assertion: no test checks how fast something went.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -65,5 +66,18 @@ mod tests {
         // Were it still watching, the drop would wait out the limit and end the process.
         let watchdog = Watchdog::start("nothing", Duration::from_secs(600));
         drop(watchdog);
+    }
+}
+
+/// Sets its flag when a panic unwinds it (a normal drop leaves the flag alone): the threads that
+/// watch the flag end, and a test whose thread failed fails instead of hanging on the others.
+#[derive(Debug)]
+pub struct StopOnPanic<'a>(pub &'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::SeqCst);
+        }
     }
 }

@@ -24,8 +24,8 @@ use stepjournal::recovery::verify;
 use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
 use stepjournal_backends::{AppendError, Durability, JournalStore};
 use stepjournal_codec::{Event, PairReason, Record, Seq, SessionId};
-use stepjournal_tests::sample::stamped_numbered;
-use stepjournal_tests::watchdog::{Watchdog, hung};
+use stepjournal_tests::sample::{numbered, stamped_numbered};
+use stepjournal_tests::watchdog::{StopOnPanic, Watchdog, hung};
 use support::actor::{
     Actor, LIMIT, Report, assert_none, events, excerpt, is_wake, libfaketime, session, takeover,
 };
@@ -33,12 +33,11 @@ use support::cluster::{Cluster, Pair, server_binaries};
 
 const WRITERS: usize = 8;
 
-/// What the writers' acknowledged appends were: each session's acknowledged tail and its
-/// records as written.
+/// What the writers' acknowledged appends were: each session and its acknowledged tail.
 type Acked = Vec<(SessionId, u64)>;
 
-/// Appends from `WRITERS` threads to their own sessions until `stop`, through `url` (both
-/// hosts); each returns its session and the tail acknowledged last. An append whose outcome is
+/// Appends from `WRITERS` threads to their own sessions until `stop`, through `url` (every
+/// host); each returns its session and the tail acknowledged last. An append whose outcome is
 /// unknown, or that failed, is followed by a read of the tail when the store answers again.
 fn write(url: &str, round: usize, stop: &AtomicBool, unknown: &AtomicU64) -> Acked {
     let mut options = PostgresOptions::default();
@@ -101,21 +100,40 @@ fn lost(primary: &Cluster, acked: &Acked) -> u64 {
         let records: Vec<Record> = store.read_all(s).unwrap();
         for (i, r) in records.iter().enumerate() {
             assert_eq!(r.seq, Seq(i as u64), "{s}: the log is dense");
-            assert_eq!(r.event, stamped_numbered(i as u64, 1)[0].event, "{s} seq {i} as written");
+            assert_eq!(r.event, numbered(i as u64), "{s} seq {i} as written");
         }
         lost += tail.saturating_sub(records.len() as u64);
     }
     lost
 }
 
-/// Sets its flag when dropped, on a panic too: the threads watching it end, and a failed
-/// failover fails the test instead of hanging it.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
+/// One failover of `pair` under load: the writers append through `url` while, `kill_after`
+/// round `round`'s delay, the primary is killed and the standby promoted (their appends wait, or
+/// fail and are retried, until it commits), then go on against the new primary for 800 ms;
+/// `beside` runs on a thread of its own until the flag it is given is set. Returns what the
+/// writers acknowledged, the failover's outage, and what `beside` returned.
+fn fail_over_under_load<T: Send>(
+    pair: &mut Pair,
+    url: &str,
+    round: usize,
+    unknown: &AtomicU64,
+    beside: impl FnOnce(&AtomicBool) -> T + Send,
+) -> (Acked, Duration, T) {
+    let stop = AtomicBool::new(false);
+    let kill_after = Duration::from_millis(300 + 137 * (round as u64 % 5));
+    std::thread::scope(|scope| {
+        let writers = scope.spawn(|| write(url, round, &stop, unknown));
+        let beside = scope.spawn(|| beside(&stop));
+        let outage = {
+            let _stop = StopOnPanic(&stop);
+            std::thread::sleep(kill_after);
+            let outage = pair.fail_over();
+            std::thread::sleep(Duration::from_millis(800));
+            outage
+        };
+        stop.store(true, Ordering::SeqCst);
+        (writers.join().unwrap(), outage, beside.join().unwrap())
+    })
 }
 
 /// `failovers` rounds: writers appending while the primary is killed and the standby
@@ -125,21 +143,7 @@ fn failovers(bin: &Path, failovers: usize, synchronous: bool) -> (u64, u64, u64)
     let url = pair.url("postgres");
     let (mut lost_total, mut acked_total, unknown) = (0u64, 0u64, AtomicU64::new(0));
     for round in 0..failovers {
-        let stop = AtomicBool::new(false);
-        let kill_after = Duration::from_millis(300 + 137 * (round as u64 % 5));
-        let acked = std::thread::scope(|scope| {
-            let writers = scope.spawn(|| write(&url, round, &stop, &unknown));
-            {
-                let _stop = SetOnDrop(&stop);
-                std::thread::sleep(kill_after);
-                // The writers' appends wait, or fail and are retried, until the promoted
-                // standby commits again.
-                pair.fail_over();
-                // The writers go on against the new primary for a while.
-                std::thread::sleep(Duration::from_millis(800));
-            }
-            writers.join().unwrap()
-        });
+        let (acked, _, ()) = fail_over_under_load(&mut pair, &url, round, &unknown, |_| ());
         acked_total += acked.iter().map(|(_, t)| t).sum::<u64>();
         lost_total += lost(&pair.primary, &acked);
     }
@@ -212,23 +216,6 @@ struct Tally {
     /// Sessions whose recovered run a taker ended `completed`.
     ended: BTreeMap<String, usize>,
     violations: Vec<String>,
-}
-
-impl Tally {
-    fn merge(&mut self, other: Tally) {
-        self.tries += other.tries;
-        self.unreachable += other.unreachable;
-        for (s, n) in other.recovered {
-            *self.recovered.entry(s).or_default() += n;
-        }
-        for (s, n) in other.ended {
-            *self.ended.entry(s).or_default() += n;
-        }
-        for (s, n) in other.failed {
-            *self.failed.entry(s).or_default() += n;
-        }
-        self.violations.extend(other.violations);
-    }
 }
 
 /// One takeover (`runtime_child takeover`: `recover_all`, each recovered run ended) by a runtime
@@ -348,28 +335,12 @@ fn runtimes_through_failovers(bin: &Path, lib: &str, rounds: usize) {
             std::thread::sleep(Duration::from_millis(200));
         }
         // The failover, the writers appending and the takers trying all through it.
-        let stop = AtomicBool::new(false);
-        let kill_after = Duration::from_millis(300 + 137 * (round as u64 % 5));
-        let (acked, during, outage) = std::thread::scope(|scope| {
-            let writers = scope.spawn(|| write(&url, round, &stop, &unknown));
-            let takers = scope.spawn(|| {
-                let mut during = Tally::default();
-                while !stop.load(Ordering::SeqCst) {
-                    take(lib, take_skew, &url, &live, &mut during, "through the failover");
-                    std::thread::sleep(Duration::from_millis(300));
-                }
-                during
-            });
-            let outage = {
-                let _stop = SetOnDrop(&stop);
-                std::thread::sleep(kill_after);
-                let outage = pair.fail_over();
-                std::thread::sleep(Duration::from_millis(800));
-                outage
-            };
-            (writers.join().unwrap(), takers.join().unwrap(), outage)
+        let (acked, outage, ()) = fail_over_under_load(&mut pair, &url, round, &unknown, |stop| {
+            while !stop.load(Ordering::SeqCst) {
+                take(lib, take_skew, &url, &live, &mut tally, "through the failover");
+                std::thread::sleep(Duration::from_millis(300));
+            }
         });
-        tally.merge(during);
         outages.push(outage.as_millis());
         acked_total += acked.iter().map(|(_, t)| t).sum::<u64>();
         lost_total += lost(&pair.primary, &acked);
@@ -397,7 +368,7 @@ fn runtimes_through_failovers(bin: &Path, lib: &str, rounds: usize) {
         take(lib, "+60s", &url, &[], &mut tally, "after the last holder died");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let store = connect(&pair.url("postgres"), PostgresOptions::default());
+    let store = connect(&url, PostgresOptions::default());
     let mut violations = std::mem::take(&mut tally.violations);
     for (i, s) in held.iter().enumerate() {
         let log = store.read_all(&session(s)).unwrap();

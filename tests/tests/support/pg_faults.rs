@@ -23,7 +23,7 @@ use stepjournal_backends::postgres::{PostgresOptions, PostgresStore};
 use stepjournal_backends::{AppendError, Durability, JournalStore, SeparateProcess};
 use stepjournal_codec::{CallId, Entry, Event, Replay, RunOutcome, Seq, SessionId};
 use stepjournal_tests::sample::{numbered, stamped_numbered};
-use stepjournal_tests::watchdog::Watchdog;
+use stepjournal_tests::watchdog::{StopOnPanic, Watchdog};
 
 use super::pg::{self, Killed, PgFixture};
 use stepjournal_tests::pgbouncer::Bouncer;
@@ -73,17 +73,6 @@ fn fire_name(tag: &str) -> String {
     format!("sjt_{tag}_{}", std::process::id())
 }
 
-/// Sets `done` when a panic unwinds it, so that the kill loop (and the scope) can end.
-struct Stop<'a>(&'a AtomicBool);
-
-impl Drop for Stop<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
 const WRITERS: u64 = 6;
 const APPENDS: u64 = 40;
 
@@ -113,7 +102,7 @@ pub fn writers_under_kills(route: &Route, tag: &str) {
             .map(|w| {
                 let (store, direct, done, gave_up) = (&*store, &*direct, &done, &gave_up);
                 scope.spawn(move || {
-                    let _stop = Stop(done);
+                    let _stop = StopOnPanic(done);
                     let s = SessionId::new(format!("writer-{w}")).unwrap();
                     let mut tail = Seq(0);
                     for i in 0..APPENDS {
@@ -258,7 +247,7 @@ pub fn start_up_under_kills(route: &Route, tag: &str) {
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        let _stop = Stop(&done);
+        let _stop = StopOnPanic(&done);
         let (mut rounds, mut errors) = (0u64, Vec::new());
         loop {
             rounds += 1;
