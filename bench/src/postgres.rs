@@ -56,12 +56,14 @@ impl Via {
         }
     }
 
-    fn key_part(self) -> &'static str {
-        match self {
+    /// The key of its row in a synced or buffered group.
+    pub fn key(self, durability: Durability, bytes: usize, threads: usize) -> String {
+        let way = match self {
             Via::Direct => "",
             Via::Pooled => "pooled.",
             Via::Standby => "standby.",
-        }
+        };
+        format!("postgres.{way}{}.{bytes}.{threads}", durability.as_str())
     }
 
     fn note(self) -> &'static str {
@@ -73,11 +75,6 @@ impl Via {
             }
         }
     }
-}
-
-/// The key of the direct PostgreSQL row of a synced or buffered group.
-pub fn key(durability: Durability, bytes: usize, threads: usize) -> String {
-    format!("postgres.{}.{bytes}.{threads}", durability.as_str())
 }
 
 fn connect(url: &str, name: &str, pool: usize) -> Result<PostgresStore, String> {
@@ -96,10 +93,8 @@ pub fn contender(
     durability: Durability,
 ) -> Result<Option<Contender>, String> {
     let Some(url) = via.url() else { return Ok(None) };
-    let key = format!("postgres.{}{}.{bytes}.{threads}", via.key_part(), durability.as_str());
-    let name =
-        format!("{}{}_{bytes}_{threads}", via.key_part().replace('.', "_"), durability.as_str());
-    let store = Arc::new(connect(&url, &name, threads)?);
+    let key = via.key(durability, bytes, threads);
+    let store = Arc::new(connect(&url, &key.replace('.', "_"), threads)?);
     let events = [event(bytes)];
     let kept = Arc::clone(&store);
     let note = match durability {

@@ -97,7 +97,7 @@ fn group(work: &WorkDir, table: &mut Table, bytes: usize, threads: usize) -> Res
             row = row.vs("file sync", Compare::to(sync));
         }
         if row.group == "postgres pooled" || row.group == "postgres standby" {
-            let direct = crate::postgres::key(Durability::Synced, bytes, threads);
+            let direct = crate::postgres::Via::Direct.key(Durability::Synced, bytes, threads);
             row = row.vs("postgres direct", Compare::to(direct));
         }
         if row.group == "file" {

@@ -77,3 +77,12 @@ pub fn kill_loop(
         std::thread::sleep(every(round));
     }
 }
+
+/// Whether this process runs as root: PostgreSQL's server and PgBouncer refuse to, so a test
+/// runs them as the `postgres` user then.
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}

@@ -24,13 +24,6 @@ fn binary() -> PathBuf {
     if on_path { PathBuf::from("pgbouncer") } else { PathBuf::from("/usr/sbin/pgbouncer") }
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 /// The `postgres` user's user (`-u`) or group (`-g`) id.
 fn postgres_id(which: &str) -> u32 {
     let out = Command::new("id").args([which, "postgres"]).output().unwrap();
@@ -67,7 +60,7 @@ impl Bouncer {
         )
         .unwrap();
         let mut command = Command::new(binary());
-        if is_root() {
+        if pg::is_root() {
             let _ = Command::new("chown")
                 .args(["-R", "postgres", dir.path().to_str().unwrap()])
                 .status();

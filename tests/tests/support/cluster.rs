@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use stepjournal_tests::pg::is_root;
+
 /// PostgreSQL's server binaries: `pg_config --bindir`, else Debian's directory.
 pub fn bin_dir() -> Option<PathBuf> {
     let out = Command::new("pg_config").arg("--bindir").output().ok();
@@ -35,13 +37,6 @@ pub fn pg(bin: &Path, program: &str, args: &[&str]) -> std::process::Output {
         Command::new(bin.join(program))
     };
     command.args(args).stdin(Stdio::null()).output().expect("the server binary runs")
-}
-
-pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 pub fn ok(out: std::process::Output, what: &str) {
