@@ -74,6 +74,9 @@ fn under_kills(through: &str, calls: usize, url: impl Fn(&Place) -> String) {
         .filter(|e| matches!(e, Event::RunEnded(r) if r.outcome == RunOutcome::Stopped))
         .count();
     assert_eq!(stops, 1, "stuck: stopped {stops} times");
+    // The loop found the commands' connections by their name (through the pooler, the server
+    // connections PgBouncer named after them): without it the test would prove nothing.
+    assert!(killed.all.load(Ordering::SeqCst) > 0, "{through}: no connection was ended");
     eprintln!(
         "{through}: {runs} command runs for {} actions under {} ended connections ({} busy)",
         calls + 1,

@@ -31,10 +31,13 @@ export async function generated() {
   return dts;
 }
 
+/** What lib/binding.d.ts holds now ('' when it is missing). */
+const committed = () => (existsSync(bindingDts) ? readFileSync(bindingDts, 'utf8') : '');
+
 /** Writes lib/binding.d.ts (beside it, then renamed) when it differs; returns whether it did. */
 export async function writeBindingTypes() {
   const dts = await generated();
-  if (existsSync(bindingDts) && readFileSync(bindingDts, 'utf8') === dts) return false;
+  if (committed() === dts) return false;
   const temporary = `${bindingDts}.${process.pid}.tmp`;
   writeFileSync(temporary, dts);
   renameSync(temporary, bindingDts);
@@ -45,8 +48,7 @@ if (import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const { values } = parseArgs({ options: { check: { type: 'boolean' } } });
   try {
     if (values.check) {
-      const current = existsSync(bindingDts) ? readFileSync(bindingDts, 'utf8') : '';
-      if (current !== (await generated())) {
+      if (committed() !== (await generated())) {
         console.error(`stepjournal: ${bindingDts} is not what napi-rs generates: run npm run build`);
         process.exit(1);
       }
